@@ -1,0 +1,248 @@
+// Package config reads the worker's and the CLI's configuration from the
+// environment (with caarlos0/env), applies the documented defaults and
+// validates it. Every error names the variable at fault.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// DefaultEmbeddedAddr is where the embedded store listens when
+// CAIRN_REDIS_URL is unset.
+const DefaultEmbeddedAddr = "127.0.0.1:6390"
+
+// Config is the configuration of the worker and the CLI. The README's
+// configuration table lists the same variables.
+type Config struct {
+	// RedisURL is redis://[user:password@]host:port[/db] or rediss:// for
+	// TLS. Empty: the worker starts the embedded, non-durable store, and the
+	// CLI talks to it.
+	RedisURL string `env:"CAIRN_REDIS_URL"`
+	// EmbeddedAddr is the loopback address of the embedded store.
+	EmbeddedAddr string `env:"CAIRN_EMBEDDED_ADDR" envDefault:"127.0.0.1:6390"`
+	// Queue is the asynq queue and the hash tag of the workflow state.
+	Queue string `env:"CAIRN_QUEUE" envDefault:"workflows"`
+	// Concurrency is how many step attempts a worker runs at once.
+	Concurrency int `env:"CAIRN_CONCURRENCY" envDefault:"10"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text or json.
+	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"text"`
+
+	// The global retry policy; workflows and steps override it.
+	RetryMaxAttempts        int           `env:"CAIRN_RETRY_MAX_ATTEMPTS" envDefault:"4"`
+	RetryInitialInterval    time.Duration `env:"CAIRN_RETRY_INITIAL_INTERVAL" envDefault:"1s"`
+	RetryBackoffCoefficient float64       `env:"CAIRN_RETRY_BACKOFF_COEFFICIENT" envDefault:"2"`
+	RetryMaxInterval        time.Duration `env:"CAIRN_RETRY_MAX_INTERVAL" envDefault:"30s"`
+	RetryJitter             string        `env:"CAIRN_RETRY_JITTER" envDefault:"equal"`
+	UnknownErrors           string        `env:"CAIRN_UNKNOWN_ERRORS" envDefault:"transient"`
+	StepTimeout             time.Duration `env:"CAIRN_STEP_TIMEOUT" envDefault:"15m"`
+	RunTimeout              time.Duration `env:"CAIRN_RUN_TIMEOUT" envDefault:"0s"`
+	MaxIterations           int           `env:"CAIRN_MAX_ITERATIONS" envDefault:"0"`
+	MaxCrashes              int           `env:"CAIRN_MAX_CRASHES" envDefault:"3"`
+
+	// Retention is how long finished runs are kept.
+	Retention time.Duration `env:"CAIRN_RETENTION" envDefault:"168h"`
+	// TaskCheckInterval is asynq's idle poll interval.
+	TaskCheckInterval time.Duration `env:"CAIRN_TASK_CHECK_INTERVAL" envDefault:"20ms"`
+	// DelayedTaskCheckInterval is how often due retries are moved to the queue.
+	DelayedTaskCheckInterval time.Duration `env:"CAIRN_DELAYED_TASK_CHECK_INTERVAL" envDefault:"200ms"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `env:"CAIRN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// Error is a configuration error naming its variable.
+type Error struct {
+	Var string
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Var + ": " + e.Msg }
+
+// Load reads the configuration from environ (as os.Environ returns it) and
+// validates it.
+func Load(environ []string) (Config, error) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: m}); err != nil {
+		return Config{}, namedErrors(err)
+	}
+	return c, c.Validate()
+}
+
+// namedErrors rewrites caarlos0/env's errors, which name struct fields, to
+// name the environment variables.
+func namedErrors(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	var out []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			out = append(out, &Error{Var: varOf(pe.Name), Msg: fmt.Sprintf("cannot parse as %s: %v", typeName(pe.Type), unwrapAll(pe.Err))})
+			continue
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func unwrapAll(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func typeName(t reflect.Type) string {
+	if t == reflect.TypeFor[time.Duration]() {
+		return "a duration (like 500ms, 30s, 2h)"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return t.String()
+}
+
+func varOf(field string) string {
+	if f, ok := reflect.TypeFor[Config]().FieldByName(field); ok {
+		return f.Tag.Get("env")
+	}
+	return field
+}
+
+// Validate checks values the parser cannot.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(v, format string, args ...any) {
+		errs = append(errs, &Error{Var: v, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.RedisURL != "" {
+		u, err := url.Parse(c.RedisURL)
+		switch {
+		case err != nil:
+			bad("CAIRN_REDIS_URL", "not a URL: %v", err)
+		case u.Scheme != "redis" && u.Scheme != "rediss":
+			bad("CAIRN_REDIS_URL", "scheme %q: want redis:// or rediss://", u.Scheme)
+		case u.Host == "":
+			bad("CAIRN_REDIS_URL", "no host in %q", c.RedisURL)
+		}
+	}
+	if c.Queue == "" || strings.ContainsAny(c.Queue, "{}: \t\n") {
+		bad("CAIRN_QUEUE", "%q: want a non-empty name without braces, colons or spaces", c.Queue)
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10000 {
+		bad("CAIRN_CONCURRENCY", "%d: want 1 to 10000", c.Concurrency)
+	}
+	if _, err := c.SlogLevel(); err != nil {
+		bad("CAIRN_LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("CAIRN_LOG_FORMAT", "%q: want text or json", c.LogFormat)
+	}
+	if c.RetryMaxAttempts < 1 {
+		bad("CAIRN_RETRY_MAX_ATTEMPTS", "%d: want at least 1", c.RetryMaxAttempts)
+	}
+	if c.RetryInitialInterval <= 0 {
+		bad("CAIRN_RETRY_INITIAL_INTERVAL", "%s: want a positive duration", c.RetryInitialInterval)
+	}
+	if c.RetryBackoffCoefficient < 1 {
+		bad("CAIRN_RETRY_BACKOFF_COEFFICIENT", "%v: want at least 1", c.RetryBackoffCoefficient)
+	}
+	if c.RetryMaxInterval < c.RetryInitialInterval {
+		bad("CAIRN_RETRY_MAX_INTERVAL", "%s: want at least CAIRN_RETRY_INITIAL_INTERVAL (%s)", c.RetryMaxInterval, c.RetryInitialInterval)
+	}
+	switch workflow.Jitter(c.RetryJitter) {
+	case workflow.JitterNone, workflow.JitterFull, workflow.JitterEqual:
+	default:
+		bad("CAIRN_RETRY_JITTER", "%q: want none, full or equal", c.RetryJitter)
+	}
+	switch workflow.ErrorMode(c.UnknownErrors) {
+	case workflow.UnknownTransient, workflow.UnknownPermanent:
+	default:
+		bad("CAIRN_UNKNOWN_ERRORS", "%q: want transient or permanent", c.UnknownErrors)
+	}
+	nonNeg := func(v string, d time.Duration) {
+		if d < 0 {
+			bad(v, "%s: want a duration of zero or more", d)
+		}
+	}
+	positive := func(v string, d time.Duration) {
+		if d <= 0 {
+			bad(v, "%s: want a positive duration", d)
+		}
+	}
+	positive("CAIRN_STEP_TIMEOUT", c.StepTimeout)
+	nonNeg("CAIRN_RUN_TIMEOUT", c.RunTimeout)
+	positive("CAIRN_RETENTION", c.Retention)
+	positive("CAIRN_TASK_CHECK_INTERVAL", c.TaskCheckInterval)
+	positive("CAIRN_DELAYED_TASK_CHECK_INTERVAL", c.DelayedTaskCheckInterval)
+	positive("CAIRN_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.MaxIterations < 0 {
+		bad("CAIRN_MAX_ITERATIONS", "%d: want 0 (no limit) or more", c.MaxIterations)
+	}
+	if c.MaxCrashes < 1 {
+		bad("CAIRN_MAX_CRASHES", "%d: want at least 1", c.MaxCrashes)
+	}
+	return errors.Join(errs...)
+}
+
+// SlogLevel returns the log level.
+func (c Config) SlogLevel() (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(c.LogLevel))
+	return l, err
+}
+
+// Policy returns the global policy the variables describe.
+func (c Config) Policy() workflow.Policy {
+	return workflow.Policy{
+		MaxAttempts:        c.RetryMaxAttempts,
+		InitialInterval:    c.RetryInitialInterval,
+		BackoffCoefficient: c.RetryBackoffCoefficient,
+		MaxInterval:        c.RetryMaxInterval,
+		Jitter:             workflow.Jitter(c.RetryJitter),
+		UnknownErrors:      workflow.ErrorMode(c.UnknownErrors),
+		StepTimeout:        c.StepTimeout,
+		RunTimeout:         c.RunTimeout,
+		MaxIterations:      c.MaxIterations,
+		MaxCrashes:         c.MaxCrashes,
+	}
+}
+
+// EffectiveRedisURL is the Redis to talk to: CAIRN_REDIS_URL, or the
+// embedded store's address when it is unset.
+func (c Config) EffectiveRedisURL() string {
+	if c.RedisURL != "" {
+		return c.RedisURL
+	}
+	return "redis://" + c.EmbeddedAddr
+}
+
+// Embedded reports whether the embedded store is in use.
+func (c Config) Embedded() bool { return c.RedisURL == "" }

@@ -1,0 +1,86 @@
+package retrystate
+
+import "strconv"
+
+// keys builds every Redis key of one queue's workflow state. It is the only
+// place a Cairn key name is spelled out.
+//
+// Scripts also derive step keys from the step-key prefix of a run (passed as
+// ARGV[2]), as asynq does for task keys; every derived key carries the same
+// hash tag and so lives in the slot of the declared keys.
+type keys struct {
+	queue  string
+	prefix string // "cairn:{queue}:"
+}
+
+func newKeys(queue string) keys {
+	return keys{queue: queue, prefix: "cairn:{" + queue + "}:"}
+}
+
+// Definitions is a hash: workflow name -> definition JSON, as registered by
+// the workers.
+func (k keys) definitions() string { return k.prefix + "defs" }
+
+// Run is the run record hash.
+func (k keys) run(id string) string { return k.prefix + "run:" + id }
+
+// StepPrefix is the prefix of a run's step record keys; append the index.
+func (k keys) stepPrefix(id string) string { return k.prefix + "run:" + id + ":s:" }
+
+// Step is the record hash of step index idx of run id.
+func (k keys) step(id string, idx int) string { return k.stepPrefix(id) + strconv.Itoa(idx) }
+
+// Journal is the run's journal stream.
+func (k keys) journal(id string) string { return k.prefix + "run:" + id + ":j" }
+
+// Idempotency maps an idempotency key to the run it started.
+func (k keys) idempotency(key string) string { return k.prefix + "idem:" + key }
+
+// idempotencyNone is the declared placeholder for scripts called without an
+// idempotency key: a key in the queue's slot that is never written.
+func (k keys) idempotencyNone() string { return k.prefix + "idem:" }
+
+// All indexes every run by creation time.
+func (k keys) all() string { return k.prefix + "idx:all" }
+
+// Active indexes non-terminal runs by last update.
+func (k keys) active() string { return k.prefix + "idx:active" }
+
+// Scheduled indexes runs with a scheduled retry by next_attempt_at.
+func (k keys) scheduled() string { return k.prefix + "idx:scheduled" }
+
+// Attention indexes runs that need an operator, by when they started to.
+func (k keys) attention() string { return k.prefix + "idx:attention" }
+
+// ByStatus indexes runs of one status by creation time.
+func (k keys) byStatus(status string) string { return k.prefix + "idx:status:" + status }
+
+// Notifications is the queue's stream of run-level events (run failed,
+// succeeded, cancelled) for live subscribers and notifiers.
+func (k keys) notifications() string { return k.prefix + "notifications" }
+
+// runKeys is the fixed KEYS layout of every run-level script; common.lua
+// names the positions. step is the step the caller acts on (any step of the
+// run when the script finds the current one itself).
+func (k keys) runKeys(id string, step int, idem string) []string {
+	idemKey := k.idempotencyNone()
+	if idem != "" {
+		idemKey = k.idempotency(idem)
+	}
+	return []string{
+		k.run(id),                   // 1
+		k.step(id, step),            // 2
+		k.journal(id),               // 3
+		k.all(),                     // 4
+		k.active(),                  // 5
+		k.scheduled(),               // 6
+		k.attention(),               // 7
+		k.byStatus(StatusPending),   // 8
+		k.byStatus(StatusRunning),   // 9
+		k.byStatus(StatusSucceeded), // 10
+		k.byStatus(StatusFailed),    // 11
+		k.byStatus(StatusCancelled), // 12
+		k.notifications(),           // 13
+		idemKey,                     // 14
+	}
+}

@@ -1,0 +1,71 @@
+-- fail.lua: record a failed attempt; schedule the next one or fail the run.
+-- KEYS: the run-level layout of common.lua; KEYS[2] is the failed step.
+-- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[4] fence token of the attempt
+-- ARGV[5] step index
+-- ARGV[6] error message
+-- ARGV[7] error class: "transient" or "permanent"
+-- ARGV[8] delay before the next attempt, ms (used when one is scheduled)
+-- ARGV[9] retention of a run that ends here, ms
+-- ARGV[10] error code, "" for none
+-- A transient failure with budget left schedules the next attempt, unless it
+-- would come at or after the run's deadline: then the run fails with
+-- run_timeout at once rather than wait for a time it may not use.
+-- Returns {"retry", next_attempt_at, attempt, timeout_ms} when a retry was
+-- scheduled, {"failed", code, reason} when the run failed, or {"fenced", why}
+-- when this attempt no longer owns the step: nothing written.
+
+local idx = tonumber(ARGV[5])
+local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]
+local rs = redis.call("HMGET", KEYS[1], "status", "deadline")
+if not rs[1] then
+  return {"fenced", "run gone"}
+end
+if rs[1] ~= "running" then
+  return {"fenced", "run " .. rs[1]}
+end
+local st = redis.call("HMGET", KEYS[2], "status", "fence", "name", "attempt", "budget_base", "max_attempts",
+  "timeout_ms", "attempt_started_at")
+if st[1] ~= "running" or st[2] ~= ARGV[4] then
+  return {"fenced", "fence lost"}
+end
+local name, attempt = st[3], num(st[4])
+local used = attempt - num(st[5])
+local max_attempts = num(st[6])
+local deadline = num(rs[2])
+local due = NOW + delay
+
+redis.call("HSET", KEYS[2], "last_error", msg, "last_error_class", class, "last_error_code", code,
+  "last_error_at", int(NOW), "fence", "", "fence_expires_at", "0")
+journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
+  "duration_ms", int(NOW - num(st[8])))
+
+if class == "permanent" then
+  local reason = string.format("step %q failed with a permanent error on attempt %d: %s", name, used, msg)
+  fail_run(KEYS[2], "permanent_error", reason, "step failed with a permanent error", ARGV[9])
+  return {"failed", "permanent_error", reason}
+end
+if used >= max_attempts then
+  redis.call("HSET", KEYS[2], "retry_state", "exhausted")
+  local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", name, used, max_attempts, msg)
+  fail_run(KEYS[2], "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9])
+  return {"failed", "retries_exhausted", reason}
+end
+if deadline > 0 and due >= deadline then
+  local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline: %s",
+    name, used, msg)
+  fail_run(KEYS[2], "run_timeout", reason, "run timed out", ARGV[9])
+  return {"failed", "run_timeout", reason}
+end
+
+local next_attempt = redis.call("HINCRBY", KEYS[2], "attempt", 1)
+local id = task_id(idx, next_attempt, 0)
+redis.call("HINCRBY", KEYS[2], "retry_attempts", 1)
+redis.call("HSET", KEYS[2], "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
+  "task", id, "gen", "0")
+redis.call("ZADD", KEYS[6], due, RUN_ID)
+redis.call("HSET", KEYS[1], "warning", "retry_pending")
+touch()
+journal("retry_scheduled", "step", name, "attempt", int(next_attempt), "task", id, "due_at", int(due),
+  "delay_ms", int(delay))
+return {"retry", int(due), int(next_attempt), int(st[7])}

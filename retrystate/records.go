@@ -1,0 +1,230 @@
+package retrystate
+
+import (
+	"strconv"
+	"time"
+)
+
+// Run statuses.
+const (
+	StatusPending   = "pending"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Step statuses. A step waiting for a scheduled retry is pending with
+// RetryState RetryScheduled.
+const (
+	StepPending   = "pending"
+	StepRunning   = "running"
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped"
+	StepCancelled = "cancelled"
+)
+
+// Retry states of a step.
+const (
+	RetryNone      = "none"
+	RetryScheduled = "scheduled"
+	RetryExhausted = "exhausted"
+)
+
+// Error classes recorded with a failed attempt.
+const (
+	ClassTransient = "transient"
+	ClassPermanent = "permanent"
+)
+
+// Failure codes of a failed run.
+const (
+	CodeRetriesExhausted      = "retries_exhausted"
+	CodePermanentError        = "permanent_error"
+	CodeRunTimeout            = "run_timeout"
+	CodeMaxIterationsExceeded = "max_iterations_exceeded"
+	CodeCrashBudgetExhausted  = "crash_budget_exhausted"
+	CodeCancelled             = "cancelled"
+)
+
+// IsTerminal reports whether a run status is final.
+func IsTerminal(status string) bool {
+	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
+}
+
+// Run is a run record with its step records, as stored.
+type Run struct {
+	ID             string
+	Workflow       string
+	Status         string
+	Owner          string
+	Input          string // JSON
+	IdempotencyKey string
+	Definition     string // JSON snapshot the run started with
+	Current        int    // index of the current step
+	StepCount      int
+	Iterations     int
+	MaxIterations  int
+	Deadline       time.Time // zero: none
+	CreatedAt      time.Time
+	StartedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     time.Time
+	FailureCode    string
+	FailureReason  string
+	Warning        string
+	NeedsAttention bool
+	AutoRecoveries int
+	Steps          []Step // empty when listed without steps
+}
+
+// Step is a step record: progress, retry metadata and checkpoint.
+type Step struct {
+	Index            int
+	Name             string
+	Optional         bool
+	Status           string
+	Attempt          int // number of the current (or last) attempt; never reused
+	AttemptsStarted  int
+	BudgetBase       int // attempts before the current retry budget began
+	RetryAttempts    int // retries scheduled within the current budget
+	RetryState       string
+	NextAttemptAt    time.Time // zero unless a retry is scheduled
+	MaxAttempts      int
+	MaxCrashes       int
+	Timeout          time.Duration
+	Policy           string // JSON of the step's effective policy
+	LastError        string
+	LastErrorClass   string
+	LastErrorCode    string
+	LastErrorAt      time.Time
+	Output           string // JSON checkpoint; "" until the step succeeds
+	Crashes          int
+	Gen              int
+	Task             string // asynq task ID of the current dispatch
+	Fence            string
+	FenceExpiresAt   time.Time
+	StartedAt        time.Time
+	AttemptStartedAt time.Time
+	FinishedAt       time.Time
+}
+
+// Entry is one journal entry.
+type Entry struct {
+	ID      string // stream entry ID
+	Type    string
+	At      time.Time
+	Step    string
+	Attempt int
+	// Fields holds every other field of the entry (error, class, delay_ms,
+	// due_at, task, code, reason, message, actor, ...).
+	Fields map[string]string
+}
+
+// Journal entry types.
+const (
+	EventRunStarted       = "run_started"
+	EventAttemptStarted   = "attempt_started"
+	EventAttemptSucceeded = "attempt_succeeded"
+	EventAttemptFailed    = "attempt_failed"
+	EventAttemptCrashed   = "attempt_crashed"
+	EventRetryScheduled   = "retry_scheduled"
+	EventRunSucceeded     = "run_succeeded"
+	EventRunFailed        = "run_failed"
+	EventRunCancelled     = "run_cancelled"
+)
+
+func parseRun(id string, h map[string]string) *Run {
+	return &Run{
+		ID:             id,
+		Workflow:       h["workflow"],
+		Status:         h["status"],
+		Owner:          h["owner"],
+		Input:          h["input"],
+		IdempotencyKey: h["idempotency_key"],
+		Definition:     h["definition"],
+		Current:        atoi(h["current"]),
+		StepCount:      atoi(h["steps"]),
+		Iterations:     atoi(h["iterations"]),
+		MaxIterations:  atoi(h["max_iterations"]),
+		Deadline:       msTime(h["deadline"]),
+		CreatedAt:      msTime(h["created_at"]),
+		StartedAt:      msTime(h["started_at"]),
+		UpdatedAt:      msTime(h["updated_at"]),
+		FinishedAt:     msTime(h["finished_at"]),
+		FailureCode:    h["failure_code"],
+		FailureReason:  h["failure_reason"],
+		Warning:        h["warning"],
+		NeedsAttention: h["needs_attention"] == "1",
+		AutoRecoveries: atoi(h["auto_recoveries"]),
+	}
+}
+
+func parseStep(idx int, h map[string]string) Step {
+	return Step{
+		Index:            idx,
+		Name:             h["name"],
+		Optional:         h["optional"] == "1",
+		Status:           h["status"],
+		Attempt:          atoi(h["attempt"]),
+		AttemptsStarted:  atoi(h["attempts_started"]),
+		BudgetBase:       atoi(h["budget_base"]),
+		RetryAttempts:    atoi(h["retry_attempts"]),
+		RetryState:       h["retry_state"],
+		NextAttemptAt:    msTime(h["next_attempt_at"]),
+		MaxAttempts:      atoi(h["max_attempts"]),
+		MaxCrashes:       atoi(h["max_crashes"]),
+		Timeout:          time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
+		Policy:           h["policy"],
+		LastError:        h["last_error"],
+		LastErrorClass:   h["last_error_class"],
+		LastErrorCode:    h["last_error_code"],
+		LastErrorAt:      msTime(h["last_error_at"]),
+		Output:           h["output"],
+		Crashes:          atoi(h["crashes"]),
+		Gen:              atoi(h["gen"]),
+		Task:             h["task"],
+		Fence:            h["fence"],
+		FenceExpiresAt:   msTime(h["fence_expires_at"]),
+		StartedAt:        msTime(h["started_at"]),
+		AttemptStartedAt: msTime(h["attempt_started_at"]),
+		FinishedAt:       msTime(h["finished_at"]),
+	}
+}
+
+func parseEntry(id string, values map[string]any) Entry {
+	e := Entry{ID: id, Fields: make(map[string]string, len(values))}
+	for k, v := range values {
+		s, _ := v.(string)
+		switch k {
+		case "type":
+			e.Type = s
+		case "at":
+			e.At = msTime(s)
+		case "step":
+			e.Step = s
+		case "attempt":
+			e.Attempt = atoi(s)
+		default:
+			e.Fields[k] = s
+		}
+	}
+	return e
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// msTime converts stored Unix milliseconds; "0" and "" are the zero time.
+func msTime(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }

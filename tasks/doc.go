@@ -1,0 +1,10 @@
+// Package tasks is the contract between Cairn and asynq: the task type name
+// of a step attempt, its payload encoding, the deterministic task ID of each
+// attempt, and the asynq options an attempt is enqueued with.
+//
+// Every step attempt is one asynq task. Its ID is derived from the run ID, the
+// step index, the attempt number and a dispatch generation, so enqueueing the
+// same attempt twice is a no-op (asynq answers ErrTaskIDConflict) and every
+// enqueue can be retried safely. IDs never contain '-', which asynqmon
+// truncates at.
+package tasks

@@ -1,0 +1,369 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// ClientConfig configures a Client. A zero field takes the default given in
+// its comment.
+type ClientConfig struct {
+	// Queue must match the workers' queue. Default DefaultQueue.
+	Queue string
+	// Retention must match the workers' retention; it applies to runs the
+	// client cancels. Default 7 days.
+	Retention time.Duration
+	// MaxInputBytes bounds the input of a run. Default 1 MiB.
+	MaxInputBytes int
+	// Clock tells the time. Default SystemClock.
+	Clock Clock
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Client starts runs and reads and steers them. It needs no workflow code:
+// workers publish their definitions to Redis, and Start takes the step list
+// and policies from there.
+type Client struct {
+	cfg       ClientConfig
+	store     *retrystate.Store
+	disp      *dispatcher
+	inspector *asynq.Inspector
+	log       *slog.Logger
+}
+
+// NewClient returns a client of the workflow state in rdb.
+func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
+	if cfg.Queue == "" {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.MaxInputBytes == 0 {
+		cfg.MaxInputBytes = 1 << 20
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Client{
+		cfg:       cfg,
+		store:     retrystate.New(rdb, cfg.Queue),
+		disp:      newDispatcher(rdb, cfg.Queue, cfg.Clock),
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
+		log:       cfg.Logger,
+	}
+}
+
+// StartOptions are the options of Client.Start.
+type StartOptions struct {
+	// IdempotencyKey, when set, makes Start idempotent: a later Start with
+	// the same key returns the run the first one started (for as long as
+	// that run is retained) and starts nothing.
+	IdempotencyKey string
+	// Owner is the subject that starts the run (an API user, a service).
+	Owner string
+}
+
+// Start starts a run of the named workflow with input, which is any value
+// that marshals to JSON; a json.RawMessage or []byte must hold valid JSON. A
+// nil input is {}. It returns ErrUnknownWorkflow for a workflow no worker has
+// published, ErrInvalidInput for input that is not JSON or is too large; in
+// either case nothing is written.
+func (c *Client) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (*Run, error) {
+	if opts == nil {
+		opts = &StartOptions{}
+	}
+	if !nameRE.MatchString(workflow) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownWorkflow, workflow)
+	}
+	if len(opts.IdempotencyKey) > 256 {
+		return nil, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidInput)
+	}
+	raw, err := c.encodeInput(input)
+	if err != nil {
+		return nil, err
+	}
+	def, err := c.store.Definition(ctx, workflow)
+	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
+		return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
+	}
+	if err != nil {
+		return nil, err
+	}
+	snap, err := parseSnapshot(def)
+	if err != nil {
+		return nil, err
+	}
+	now := c.cfg.Clock.Now()
+	nr := retrystate.NewRun{
+		ID: NewRunID(now), Workflow: workflow, Owner: opts.Owner, IdempotencyKey: opts.IdempotencyKey,
+		Input: string(raw), Definition: def, RunTimeout: snap.Policy.RunTimeout,
+		MaxIterations: snap.Policy.MaxIterations, Now: now,
+	}
+	for _, s := range snap.Steps {
+		pol, err := json.Marshal(s.Policy)
+		if err != nil {
+			return nil, err
+		}
+		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: s.Name, Optional: s.Optional,
+			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
+			Policy: string(pol)})
+	}
+	created, err := c.store.CreateRun(ctx, nr)
+	if err != nil {
+		return nil, err
+	}
+	if created.Existed {
+		run, err := c.Get(ctx, created.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if run.Workflow != workflow {
+			return nil, fmt.Errorf("%w: key %q started run %s of workflow %q", ErrIdempotencyConflict,
+				opts.IdempotencyKey, run.ID, run.Workflow)
+		}
+		if run.Status == StatusPending {
+			// The first Start may have died before enqueueing; make sure the
+			// first task exists (a no-op when it does).
+			if err := c.ensureFirst(ctx, run.ID); err != nil {
+				return nil, err
+			}
+		}
+		return run, nil
+	}
+	if err := c.disp.enqueue(ctx, created.RunID, workflow, created.First); err != nil {
+		return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
+			created.RunID, err)
+	}
+	c.log.Info("run started", AttrRunID, created.RunID, AttrWorkflow, workflow)
+	return c.Get(ctx, created.RunID)
+}
+
+func (c *Client) ensureFirst(ctx context.Context, id string) error {
+	rec, err := c.store.Run(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.Status != StatusPending || len(rec.Steps) == 0 {
+		return nil
+	}
+	s := rec.Steps[rec.Current]
+	_, _, attempt, gen, err := tasks.ParseID(s.Task)
+	if err != nil {
+		return err
+	}
+	return c.disp.enqueue(ctx, id, rec.Workflow, retrystate.Dispatch{Index: rec.Current, Name: s.Name,
+		Attempt: attempt, Gen: gen, DueAt: s.NextAttemptAt, Timeout: s.Timeout})
+}
+
+func (c *Client) encodeInput(input any) (json.RawMessage, error) {
+	var raw []byte
+	switch v := input.(type) {
+	case nil:
+		raw = []byte("{}")
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		}
+		raw = b
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	if len(raw) > c.cfg.MaxInputBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrInvalidInput, len(raw), c.cfg.MaxInputBytes)
+	}
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidInput, err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	}
+	return compact.Bytes(), nil
+}
+
+func checkID(id string) error {
+	if !ValidRunID(id) {
+		return fmt.Errorf("%w %q", ErrInvalidRunID, id)
+	}
+	return nil
+}
+
+func mapNotFound(id string, err error) error {
+	if errors.Is(err, retrystate.ErrRunNotFound) {
+		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
+	}
+	return err
+}
+
+// Get returns a run with the progress of each step. It returns
+// ErrInvalidRunID or ErrRunNotFound for a bad or unknown ID.
+func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	rec, err := c.store.Run(ctx, id)
+	if err != nil {
+		return nil, mapNotFound(id, err)
+	}
+	return runFromRecord(rec), nil
+}
+
+// ListOptions select runs for List.
+type ListOptions struct {
+	// Status filters by run status; "" lists every run.
+	Status string
+	// Limit is the page size. Default 50, at most 1000.
+	Limit int
+	// Cursor continues a listing from the page before.
+	Cursor string
+}
+
+// ErrInvalidStatus is returned by List for an unknown status filter.
+var ErrInvalidStatus = errors.New("invalid status (want pending, running, succeeded, failed or cancelled)")
+
+// List returns a page of runs, newest first, without their steps, and the
+// cursor of the next page ("" after the last).
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]*Run, string, error) {
+	switch opts.Status {
+	case "", StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+	default:
+		return nil, "", fmt.Errorf("%w: %q", ErrInvalidStatus, opts.Status)
+	}
+	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*Run, len(recs))
+	for i, rec := range recs {
+		out[i] = runFromRecord(rec)
+	}
+	return out, next, nil
+}
+
+// Events returns a run's journal, oldest first.
+func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	entries, err := c.store.Journal(ctx, id)
+	if err != nil {
+		return nil, mapNotFound(id, err)
+	}
+	out := make([]Event, len(entries))
+	for i, e := range entries {
+		out[i] = eventFromEntry(e)
+	}
+	return out, nil
+}
+
+// ActionOptions are the options of an operator action.
+type ActionOptions struct {
+	// Actor is who acts, recorded in the journal. Default "client".
+	Actor string
+}
+
+func actor(o *ActionOptions) string {
+	if o == nil || o.Actor == "" {
+		return "client"
+	}
+	return o.Actor
+}
+
+// Cancel cancels a pending or running run: no further attempt starts, a
+// scheduled retry's task is deleted, a running step's context is cancelled,
+// and later deliveries of its tasks are acknowledged without running. It is
+// idempotent: cancelling a cancelled run returns it. It returns
+// ErrRunFinished for a run that succeeded or failed.
+func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	who := actor(opts)
+	res, err := c.store.Cancel(ctx, id, who, c.cfg.Retention, c.cfg.Clock.Now())
+	if err != nil {
+		return nil, mapNotFound(id, err)
+	}
+	if !res.Cancelled && !res.Already {
+		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.Status)
+	}
+	if res.Cancelled && res.Task != "" {
+		// Best effort: the state already forbids any further attempt.
+		if err := c.inspector.DeleteTask(c.cfg.Queue, res.Task); err != nil &&
+			!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+			c.log.Debug("cancelled run's task not deleted", AttrRunID, id, AttrTaskID, res.Task, AttrError, err)
+		}
+		if res.StepStatus == StepRunning {
+			if err := c.inspector.CancelProcessing(res.Task); err != nil {
+				c.log.Warn("could not signal the running step to stop; it stops at its next heartbeat",
+					AttrRunID, id, AttrTaskID, res.Task, AttrError, err)
+			}
+		}
+		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
+	}
+	return c.Get(ctx, id)
+}
+
+// Wait polls a run every interval (default 250ms) until it ends or ctx is
+// done, and returns its last state.
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*Run, error) {
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	for {
+		run, err := c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if run.Terminal() {
+			return run, nil
+		}
+		if err := sleep(ctx, interval); err != nil {
+			return run, err
+		}
+	}
+}
+
+// Workflows returns the names of the workflows the workers have published,
+// with the step names of each.
+func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
+	defs, err := c.store.Definitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]string, len(defs))
+	for name, d := range defs {
+		snap, err := parseSnapshot(d)
+		if err != nil {
+			continue
+		}
+		for _, s := range snap.Steps {
+			out[name] = append(out[name], s.Name)
+		}
+	}
+	return out, nil
+}

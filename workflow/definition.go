@@ -1,0 +1,177 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+)
+
+// StepFunc is the body of a step. It returns the step's output, which is
+// checkpointed as JSON (so it must marshal with encoding/json) and passed to
+// later steps; or an error, which is classified (see Classify) to decide
+// whether the step is retried.
+//
+// A step runs at least once per attempt and may run again after a worker
+// crash, so its effects should be idempotent: pass StepContext.IdempotencyKey
+// to the services it calls. Its ctx ends at the step timeout, the run's
+// deadline, or when the run is cancelled.
+type StepFunc func(ctx context.Context, sc *StepContext) (any, error)
+
+// Step is one named step of a workflow.
+type Step struct {
+	// Name is unique within the workflow: letters, digits, '.', '_' (at
+	// most 64).
+	Name string
+	// Run is the step body.
+	Run StepFunc
+	// Optional marks a step an operator may skip once it has failed.
+	Optional bool
+	// Policy overrides the workflow's policy for this step; unset fields
+	// inherit.
+	Policy Policy
+}
+
+// Definition is a workflow: a name, its ordered steps and its policy.
+//
+// A run keeps the step list and the effective policies it started with, even
+// when the workers are redeployed with a changed definition.
+type Definition struct {
+	// Name identifies the workflow: letters, digits, '.', '_' (at most 64).
+	Name string
+	// Steps run in order; each starts when the one before succeeds.
+	Steps []Step
+	// Policy applies to every step unless the step overrides it; unset
+	// fields inherit the worker's defaults.
+	Policy Policy
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._]{0,63}$`)
+
+// Validate checks the definition: a valid name, at least one step, unique
+// valid step names, a body for each step, valid policies.
+func (d *Definition) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w %q: "+format, append([]any{ErrInvalidDefinition, d.Name}, args...)...))
+	}
+	if !nameRE.MatchString(d.Name) {
+		bad("name must be 1-64 letters, digits, '.' or '_', starting with a letter or digit")
+	}
+	if len(d.Steps) == 0 {
+		bad("no steps")
+	}
+	if err := d.Policy.Validate(); err != nil {
+		bad("%v", err)
+	}
+	seen := make(map[string]bool, len(d.Steps))
+	for i, s := range d.Steps {
+		switch {
+		case !nameRE.MatchString(s.Name):
+			bad("step %d: name %q must be 1-64 letters, digits, '.' or '_'", i, s.Name)
+		case seen[s.Name]:
+			bad("step %d: duplicate step name %q", i, s.Name)
+		}
+		seen[s.Name] = true
+		if s.Run == nil {
+			bad("step %q has no Run function", s.Name)
+		}
+		if err := s.Policy.Validate(); err != nil {
+			bad("step %q: %v", s.Name, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// snapshot is what a run keeps of its definition: the step list with each
+// step's effective policy, resolved when a worker registered the
+// definition. It is the JSON registered in Redis and copied into each run.
+type snapshot struct {
+	Name   string         `json:"name"`
+	Policy Policy         `json:"policy"` // workflow-level effective policy
+	Steps  []snapshotStep `json:"steps"`
+}
+
+type snapshotStep struct {
+	Name     string `json:"name"`
+	Optional bool   `json:"optional,omitempty"`
+	Policy   Policy `json:"policy"` // effective
+}
+
+// resolve computes the snapshot of d under the global defaults.
+func (d *Definition) resolve(global Policy) snapshot {
+	wf := d.Policy.Or(global).Or(DefaultPolicy())
+	s := snapshot{Name: d.Name, Policy: wf, Steps: make([]snapshotStep, len(d.Steps))}
+	for i, st := range d.Steps {
+		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf)}
+	}
+	return s
+}
+
+func parseSnapshot(b string) (snapshot, error) {
+	var s snapshot
+	if err := json.Unmarshal([]byte(b), &s); err != nil {
+		return snapshot{}, fmt.Errorf("%w: stored definition: %v", ErrInvalidDefinition, err)
+	}
+	if len(s.Steps) == 0 {
+		return snapshot{}, fmt.Errorf("%w: stored definition %q has no steps", ErrInvalidDefinition, s.Name)
+	}
+	return s, nil
+}
+
+// StepContext is what a step body knows about its run and attempt.
+type StepContext struct {
+	// RunID, Workflow, Step and Index identify the step.
+	RunID    string
+	Workflow string
+	Step     string
+	Index    int
+	// Attempt is the attempt number of the step (1 for the first). Numbers
+	// are never reused within a run, so an operator's retry continues from
+	// the last one.
+	Attempt int
+	// IdempotencyKey is "<run>:<step>:<attempt>": the same for every
+	// execution of this attempt (a resume after a crash included), different
+	// for each attempt. Pass it to downstream services.
+	IdempotencyKey string
+	// Input is the run's input JSON.
+	Input json.RawMessage
+	// Logger carries run_id, workflow, step and attempt.
+	Logger *slog.Logger
+
+	outputs map[string]json.RawMessage
+}
+
+// DecodeInput unmarshals the run input into v.
+func (sc *StepContext) DecodeInput(v any) error {
+	if err := json.Unmarshal(sc.Input, v); err != nil {
+		return Permanent(fmt.Errorf("decode run input: %w", err))
+	}
+	return nil
+}
+
+// Output returns the checkpointed output of an earlier step, and whether
+// that step produced one.
+func (sc *StepContext) Output(step string) (json.RawMessage, bool) {
+	o, ok := sc.outputs[step]
+	return o, ok
+}
+
+// DecodeOutput unmarshals an earlier step's output into v.
+func (sc *StepContext) DecodeOutput(step string, v any) error {
+	o, ok := sc.outputs[step]
+	if !ok {
+		return Permanent(fmt.Errorf("step %q has no output", step))
+	}
+	if err := json.Unmarshal(o, v); err != nil {
+		return Permanent(fmt.Errorf("decode output of step %q: %w", step, err))
+	}
+	return nil
+}
+
+// IdempotencyKey returns the idempotency key of an attempt.
+func IdempotencyKey(runID, step string, attempt int) string {
+	return fmt.Sprintf("%s:%s:%d", runID, step, attempt)
+}

@@ -1,0 +1,20 @@
+// Package workflow is Cairn's public API: durable multi-step workflows on
+// Redis, each step attempt an asynq task.
+//
+// A Definition is a named, ordered list of Steps with a Policy. A Worker
+// (an Engine on an asynq server) executes them; a Client starts runs and
+// reads and steers them from any process, without the workflow code.
+//
+// When a step fails with a transient error, its retry state (attempt count,
+// next attempt time, last error) is persisted in Redis and the next attempt
+// is scheduled with exponential backoff and jitter; a permanent error (see
+// Permanent) fails the run at once. Completed steps are checkpointed: their
+// outputs pass to later steps and they never run again. A run that fails
+// needs attention, with a reason naming the step, its attempts and its last
+// error.
+//
+// Execution is at least once per attempt: a step may run again after a
+// worker crash, so steps should pass StepContext.IdempotencyKey downstream.
+// Two executions of one step never overlap: each attempt holds a fence,
+// renewed while it runs.
+package workflow

@@ -1,0 +1,531 @@
+package workflow
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	randv2 "math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// DefaultQueue is the queue of step tasks and workflow state by default.
+const DefaultQueue = "workflows"
+
+// EngineConfig configures an Engine. A zero field takes the default given in
+// its comment.
+type EngineConfig struct {
+	// Queue is the asynq queue of step tasks; it is also the hash tag of
+	// the workflow state, so each queue's state lives in one Redis Cluster
+	// slot. Default DefaultQueue.
+	Queue string
+	// Defaults is the global policy, overridden per workflow and per step;
+	// unset fields take DefaultPolicy.
+	Defaults Policy
+	// Retention is how long a finished run (succeeded, failed, cancelled)
+	// is kept before it expires. Default 7 days.
+	Retention time.Duration
+	// FenceTTL is how long a running attempt owns its step without
+	// renewing; it is renewed every FenceTTL/3 while the step runs. A
+	// delivery that finds an expired fence treats the attempt's worker as
+	// crashed. Default 10s.
+	FenceTTL time.Duration
+	// MaxEarlyWait: asynq may deliver a retry up to a second early (it
+	// stores due times in whole seconds). A delivery at most this early
+	// waits in the handler for the due time; an earlier one is handed back
+	// to asynq for later. Default 2s.
+	MaxEarlyWait time.Duration
+	// StateWriteTimeout bounds how long the engine keeps retrying a state
+	// write (checkpoint, retry schedule) or an enqueue while Redis is
+	// unreachable. Default 2m.
+	StateWriteTimeout time.Duration
+	// Clock tells the time. Default SystemClock.
+	Clock Clock
+	// Logger receives the engine's structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Rand returns uniform numbers in [0, 1) for retry jitter. Default
+	// math/rand/v2.Float64.
+	Rand func() float64
+}
+
+func (c EngineConfig) withDefaults() EngineConfig {
+	if c.Queue == "" {
+		c.Queue = DefaultQueue
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.FenceTTL == 0 {
+		c.FenceTTL = 10 * time.Second
+	}
+	if c.MaxEarlyWait == 0 {
+		c.MaxEarlyWait = 2 * time.Second
+	}
+	if c.StateWriteTimeout == 0 {
+		c.StateWriteTimeout = 2 * time.Minute
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Rand == nil {
+		c.Rand = randv2.Float64
+	}
+	return c
+}
+
+// Engine executes step attempts: it is the asynq handler of the step task
+// type (see tasks.TypeStep). Most programs use a Worker, which runs an
+// Engine on an asynq server; use an Engine directly to mount it on an asynq
+// server of your own.
+type Engine struct {
+	cfg   EngineConfig
+	store *retrystate.Store
+	disp  *dispatcher
+	log   *slog.Logger
+
+	mu   sync.RWMutex
+	defs map[string]*registered
+}
+
+type registered struct {
+	def   Definition
+	snap  snapshot
+	steps map[string]StepFunc
+}
+
+// NewEngine returns an engine that keeps its state in rdb.
+func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("global policy: %w", err)
+	}
+	return &Engine{
+		cfg:   cfg,
+		store: retrystate.New(rdb, cfg.Queue),
+		disp:  newDispatcher(rdb, cfg.Queue, cfg.Clock),
+		log:   cfg.Logger,
+		defs:  make(map[string]*registered),
+	}, nil
+}
+
+// Register adds workflow definitions to the engine. Publish makes them
+// startable by clients.
+func (e *Engine) Register(defs ...Definition) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range defs {
+		if err := d.Validate(); err != nil {
+			return err
+		}
+		if _, dup := e.defs[d.Name]; dup {
+			return fmt.Errorf("%w %q: registered twice", ErrInvalidDefinition, d.Name)
+		}
+		r := &registered{def: d, snap: d.resolve(e.cfg.Defaults), steps: make(map[string]StepFunc, len(d.Steps))}
+		for _, s := range d.Steps {
+			r.steps[s.Name] = s.Run
+		}
+		e.defs[d.Name] = r
+	}
+	return nil
+}
+
+// Publish writes the registered definitions, with their effective policies,
+// to Redis, where Client.Start (in any process) finds them.
+func (e *Engine) Publish(ctx context.Context) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make(map[string]string, len(e.defs))
+	for name, r := range e.defs {
+		b, err := json.Marshal(r.snap)
+		if err != nil {
+			return err
+		}
+		out[name] = string(b)
+	}
+	return e.store.RegisterDefinitions(ctx, out)
+}
+
+func (e *Engine) stepFunc(workflow, step string) StepFunc {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if r := e.defs[workflow]; r != nil {
+		return r.steps[step]
+	}
+	return nil
+}
+
+// redeliverError asks asynq to deliver the same task again after a delay
+// (see RetryDelay). It never consumes the step's retry budget.
+type redeliverError struct {
+	after time.Duration
+	why   string
+}
+
+func (e *redeliverError) Error() string {
+	return fmt.Sprintf("cairn: deliver again in %s: %s", e.after, e.why)
+}
+
+// RetryDelay is the asynq RetryDelayFunc for servers that run an Engine:
+// a delivery the engine hands back (not yet due, or owned by a live
+// attempt) comes back when it asked; other asynq-level failures (Redis
+// unreachable while saving state) back off from 1s to 30s.
+func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
+	var r *redeliverError
+	if errors.As(err, &r) {
+		return max(r.after, 100*time.Millisecond)
+	}
+	return min(time.Second<<min(n, 5), 30*time.Second)
+}
+
+// IsFailure is the asynq IsFailure func for servers that run an Engine: a
+// delivery handed back on purpose is not counted as a failure.
+func IsFailure(err error) bool {
+	var r *redeliverError
+	return err != nil && !errors.As(err, &r)
+}
+
+// ProcessTask handles one delivery of a step attempt's task.
+func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	p, err := tasks.Decode(t.Payload())
+	if err != nil {
+		e.log.Error("dropping a malformed step task", AttrError, err)
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	taskID, ok := asynq.GetTaskID(ctx)
+	if !ok {
+		taskID = p.ID()
+	}
+	log := e.log.With(AttrRunID, p.RunID, AttrWorkflow, p.Workflow, AttrStep, p.Name, AttrAttempt, p.Attempt,
+		AttrTaskID, taskID)
+	fn := e.stepFunc(p.Workflow, p.Name)
+	if fn == nil {
+		log.Error("this worker has no handler for the step; asynq will deliver the task again (is a worker of another version running?)")
+		return &redeliverError{after: 30 * time.Second, why: "no handler registered for " + p.Workflow + "/" + p.Name}
+	}
+
+	token := newToken()
+	var b retrystate.Begun
+	for {
+		b, err = e.store.Begin(ctx, retrystate.BeginArgs{
+			RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
+			FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now(),
+		})
+		if err != nil {
+			log.Error("could not begin the attempt; asynq will deliver the task again", AttrError, err)
+			return err
+		}
+		if b.Outcome != retrystate.BeginEarly || b.Wait > e.cfg.MaxEarlyWait {
+			break
+		}
+		log.Debug("attempt delivered before its due time; waiting", AttrDelay, b.Wait)
+		if err := sleep(ctx, b.Wait); err != nil {
+			return err
+		}
+	}
+
+	switch b.Outcome {
+	case retrystate.BeginGone:
+		log.Warn("acknowledged a task of an unknown run")
+		return nil
+	case retrystate.BeginEnded:
+		log.Info("acknowledged a task of a finished run", "status", b.Status)
+		return nil
+	case retrystate.BeginStale:
+		log.Info("acknowledged a stale or duplicate delivery")
+		if b.Pending != nil {
+			// The run waits for another task; make sure it exists (a no-op
+			// when it does). This repairs an enqueue lost after a state write.
+			if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Pending); err != nil {
+				log.Warn("could not make sure the current step's task exists", AttrError, err)
+			}
+		}
+		return nil
+	case retrystate.BeginBusy:
+		log.Info("another delivery of this attempt is running; deferring", AttrDelay, b.Wait)
+		return &redeliverError{after: b.Wait + 500*time.Millisecond, why: "attempt running elsewhere"}
+	case retrystate.BeginEarly:
+		log.Info("attempt delivered long before its due time; deferring", AttrDelay, b.Wait)
+		return &redeliverError{after: b.Wait, why: "attempt not due"}
+	case retrystate.BeginFailed:
+		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
+		return nil
+	}
+	return e.execute(ctx, log, p, token, fn, b)
+}
+
+// execute runs the step body of a begun attempt and records its outcome.
+func (e *Engine) execute(ctx context.Context, log *slog.Logger, p tasks.Step, token string, fn StepFunc, b retrystate.Begun) error {
+	var pol Policy
+	if err := json.Unmarshal([]byte(b.Policy), &pol); err != nil {
+		log.Error("stored step policy is unreadable; using the defaults", AttrError, err)
+	}
+	pol = pol.Or(e.cfg.Defaults).Or(DefaultPolicy())
+	if b.Crashed {
+		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
+	} else {
+		log.Debug("attempt started")
+	}
+
+	sc := &StepContext{
+		RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: b.Attempt,
+		IdempotencyKey: IdempotencyKey(p.RunID, p.Name, b.Attempt),
+		Input:          json.RawMessage(b.Input),
+		Logger:         log,
+		outputs:        make(map[string]json.RawMessage, len(b.Earlier)),
+	}
+	for _, c := range b.Earlier {
+		if c.Output != "" {
+			sc.outputs[c.Name] = json.RawMessage(c.Output)
+		}
+	}
+
+	stepCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if pol.StepTimeout > 0 {
+		var stop context.CancelFunc
+		stepCtx, stop = context.WithTimeout(stepCtx, pol.StepTimeout)
+		defer stop()
+	}
+	if !b.Deadline.IsZero() {
+		var stop context.CancelFunc
+		stepCtx, stop = context.WithDeadline(stepCtx, b.Deadline)
+		defer stop()
+	}
+	hbDone := e.heartbeat(stepCtx, cancel, log, p, token)
+	start := e.cfg.Clock.Now()
+	out, runErr := call(stepCtx, fn, sc)
+	cancel(nil)
+	<-hbDone
+	elapsed := e.cfg.Clock.Now().Sub(start)
+
+	var output []byte
+	if runErr == nil {
+		var err error
+		if output, err = json.Marshal(out); err != nil {
+			runErr = Permanent(fmt.Errorf("step output does not marshal to JSON: %w", err))
+		}
+	}
+	if runErr == nil {
+		return e.complete(ctx, log, p, token, string(output), elapsed)
+	}
+	return e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
+}
+
+func (e *Engine) complete(ctx context.Context, log *slog.Logger, p tasks.Step, token, output string, elapsed time.Duration) error {
+	var res retrystate.Completed
+	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
+		res, err = e.store.Complete(ctx, retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token,
+			Output: output, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now()})
+		return err
+	})
+	switch {
+	case err != nil:
+		log.Error("could not checkpoint the step; the attempt will run again", AttrError, err)
+		return err
+	case res.Fenced:
+		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
+		return nil
+	case res.Succeeded:
+		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
+		return nil
+	}
+	log.Info("step succeeded", AttrDuration, elapsed)
+	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
+		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Next)
+	}); err != nil {
+		// The state names the next task; a redelivery of this one (stale by
+		// now) or the reconciler creates it.
+		log.Error("could not enqueue the next step", AttrError, err, "next_step", res.Next.Name)
+		return err
+	}
+	return nil
+}
+
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
+	class := Classify(runErr, pol.UnknownErrors)
+	delay := pol.Delay(used, e.cfg.Rand)
+	if d, ok := RetryDelayOf(runErr); ok {
+		delay = d
+	}
+	var res retrystate.FailResult
+	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
+		res, err = e.store.Fail(ctx, retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
+			Error: truncate(runErr.Error(), 4096), Class: class, Code: Code(runErr), Delay: delay,
+			Retention: e.cfg.Retention, Now: e.cfg.Clock.Now()})
+		return err
+	})
+	switch {
+	case err != nil:
+		log.Error("could not record the failed attempt; the attempt will run again", AttrError, err)
+		return err
+	case res.Fenced:
+		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
+		return nil
+	case res.RunFailed:
+		log.Error("step failed; run failed", AttrError, runErr, AttrClass, class, AttrCode, res.Code,
+			AttrReason, res.Reason, AttrDuration, elapsed)
+		return nil
+	}
+	next := *res.Retry
+	next.Name = p.Name
+	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,
+		AttrDueAt, next.DueAt, "next_attempt", next.Attempt, AttrDuration, elapsed)
+	if err := e.persist(ctx, log, "enqueue retry", func(ctx context.Context) error {
+		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
+	}); err != nil {
+		log.Error("could not enqueue the retry", AttrError, err)
+		return err
+	}
+	return nil
+}
+
+var (
+	errRunStopped = errors.New("run is no longer running (cancelled or failed)")
+	errFenceLost  = errors.New("attempt lost its fence")
+)
+
+// heartbeat renews the attempt's fence every FenceTTL/3 until ctx ends. It
+// cancels the step when the run stops or the fence is lost, and when it
+// cannot renew before the fence would expire, so that two executions of a
+// step never overlap.
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log *slog.Logger, p tasks.Step, token string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := e.cfg.FenceTTL / 3
+		t := time.NewTicker(every)
+		defer t.Stop()
+		validUntil := e.cfg.Clock.Now().Add(e.cfg.FenceTTL)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			now := e.cfg.Clock.Now()
+			r, err := e.store.Renew(ctx, p.RunID, p.Index, token, e.cfg.FenceTTL, now)
+			switch {
+			case err != nil:
+				if ctx.Err() != nil {
+					return
+				}
+				if now.Add(every).After(validUntil) {
+					log.Error("cannot renew the attempt's fence before it expires; stopping the step", AttrError, err)
+					cancel(errFenceLost)
+					return
+				}
+				log.Warn("could not renew the attempt's fence", AttrError, err)
+			case r == retrystate.RunStopped:
+				log.Info("run stopped while the step ran; cancelling the step")
+				cancel(errRunStopped)
+				return
+			case r == retrystate.FenceLost:
+				log.Warn("attempt lost its fence; cancelling the step")
+				cancel(errFenceLost)
+				return
+			default:
+				validUntil = now.Add(e.cfg.FenceTTL)
+			}
+		}
+	}()
+	return done
+}
+
+// persist runs a state write or an enqueue, retrying with backoff while it
+// fails, for at most StateWriteTimeout. It outlives the delivery's context:
+// an attempt's result is worth saving even while asynq shuts down.
+func (e *Engine) persist(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StateWriteTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		log.Warn("redis write failed; retrying", "op", what, AttrError, err, "retry_in", backoff)
+		if sleep(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// call runs a step body, turning a panic into an error.
+func call(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.Logger.Error("step panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("step panicked: %v", r)
+		}
+	}()
+	return fn(ctx, sc)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// dispatcher enqueues step tasks.
+type dispatcher struct {
+	client *asynq.Client
+	queue  string
+	clock  Clock
+}
+
+func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispatcher {
+	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), queue: queue, clock: clock}
+}
+
+// enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
+// whose task exists already is a no-op, so it can always be retried.
+func (d *dispatcher) enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
+	p := tasks.Step{RunID: runID, Workflow: workflow, Index: x.Index, Name: x.Name, Attempt: x.Attempt, Gen: x.Gen}
+	id := p.ID()
+	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(tasks.TypeStep, p.Encode()),
+		tasks.Options(d.queue, id, x.Timeout, x.DueAt, d.clock.Now())...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue task %s: %w", id, err)
+	}
+	return nil
+}

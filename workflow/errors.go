@@ -1,0 +1,148 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Errors returned by Client and Engine. They are wrapped with context; test
+// them with errors.Is.
+var (
+	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
+	ErrUnknownWorkflow = errors.New("unknown workflow")
+	// ErrRunNotFound: no run has that ID (never started, or expired after
+	// its retention).
+	ErrRunNotFound = errors.New("run not found")
+	// ErrInvalidRunID: the string cannot be a run ID.
+	ErrInvalidRunID = errors.New("invalid run ID")
+	// ErrInvalidInput: the run input is not valid JSON, or too large.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrInvalidDefinition: a workflow definition is malformed.
+	ErrInvalidDefinition = errors.New("invalid workflow definition")
+	// ErrRunFinished: the action needs a run that has not ended.
+	ErrRunFinished = errors.New("run already finished")
+	// ErrIdempotencyConflict: the idempotency key started a run of another
+	// workflow.
+	ErrIdempotencyConflict = errors.New("idempotency key already used by another workflow")
+)
+
+// Error classes, as recorded in step records and journals.
+const (
+	ClassTransient = "transient"
+	ClassPermanent = "permanent"
+)
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as permanent: the step fails at once, whatever budget
+// is left, and the run fails needing attention. It returns nil for a nil err.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter marks err as transient and asks for the next attempt after d
+// instead of the policy's backoff (for a rate limit's Retry-After, say). The
+// retry budget still applies. It returns nil for a nil err.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, delay: max(d, 0)}
+}
+
+type codedError struct {
+	err  error
+	code string
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// WithCode attaches an application error code to err (say "card_declined"),
+// recorded with the failed attempt. It returns nil for a nil err.
+func WithCode(err error, code string) error {
+	if err == nil {
+		return nil
+	}
+	return &codedError{err: err, code: code}
+}
+
+// Code returns the code attached by WithCode, or "".
+func Code(err error) string {
+	var c *codedError
+	if errors.As(err, &c) {
+		return c.code
+	}
+	return ""
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// RetryDelayOf returns the delay requested with RetryAfter, if any.
+func RetryDelayOf(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.delay, true
+	}
+	return 0, false
+}
+
+// IsTransient reports whether err is known to be transient: marked with
+// RetryAfter, a timeout (context deadline, os deadline, a net.Error that
+// timed out), a refused or reset connection, a broken pipe, or an unexpected
+// EOF. Wrapping never hides any of them.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := RetryDelayOf(err); ok {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Classify returns ClassPermanent or ClassTransient for a step error:
+// permanent when marked with Permanent; transient when IsTransient; otherwise
+// as mode says (UnknownTransient unless set to UnknownPermanent).
+func Classify(err error, mode ErrorMode) string {
+	switch {
+	case IsPermanent(err):
+		return ClassPermanent
+	case IsTransient(err):
+		return ClassTransient
+	case mode == UnknownPermanent:
+		return ClassPermanent
+	default:
+		return ClassTransient
+	}
+}

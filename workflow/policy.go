@@ -1,0 +1,280 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Jitter says how a retry delay is randomised.
+type Jitter string
+
+// Jitter modes. With base the exponential delay for an attempt:
+const (
+	// JitterNone waits exactly base.
+	JitterNone Jitter = "none"
+	// JitterFull waits a uniform random time in [0, base].
+	JitterFull Jitter = "full"
+	// JitterEqual waits base/2 plus a uniform random time in [0, base/2].
+	JitterEqual Jitter = "equal"
+)
+
+// ErrorMode says how an error Cairn cannot classify is treated.
+type ErrorMode string
+
+// Error modes.
+const (
+	// UnknownTransient retries errors that are not marked permanent (the
+	// default).
+	UnknownTransient ErrorMode = "transient"
+	// UnknownPermanent fails fast on every error not known to be transient.
+	UnknownPermanent ErrorMode = "permanent"
+)
+
+// Policy says how hard a step tries and how long it may take. It is set
+// globally (the worker's defaults), per workflow and per step; the most
+// specific setting of each field wins (step > workflow > global > built-in
+// default). A zero field is unset and inherits.
+type Policy struct {
+	// MaxAttempts counts every attempt of a step, the first included; the
+	// retry budget is MaxAttempts-1. Default 4.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// InitialInterval is the delay before the first retry. Default 1s.
+	InitialInterval time.Duration `json:"initial_interval,omitempty"`
+	// BackoffCoefficient multiplies the delay after each retry. Default 2.
+	BackoffCoefficient float64 `json:"backoff_coefficient,omitempty"`
+	// MaxInterval caps the delay (before jitter). Default 30s.
+	MaxInterval time.Duration `json:"max_interval,omitempty"`
+	// Jitter randomises each delay. Default JitterEqual.
+	Jitter Jitter `json:"jitter,omitempty"`
+	// UnknownErrors classifies errors that are neither marked nor known to
+	// be transient. Default UnknownTransient.
+	UnknownErrors ErrorMode `json:"unknown_errors,omitempty"`
+	// StepTimeout bounds one attempt; an attempt that runs out of time fails
+	// transiently and is retried. Default 15m.
+	StepTimeout time.Duration `json:"step_timeout,omitempty"`
+	// RunTimeout bounds a whole run from its creation; a run past it fails
+	// with reason run_timeout. Taken from the workflow and global levels.
+	// Default: none.
+	RunTimeout time.Duration `json:"run_timeout,omitempty"`
+	// MaxIterations bounds the step executions of a run, retries included.
+	// Taken from the workflow and global levels. Default: none.
+	MaxIterations int `json:"max_iterations,omitempty"`
+	// MaxCrashes is how many worker crashes one step survives; the next
+	// crash fails the run with reason crash_budget_exhausted. Crashes never
+	// consume MaxAttempts. Default 3.
+	MaxCrashes int `json:"max_crashes,omitempty"`
+}
+
+// DefaultPolicy returns the built-in defaults, the last level of precedence.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxAttempts:        4,
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaxInterval:        30 * time.Second,
+		Jitter:             JitterEqual,
+		UnknownErrors:      UnknownTransient,
+		StepTimeout:        15 * time.Minute,
+		MaxCrashes:         3,
+	}
+}
+
+// Or returns p with every unset field taken from fallback.
+func (p Policy) Or(fallback Policy) Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = fallback.MaxAttempts
+	}
+	if p.InitialInterval == 0 {
+		p.InitialInterval = fallback.InitialInterval
+	}
+	if p.BackoffCoefficient == 0 {
+		p.BackoffCoefficient = fallback.BackoffCoefficient
+	}
+	if p.MaxInterval == 0 {
+		p.MaxInterval = fallback.MaxInterval
+	}
+	if p.Jitter == "" {
+		p.Jitter = fallback.Jitter
+	}
+	if p.UnknownErrors == "" {
+		p.UnknownErrors = fallback.UnknownErrors
+	}
+	if p.StepTimeout == 0 {
+		p.StepTimeout = fallback.StepTimeout
+	}
+	if p.RunTimeout == 0 {
+		p.RunTimeout = fallback.RunTimeout
+	}
+	if p.MaxIterations == 0 {
+		p.MaxIterations = fallback.MaxIterations
+	}
+	if p.MaxCrashes == 0 {
+		p.MaxCrashes = fallback.MaxCrashes
+	}
+	return p
+}
+
+// ErrInvalidPolicy is wrapped by every policy validation error.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// Validate checks the fields that are set.
+func (p Policy) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidPolicy}, args...)...))
+	}
+	if p.MaxAttempts < 0 {
+		bad("max_attempts %d is negative", p.MaxAttempts)
+	}
+	if p.InitialInterval < 0 {
+		bad("initial_interval %s is negative", p.InitialInterval)
+	}
+	if p.BackoffCoefficient != 0 && (p.BackoffCoefficient < 1 || math.IsNaN(p.BackoffCoefficient) || math.IsInf(p.BackoffCoefficient, 0)) {
+		bad("backoff_coefficient %v must be at least 1", p.BackoffCoefficient)
+	}
+	if p.MaxInterval < 0 {
+		bad("max_interval %s is negative", p.MaxInterval)
+	}
+	if p.InitialInterval > 0 && p.MaxInterval > 0 && p.MaxInterval < p.InitialInterval {
+		bad("max_interval %s is shorter than initial_interval %s", p.MaxInterval, p.InitialInterval)
+	}
+	switch p.Jitter {
+	case "", JitterNone, JitterFull, JitterEqual:
+	default:
+		bad("jitter %q is not one of none, full, equal", p.Jitter)
+	}
+	switch p.UnknownErrors {
+	case "", UnknownTransient, UnknownPermanent:
+	default:
+		bad("unknown_errors %q is not one of transient, permanent", p.UnknownErrors)
+	}
+	if p.StepTimeout < 0 {
+		bad("step_timeout %s is negative", p.StepTimeout)
+	}
+	if p.RunTimeout < 0 {
+		bad("run_timeout %s is negative", p.RunTimeout)
+	}
+	if p.MaxIterations < 0 {
+		bad("max_iterations %d is negative", p.MaxIterations)
+	}
+	if p.MaxCrashes < 0 {
+		bad("max_crashes %d is negative", p.MaxCrashes)
+	}
+	return errors.Join(errs...)
+}
+
+// BaseDelay is the delay before the retry that follows failed attempt n
+// (n >= 1 within the current budget), before jitter:
+// InitialInterval * BackoffCoefficient^(n-1), capped at MaxInterval.
+func (p Policy) BaseDelay(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(n-1))
+	if p.MaxInterval > 0 && (d > float64(p.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d)) {
+		return p.MaxInterval
+	}
+	if d > float64(math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(d)
+}
+
+// Delay is BaseDelay(n) with the policy's jitter applied; rnd returns a
+// uniform value in [0, 1).
+func (p Policy) Delay(n int, rnd func() float64) time.Duration {
+	base := p.BaseDelay(n)
+	switch p.Jitter {
+	case JitterFull:
+		return time.Duration(rnd() * float64(base))
+	case JitterEqual:
+		return base/2 + time.Duration(rnd()*float64(base/2))
+	default:
+		return base
+	}
+}
+
+// policyJSON is the persisted and displayed form of a Policy, durations
+// written as Go duration strings ("1.5s").
+type policyJSON struct {
+	MaxAttempts        int       `json:"max_attempts,omitempty"`
+	InitialInterval    string    `json:"initial_interval,omitempty"`
+	BackoffCoefficient float64   `json:"backoff_coefficient,omitempty"`
+	MaxInterval        string    `json:"max_interval,omitempty"`
+	Jitter             Jitter    `json:"jitter,omitempty"`
+	UnknownErrors      ErrorMode `json:"unknown_errors,omitempty"`
+	StepTimeout        string    `json:"step_timeout,omitempty"`
+	RunTimeout         string    `json:"run_timeout,omitempty"`
+	MaxIterations      int       `json:"max_iterations,omitempty"`
+	MaxCrashes         int       `json:"max_crashes,omitempty"`
+}
+
+func durString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func parseDur(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q: %v", ErrInvalidPolicy, field, s, err)
+	}
+	return d, nil
+}
+
+// MarshalJSON writes durations as Go duration strings.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	return json.Marshal(policyJSON{
+		MaxAttempts:        p.MaxAttempts,
+		InitialInterval:    durString(p.InitialInterval),
+		BackoffCoefficient: p.BackoffCoefficient,
+		MaxInterval:        durString(p.MaxInterval),
+		Jitter:             p.Jitter,
+		UnknownErrors:      p.UnknownErrors,
+		StepTimeout:        durString(p.StepTimeout),
+		RunTimeout:         durString(p.RunTimeout),
+		MaxIterations:      p.MaxIterations,
+		MaxCrashes:         p.MaxCrashes,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Policy{
+		MaxAttempts:        j.MaxAttempts,
+		BackoffCoefficient: j.BackoffCoefficient,
+		Jitter:             j.Jitter,
+		UnknownErrors:      j.UnknownErrors,
+		MaxIterations:      j.MaxIterations,
+		MaxCrashes:         j.MaxCrashes,
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		s    string
+		d    *time.Duration
+	}{
+		{"initial_interval", j.InitialInterval, &out.InitialInterval},
+		{"max_interval", j.MaxInterval, &out.MaxInterval},
+		{"step_timeout", j.StepTimeout, &out.StepTimeout},
+		{"run_timeout", j.RunTimeout, &out.RunTimeout},
+	} {
+		if *f.d, err = parseDur(f.name, f.s); err != nil {
+			return err
+		}
+	}
+	*p = out
+	return nil
+}

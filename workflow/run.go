@@ -1,0 +1,206 @@
+package workflow
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/cairnhq/cairn/retrystate"
+)
+
+// Run statuses.
+const (
+	StatusPending   = retrystate.StatusPending
+	StatusRunning   = retrystate.StatusRunning
+	StatusSucceeded = retrystate.StatusSucceeded
+	StatusFailed    = retrystate.StatusFailed
+	StatusCancelled = retrystate.StatusCancelled
+)
+
+// Step statuses. A step waiting for a scheduled retry is pending, with
+// RetryState "scheduled".
+const (
+	StepPending   = retrystate.StepPending
+	StepRunning   = retrystate.StepRunning
+	StepSucceeded = retrystate.StepSucceeded
+	StepFailed    = retrystate.StepFailed
+	StepSkipped   = retrystate.StepSkipped
+	StepCancelled = retrystate.StepCancelled
+)
+
+// Retry states of a step.
+const (
+	RetryNone      = retrystate.RetryNone
+	RetryScheduled = retrystate.RetryScheduled
+	RetryExhausted = retrystate.RetryExhausted
+)
+
+// WarningRetryPending is the run warning while a retry is scheduled.
+const WarningRetryPending = "retry_pending"
+
+// Failure codes of a failed or cancelled run.
+const (
+	CodeRetriesExhausted      = retrystate.CodeRetriesExhausted
+	CodePermanentError        = retrystate.CodePermanentError
+	CodeRunTimeout            = retrystate.CodeRunTimeout
+	CodeMaxIterationsExceeded = retrystate.CodeMaxIterationsExceeded
+	CodeCrashBudgetExhausted  = retrystate.CodeCrashBudgetExhausted
+	CodeCancelled             = retrystate.CodeCancelled
+)
+
+// Run is the state of a workflow run. Its JSON form is what
+// `enqueue status --json` prints and the HTTP API returns.
+type Run struct {
+	ID             string          `json:"id"`
+	Workflow       string          `json:"workflow"`
+	Status         string          `json:"status"`
+	Warning        string          `json:"warning"`
+	NeedsAttention bool            `json:"needs_attention"`
+	FailureCode    string          `json:"failure_code"`
+	FailureReason  string          `json:"failure_reason"`
+	Owner          string          `json:"owner,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	CurrentStep    string          `json:"current_step,omitempty"`
+	Iterations     int             `json:"iterations"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+	Deadline       *time.Time      `json:"deadline"`
+	// Steps is empty for runs returned by List.
+	Steps []StepState `json:"steps,omitempty"`
+}
+
+// StepState is the progress of one step of a run.
+type StepState struct {
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	Optional bool   `json:"optional"`
+	// Attempts is the number of attempts started so far (resumes after a
+	// crash are not new attempts).
+	Attempts int `json:"attempts"`
+	// RetryAttempts is the number of retries scheduled within the step's
+	// current retry budget.
+	RetryAttempts  int             `json:"retry_attempts"`
+	RetryState     string          `json:"retry_state"`
+	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
+	LastError      string          `json:"last_error"`
+	LastErrorClass string          `json:"last_error_class,omitempty"`
+	LastErrorCode  string          `json:"last_error_code,omitempty"`
+	Crashes        int             `json:"crashes"`
+	StartedAt      *time.Time      `json:"started_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	// EffectivePolicy is the policy in force for the step, after
+	// precedence, as the run started with it.
+	EffectivePolicy *Policy `json:"effective_policy,omitempty"`
+}
+
+// Terminal reports whether the run has ended.
+func (r *Run) Terminal() bool { return retrystate.IsTerminal(r.Status) }
+
+// Step returns the state of the named step, or nil.
+func (r *Run) Step(name string) *StepState {
+	for i := range r.Steps {
+		if r.Steps[i].Name == name {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+func runFromRecord(rec *retrystate.Run) *Run {
+	r := &Run{
+		ID: rec.ID, Workflow: rec.Workflow, Status: rec.Status, Warning: rec.Warning,
+		NeedsAttention: rec.NeedsAttention, FailureCode: rec.FailureCode, FailureReason: rec.FailureReason,
+		Owner: rec.Owner, IdempotencyKey: rec.IdempotencyKey, Input: rawJSON(rec.Input),
+		Iterations: rec.Iterations, CreatedAt: rec.CreatedAt.UTC(), StartedAt: timePtr(rec.StartedAt),
+		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: timePtr(rec.FinishedAt), Deadline: timePtr(rec.Deadline),
+	}
+	for _, s := range rec.Steps {
+		st := StepState{
+			Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
+			RetryAttempts: s.RetryAttempts, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
+			LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
+			Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
+			Output: rawJSON(s.Output),
+		}
+		if st.RetryState == "" {
+			st.RetryState = RetryNone
+		}
+		var p Policy
+		if s.Policy != "" && json.Unmarshal([]byte(s.Policy), &p) == nil {
+			st.EffectivePolicy = &p
+		}
+		r.Steps = append(r.Steps, st)
+	}
+	if rec.Current >= 0 && rec.Current < len(rec.Steps) {
+		r.CurrentStep = rec.Steps[rec.Current].Name
+	}
+	return r
+}
+
+// Event is one journal entry of a run: every transition of the run and its
+// steps, oldest first.
+type Event struct {
+	ID      string            `json:"id"`
+	Type    string            `json:"type"`
+	At      time.Time         `json:"at"`
+	Step    string            `json:"step,omitempty"`
+	Attempt int               `json:"attempt,omitempty"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// Journal event types.
+const (
+	EventRunStarted       = retrystate.EventRunStarted
+	EventAttemptStarted   = retrystate.EventAttemptStarted
+	EventAttemptSucceeded = retrystate.EventAttemptSucceeded
+	EventAttemptFailed    = retrystate.EventAttemptFailed
+	EventAttemptCrashed   = retrystate.EventAttemptCrashed
+	EventRetryScheduled   = retrystate.EventRetryScheduled
+	EventRunSucceeded     = retrystate.EventRunSucceeded
+	EventRunFailed        = retrystate.EventRunFailed
+	EventRunCancelled     = retrystate.EventRunCancelled
+)
+
+func eventFromEntry(e retrystate.Entry) Event {
+	ev := Event{ID: e.ID, Type: e.Type, At: e.At.UTC(), Step: e.Step, Attempt: e.Attempt}
+	if len(e.Fields) > 0 {
+		ev.Details = make(map[string]string, len(e.Fields))
+		for k, v := range e.Fields {
+			if v == "" {
+				continue
+			}
+			if k == "due_at" { // stored as Unix ms; shown as RFC 3339
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					v = time.UnixMilli(n).UTC().Format(time.RFC3339Nano)
+				}
+			}
+			ev.Details[k] = v
+		}
+	}
+	return ev
+}
+
+// DueAt returns the due time of a retry_scheduled event.
+func (e Event) DueAt() (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, e.Details["due_at"])
+	return t, err == nil
+}

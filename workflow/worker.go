@@ -1,0 +1,122 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// WorkerConfig configures a Worker: an Engine on an asynq server. A zero
+// field takes the default given in its comment.
+type WorkerConfig struct {
+	EngineConfig
+	// Concurrency is how many step attempts run at once. Default 10.
+	Concurrency int
+	// TaskCheckInterval is how long asynq's fetch loop sleeps (on average)
+	// after it found the queue empty. asynq's own default, 1s, stalls step
+	// chains: each step's successor waits for the next poll. Default 20ms
+	// (see the README's benchmark section for the measurements).
+	TaskCheckInterval time.Duration
+	// DelayedTaskCheckInterval is how often asynq moves due retries from
+	// its scheduled set to the queue. asynq's default, 5s, would delay
+	// every retry by up to 5s. Default 200ms.
+	DelayedTaskCheckInterval time.Duration
+	// ShutdownTimeout is how long a graceful shutdown waits for running
+	// steps. A step still running then is handed back to asynq; its next
+	// delivery resumes it once its fence expires. Default 30s.
+	ShutdownTimeout time.Duration
+}
+
+// Worker runs registered workflows: it executes step attempts from the
+// queue with an Engine on an asynq server.
+type Worker struct {
+	cfg    WorkerConfig
+	rdb    redis.UniversalClient
+	engine *Engine
+	log    *slog.Logger
+}
+
+// NewWorker returns a worker on rdb.
+func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 10
+	}
+	if cfg.TaskCheckInterval <= 0 {
+		cfg.TaskCheckInterval = 20 * time.Millisecond
+	}
+	if cfg.DelayedTaskCheckInterval <= 0 {
+		cfg.DelayedTaskCheckInterval = 200 * time.Millisecond
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	e, err := NewEngine(rdb, cfg.EngineConfig)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, rdb: rdb, engine: e, log: e.log}, nil
+}
+
+// Register adds workflow definitions; call it before Run.
+func (w *Worker) Register(defs ...Definition) error { return w.engine.Register(defs...) }
+
+// Engine returns the worker's engine.
+func (w *Worker) Engine() *Engine { return w.engine }
+
+// Run publishes the registered definitions, then processes step attempts
+// until ctx is done, and shuts down gracefully. While Redis is unreachable
+// it keeps trying and logs it; it never gives up on its own.
+func (w *Worker) Run(ctx context.Context) error {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+		err := w.engine.Publish(ctx)
+		if err == nil {
+			break
+		}
+		w.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", AttrError, err,
+			"retry_in", backoff)
+		if sleep(ctx, backoff) != nil {
+			return nil
+		}
+	}
+	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
+		Concurrency:              w.cfg.Concurrency,
+		Queues:                   map[string]int{w.engine.cfg.Queue: 1},
+		TaskCheckInterval:        w.cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
+		ShutdownTimeout:          w.cfg.ShutdownTimeout,
+		RetryDelayFunc:           RetryDelay,
+		IsFailure:                IsFailure,
+		Logger:                   asynqLogger{w.log.With("component", "asynq")},
+		LogLevel:                 asynq.InfoLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle(tasks.TypeStep, w.engine)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("start asynq server: %w", err)
+	}
+	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
+	<-ctx.Done()
+	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
+	srv.Shutdown()
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// asynqLogger routes asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...))
+	os.Exit(1)
+}

@@ -548,3 +548,48 @@ func toStrings(res any) ([]string, error) {
 func unexpected(op string, res []string) error {
 	return fmt.Errorf("retrystate: %s: unexpected script reply %q", op, res)
 }
+
+// Notification is one entry of the queue's notification stream: a run-level
+// event (run_failed, run_succeeded, run_cancelled, ...).
+type Notification struct {
+	ID       string // stream entry ID; pass it as after to read on
+	Type     string
+	At       time.Time
+	RunID    string
+	Workflow string
+	Fields   map[string]string
+}
+
+// Notifications returns up to count notifications after the stream ID
+// after ("" or "0" for the oldest retained), oldest first.
+func (s *Store) Notifications(ctx context.Context, after string, count int64) ([]Notification, error) {
+	start := "-"
+	if after != "" && after != "0" {
+		start = "(" + after
+	}
+	xs, err := s.rdb.XRangeN(ctx, s.keys.notifications(), start, "+", count).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Notification, 0, len(xs))
+	for _, x := range xs {
+		n := Notification{ID: x.ID, Fields: map[string]string{}}
+		for k, v := range x.Values {
+			sv, _ := v.(string)
+			switch k {
+			case "type":
+				n.Type = sv
+			case "at":
+				n.At = msTime(sv)
+			case "run":
+				n.RunID = sv
+			case "workflow":
+				n.Workflow = sv
+			default:
+				n.Fields[k] = sv
+			}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -367,3 +367,34 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 	}
 	return out, nil
 }
+
+// Notification is a run-level event from the queue's notification stream:
+// run_failed (with the failed step, code, reason and the message "step
+// failed after multiple attempts" or "step failed with a permanent error"),
+// run_succeeded, run_cancelled.
+type Notification struct {
+	ID       string            `json:"id"`
+	Type     string            `json:"type"`
+	At       time.Time         `json:"at"`
+	RunID    string            `json:"run_id"`
+	Workflow string            `json:"workflow"`
+	Details  map[string]string `json:"details,omitempty"`
+}
+
+// Notifications returns up to limit notifications after the one with ID
+// after ("" for the oldest retained), oldest first. Pass the last ID
+// returned to read on.
+func (c *Client) Notifications(ctx context.Context, after string, limit int) ([]Notification, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	ns, err := c.store.Notifications(ctx, after, int64(limit))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Notification, len(ns))
+	for i, n := range ns {
+		out[i] = Notification{ID: n.ID, Type: n.Type, At: n.At.UTC(), RunID: n.RunID, Workflow: n.Workflow, Details: n.Fields}
+	}
+	return out, nil
+}

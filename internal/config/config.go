@@ -5,6 +5,7 @@ package config
 
 import (
 	"errors"
+	"io"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -246,3 +248,22 @@ func (c Config) EffectiveRedisURL() string {
 
 // Embedded reports whether the embedded store is in use.
 func (c Config) Embedded() bool { return c.RedisURL == "" }
+
+// Logger returns the structured logger the variables describe, writing to w.
+func (c Config) Logger(w io.Writer) *slog.Logger {
+	level, _ := c.SlogLevel()
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// RedisOptions parses the Redis URL in force (see EffectiveRedisURL).
+func (c Config) RedisOptions() (*redis.Options, error) {
+	opts, err := redis.ParseURL(c.EffectiveRedisURL())
+	if err != nil {
+		return nil, &Error{Var: "CAIRN_REDIS_URL", Msg: err.Error()}
+	}
+	return opts, nil
+}

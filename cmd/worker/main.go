@@ -1,0 +1,29 @@
+// Command worker runs Cairn workflows: it executes step attempts from the
+// queue, with the demo workflow registered. Configuration comes from the
+// environment (see the README). With CAIRN_REDIS_URL unset it starts the
+// embedded, non-durable development store.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cairnhq/cairn/internal/config"
+)
+
+func main() {
+	cfg, err := config.Load(os.Environ())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cairn worker: bad configuration:\n%v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "cairn worker: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/internal/embedded"
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// run starts the worker and blocks until ctx is done.
+func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	log := cfg.Logger(stderr)
+	if cfg.Embedded() {
+		store, err := embedded.Start(cfg.EmbeddedAddr)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		fmt.Fprintf(stderr, `
+  ***********************************************************************
+  *  EMBEDDED STORE: CAIRN_REDIS_URL is unset, so workflow state lives  *
+  *  in this process's memory. It is NOT durable: it is lost when the   *
+  *  worker stops. Set CAIRN_REDIS_URL to a Redis server for real use.  *
+  ***********************************************************************
+  The CLI finds this store by default; from another shell:
+    export CAIRN_REDIS_URL=%s
+    go run ./cmd/enqueue start demo --wait
+
+`, store.URL())
+		log.Warn("using the embedded store: state is not durable", "redis_url", store.URL())
+	}
+	opts, err := cfg.RedisOptions()
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+
+	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
+		EngineConfig: workflow.EngineConfig{
+			Queue:     cfg.Queue,
+			Defaults:  cfg.Policy(),
+			Retention: cfg.Retention,
+			Logger:    log,
+		},
+		Concurrency:              cfg.Concurrency,
+		TaskCheckInterval:        cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: cfg.DelayedTaskCheckInterval,
+		ShutdownTimeout:          cfg.ShutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Register(demo.Definition(workflow.Policy{})); err != nil {
+		return err
+	}
+	log.Info("starting worker", "redis", redactedAddr(opts), "queue", cfg.Queue, "concurrency", cfg.Concurrency,
+		"workflows", []string{demo.Name})
+	return w.Run(ctx)
+}
+
+func redactedAddr(o *redis.Options) string {
+	return fmt.Sprintf("%s/%d", o.Addr, o.DB)
+}

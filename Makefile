@@ -1,0 +1,32 @@
+# Cairn: durable workflows on asynq and Redis. `make help` lists the targets.
+GO      ?= go
+PKGS    ?= ./...
+BIN     ?= bin
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the worker on the embedded, non-durable store (CAIRN_REDIS_URL unset)
+	env -u CAIRN_REDIS_URL $(GO) run ./cmd/worker
+
+.PHONY: build
+build: ## Build the worker and the CLI into ./bin
+	$(GO) build -o $(BIN)/ ./cmd/worker ./cmd/enqueue
+
+.PHONY: test
+test: ## Run every test with the race detector (needs redis-server on PATH)
+	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+
+.PHONY: bench
+bench: ## Benchmark Cairn step chains against raw asynq task chains
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 15m ./bench/
+
+.PHONY: lint
+lint: ## gofmt, go vet, and golangci-lint when it is installed
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run $(PKGS); else echo "golangci-lint not installed; skipped"; fi

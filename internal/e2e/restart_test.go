@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// TestRestartMidBackoff: a worker binary is killed with SIGKILL while a retry
+// is scheduled; a new worker process runs the retry at its due time (not
+// before), the run succeeds, and no step runs twice.
+func TestRestartMidBackoff(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
+	bin := proctest.Build(t, workerPkg)
+	const queue = "restart"
+	env := workerEnv(srv, queue, "CAIRN_RETRY_INITIAL_INTERVAL=4s", "CAIRN_RETRY_JITTER=none")
+	client := workflow.NewClient(srv.Client(t), workflow.ClientConfig{Queue: queue})
+
+	w1 := startWorker(t, bin, env)
+	run, err := client.Start(ctxb, demo.Name, demo.Input{FailStep: "transform", FailTimes: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scheduled *workflow.Run
+	eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
+		r, err := client.Get(ctxb, run.ID)
+		scheduled = r
+		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
+	})
+	due := *scheduled.Step("transform").NextAttemptAt
+	w1.Kill(t)
+	if !time.Now().Before(due) {
+		t.Fatalf("the worker was killed after the retry was due (%s); the test did not kill mid-backoff", due)
+	}
+	if r, _ := client.Get(ctxb, run.ID); r.Status != workflow.StatusRunning || r.Warning != workflow.WarningRetryPending {
+		t.Fatalf("after the kill: %s, warning %q", r.Status, r.Warning)
+	}
+
+	w2 := startWorker(t, bin, env)
+	final := waitRun(t, client, run.ID, 60*time.Second)
+	if final.Status != workflow.StatusSucceeded {
+		t.Fatalf("run %s: %s\n%s", final.Status, final.FailureReason, w2.Output())
+	}
+	evs, err := client.Events(ctxb, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step, want := range map[string]int{"fetch": 1, "transform": 2, "deliver": 1} {
+		if got := count(evs, workflow.EventAttemptStarted, step); got != want {
+			t.Errorf("%s started %d times, want %d", step, got, want)
+		}
+		if got := count(evs, workflow.EventAttemptSucceeded, step); got != 1 {
+			t.Errorf("%s succeeded %d times, want 1", step, got)
+		}
+	}
+	if n := count(evs, workflow.EventAttemptCrashed, ""); n != 0 {
+		t.Errorf("%d crashes recorded; the kill came between attempts", n)
+	}
+	for _, ev := range evs {
+		if ev.Type == workflow.EventAttemptStarted && ev.Step == "transform" && ev.Attempt == 2 {
+			if ev.At.Before(due) {
+				t.Errorf("retry started at %s, before its due time %s", ev.At, due)
+			}
+			if late := ev.At.Sub(due); late > 3*time.Second {
+				t.Errorf("retry started %s after its due time", late)
+			}
+		}
+	}
+	if tr := final.Step("transform"); tr.Attempts != 2 || tr.RetryAttempts != 1 {
+		t.Errorf("transform: attempts %d retries %d", tr.Attempts, tr.RetryAttempts)
+	}
+}

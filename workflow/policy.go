@@ -174,10 +174,11 @@ func (p Policy) BaseDelay(n int) time.Duration {
 		n = 1
 	}
 	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(n-1))
-	if p.MaxInterval > 0 && (d > float64(p.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d)) {
+	if p.MaxInterval > 0 && (d >= float64(p.MaxInterval) || math.IsNaN(d)) {
 		return p.MaxInterval
 	}
-	if d > float64(math.MaxInt64) {
+	// float64(MaxInt64) rounds up to 2^63, which overflows a Duration.
+	if d >= float64(math.MaxInt64) || math.IsNaN(d) {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(d)

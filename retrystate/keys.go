@@ -49,6 +49,19 @@ func (k keys) active() string { return k.prefix + "idx:active" }
 // Scheduled indexes runs with a scheduled retry by next_attempt_at.
 func (k keys) scheduled() string { return k.prefix + "idx:scheduled" }
 
+// Fences indexes runs whose current step is running, by the expiry of the
+// attempt's fence: the reconciler finds dead workers' attempts here.
+func (k keys) fences() string { return k.prefix + "idx:fences" }
+
+// Deadlines indexes non-terminal runs that have a deadline, by deadline.
+func (k keys) deadlines() string { return k.prefix + "idx:deadlines" }
+
+// ReconcileLock is held by the replica running a reconciliation pass.
+func (k keys) reconcileLock() string { return k.prefix + "lock:reconcile" }
+
+// SweepLock is held by the replica sweeping dead fences.
+func (k keys) sweepLock() string { return k.prefix + "lock:sweep" }
+
 // Attention indexes runs that need an operator, by when they started to.
 func (k keys) attention() string { return k.prefix + "idx:attention" }
 
@@ -82,5 +95,7 @@ func (k keys) runKeys(id string, step int, idem string) []string {
 		k.byStatus(StatusCancelled), // 12
 		k.notifications(),           // 13
 		idemKey,                     // 14
+		k.fences(),                  // 15
+		k.deadlines(),               // 16
 	}
 }

@@ -75,8 +75,11 @@ type Run struct {
 	FailureReason  string
 	Warning        string
 	NeedsAttention bool
-	AutoRecoveries int
-	Steps          []Step // empty when listed without steps
+	// AttentionReason says why a run that has not failed needs an operator
+	// (it was repaired automatically too often).
+	AttentionReason string
+	AutoRecoveries  int
+	Steps           []Step // empty when listed without steps
 }
 
 // Step is a step record: progress, retry metadata and checkpoint.
@@ -133,31 +136,37 @@ const (
 	EventRunSucceeded     = "run_succeeded"
 	EventRunFailed        = "run_failed"
 	EventRunCancelled     = "run_cancelled"
+	EventRunRecovered     = "run_recovered"
+	EventStepSkipped      = "step_skipped"
+	EventRepair           = "repair"
+	EventNeedsAttention   = "needs_attention"
+	EventDeliveryIgnored  = "delivery_ignored"
 )
 
 func parseRun(id string, h map[string]string) *Run {
 	return &Run{
-		ID:             id,
-		Workflow:       h["workflow"],
-		Status:         h["status"],
-		Owner:          h["owner"],
-		Input:          h["input"],
-		IdempotencyKey: h["idempotency_key"],
-		Definition:     h["definition"],
-		Current:        atoi(h["current"]),
-		StepCount:      atoi(h["steps"]),
-		Iterations:     atoi(h["iterations"]),
-		MaxIterations:  atoi(h["max_iterations"]),
-		Deadline:       msTime(h["deadline"]),
-		CreatedAt:      msTime(h["created_at"]),
-		StartedAt:      msTime(h["started_at"]),
-		UpdatedAt:      msTime(h["updated_at"]),
-		FinishedAt:     msTime(h["finished_at"]),
-		FailureCode:    h["failure_code"],
-		FailureReason:  h["failure_reason"],
-		Warning:        h["warning"],
-		NeedsAttention: h["needs_attention"] == "1",
-		AutoRecoveries: atoi(h["auto_recoveries"]),
+		ID:              id,
+		Workflow:        h["workflow"],
+		Status:          h["status"],
+		Owner:           h["owner"],
+		Input:           h["input"],
+		IdempotencyKey:  h["idempotency_key"],
+		Definition:      h["definition"],
+		Current:         atoi(h["current"]),
+		StepCount:       atoi(h["steps"]),
+		Iterations:      atoi(h["iterations"]),
+		MaxIterations:   atoi(h["max_iterations"]),
+		Deadline:        msTime(h["deadline"]),
+		CreatedAt:       msTime(h["created_at"]),
+		StartedAt:       msTime(h["started_at"]),
+		UpdatedAt:       msTime(h["updated_at"]),
+		FinishedAt:      msTime(h["finished_at"]),
+		FailureCode:     h["failure_code"],
+		FailureReason:   h["failure_reason"],
+		Warning:         h["warning"],
+		NeedsAttention:  h["needs_attention"] == "1",
+		AttentionReason: h["attention_reason"],
+		AutoRecoveries:  atoi(h["auto_recoveries"]),
 	}
 }
 

@@ -13,6 +13,8 @@ var luaFS embed.FS
 // common.lua followed by the script's own file.
 type scripts struct {
 	create, begin, complete, fail, cancel, renew *redis.Script
+	redispatch, repair, timeout, operate         *redis.Script
+	unlock, peek                                 *redis.Script
 }
 
 func loadScripts() scripts {
@@ -21,12 +23,18 @@ func loadScripts() scripts {
 		return redis.NewScript(common + "\n" + mustRead("lua/"+name))
 	}
 	return scripts{
-		create:   withCommon("create.lua"),
-		begin:    withCommon("begin.lua"),
-		complete: withCommon("complete.lua"),
-		fail:     withCommon("fail.lua"),
-		cancel:   withCommon("cancel.lua"),
-		renew:    redis.NewScript(mustRead("lua/renew.lua")),
+		create:     withCommon("create.lua"),
+		begin:      withCommon("begin.lua"),
+		complete:   withCommon("complete.lua"),
+		fail:       withCommon("fail.lua"),
+		cancel:     withCommon("cancel.lua"),
+		renew:      redis.NewScript(mustRead("lua/renew.lua")),
+		redispatch: withCommon("redispatch.lua"),
+		repair:     withCommon("repair.lua"),
+		timeout:    withCommon("timeout.lua"),
+		operate:    withCommon("operate.lua"),
+		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
+		peek:       redis.NewScript(mustRead("lua/peek.lua")),
 	}
 }
 

@@ -376,8 +376,8 @@ const (
 
 // Renew extends the fence of a running attempt to now+ttl.
 func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, ttl time.Duration, now time.Time) (Renewal, error) {
-	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.step(runID, idx)},
-		token, ms(now), ttl.Milliseconds()).Int()
+	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.step(runID, idx), s.keys.fences()},
+		token, ms(now), ttl.Milliseconds(), runID).Int()
 	if err != nil {
 		return FenceLost, fmt.Errorf("renew: %w", err)
 	}

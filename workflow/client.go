@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/retrystate"
@@ -36,11 +35,10 @@ type ClientConfig struct {
 // workers publish their definitions to Redis, and Start takes the step list
 // and policies from there.
 type Client struct {
-	cfg       ClientConfig
-	store     *retrystate.Store
-	disp      *dispatcher
-	inspector *asynq.Inspector
-	log       *slog.Logger
+	cfg   ClientConfig
+	store *retrystate.Store
+	disp  *dispatcher
+	log   *slog.Logger
 }
 
 // NewClient returns a client of the workflow state in rdb.
@@ -61,11 +59,10 @@ func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 		cfg.Logger = slog.Default()
 	}
 	return &Client{
-		cfg:       cfg,
-		store:     retrystate.New(rdb, cfg.Queue),
-		disp:      newDispatcher(rdb, cfg.Queue, cfg.Clock),
-		inspector: asynq.NewInspectorFromRedisClient(rdb),
-		log:       cfg.Logger,
+		cfg:   cfg,
+		store: retrystate.New(rdb, cfg.Queue),
+		disp:  newDispatcher(rdb, cfg.Queue, cfg.Clock),
+		log:   cfg.Logger,
 	}
 }
 
@@ -311,18 +308,8 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 	if !res.Cancelled && !res.Already {
 		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.Status)
 	}
-	if res.Cancelled && res.Task != "" {
-		// Best effort: the state already forbids any further attempt.
-		if err := c.inspector.DeleteTask(c.cfg.Queue, res.Task); err != nil &&
-			!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
-			c.log.Debug("cancelled run's task not deleted", AttrRunID, id, AttrTaskID, res.Task, AttrError, err)
-		}
-		if res.StepStatus == StepRunning {
-			if err := c.inspector.CancelProcessing(res.Task); err != nil {
-				c.log.Warn("could not signal the running step to stop; it stops at its next heartbeat",
-					AttrRunID, id, AttrTaskID, res.Task, AttrError, err)
-			}
-		}
+	if res.Cancelled {
+		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
 	}
 	return c.Get(ctx, id)

@@ -503,15 +503,37 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// dispatcher enqueues step tasks.
+// dispatcher enqueues and stops step tasks.
 type dispatcher struct {
-	client *asynq.Client
-	queue  string
-	clock  Clock
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	queue     string
+	clock     Clock
 }
 
 func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispatcher {
-	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), queue: queue, clock: clock}
+	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
+		queue: queue, clock: clock}
+}
+
+// stop deletes the task of a step that must not run any more and, when the
+// step was running, signals its worker to cancel the step's context. Both
+// are best effort: the state already forbids the step from going on, and a
+// running step also learns it at its next fence renewal.
+func (d *dispatcher) stop(log *slog.Logger, task, stepStatus string) {
+	if task == "" {
+		return
+	}
+	if err := d.inspector.DeleteTask(d.queue, task); err != nil &&
+		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+		log.Debug("task of a stopped step not deleted", AttrTaskID, task, AttrError, err)
+	}
+	if stepStatus == StepRunning {
+		if err := d.inspector.CancelProcessing(task); err != nil {
+			log.Warn("could not signal the running step to stop; it stops at its next fence renewal",
+				AttrTaskID, task, AttrError, err)
+		}
+	}
 }
 
 // enqueue makes sure the task of a dispatch exists. Enqueueing an attempt

@@ -28,11 +28,12 @@ if not status then
   return {"gone"}
 end
 if is_terminal(status) then
+  journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. status)
   return {"ended", status}
 end
 
 local st = redis.call("HMGET", KEYS[2], "status", "task", "fence", "fence_expires_at", "next_attempt_at",
-  "attempt", "crashes", "max_crashes", "name", "policy", "budget_base")
+  "attempt", "crashes", "max_crashes", "name", "policy", "budget_base", "resuming")
 if num(rs[2]) ~= idx or st[2] ~= ARGV[4] or (st[1] ~= "pending" and st[1] ~= "running") then
   local cur = num(rs[2])
   local c = redis.call("HMGET", step_key(cur), "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
@@ -44,7 +45,12 @@ end
 
 local name, attempt = st[9], st[6]
 local crashes = num(st[7])
+-- crashed: this begin resumes an attempt whose worker died, either found
+-- here (the fence expired) or by the reconciler, which re-dispatched it.
 local crashed = 0
+if st[12] == "1" then
+  crashed = 1
+end
 if st[1] == "running" then
   local fence_expires = num(st[4])
   if st[3] ~= "" and fence_expires > NOW then
@@ -89,8 +95,9 @@ else
 end
 redis.call("HSET", KEYS[1], "warning", "")
 redis.call("ZREM", KEYS[6], RUN_ID)
+redis.call("ZADD", KEYS[15], NOW + ttl, RUN_ID)
 redis.call("HSET", KEYS[2], "status", "running", "fence", token, "fence_expires_at", int(NOW + ttl),
-  "retry_state", "none", "next_attempt_at", "0", "attempt_started_at", int(NOW))
+  "retry_state", "none", "next_attempt_at", "0", "attempt_started_at", int(NOW), "resuming", "0")
 if crashed == 0 then
   redis.call("HINCRBY", KEYS[2], "attempts_started", 1)
 end

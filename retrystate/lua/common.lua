@@ -12,6 +12,8 @@
 --   KEYS[8..12]  cairn:{q}:idx:status:<status>    pending, running, succeeded, failed, cancelled
 --   KEYS[13]     cairn:{q}:notifications          run-level events (stream)
 --   KEYS[14]     cairn:{q}:idem:<key>             idempotency key, or the never-written cairn:{q}:idem:
+--   KEYS[15]     cairn:{q}:idx:fences             runs with a running attempt, by fence expiry
+--   KEYS[16]     cairn:{q}:idx:deadlines          non-terminal runs with a deadline, by deadline
 -- ARGV shared by every run-level script:
 --   ARGV[1]  run ID
 --   ARGV[2]  the queue's key prefix, cairn:{q}:
@@ -82,6 +84,8 @@ local function set_status(old, new)
   if is_terminal(new) then
     redis.call("ZREM", KEYS[5], RUN_ID)
     redis.call("ZREM", KEYS[6], RUN_ID)
+    redis.call("ZREM", KEYS[15], RUN_ID)
+    redis.call("ZREM", KEYS[16], RUN_ID)
     redis.call("HSET", KEYS[1], "finished_at", int(NOW), "warning", "")
   else
     redis.call("ZADD", KEYS[5], NOW, RUN_ID)
@@ -137,4 +141,22 @@ local function fail_run(sk, code, reason, message, retention_ms)
   journal("run_failed", "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   notify("run_failed", r[2], "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   expire_run(retention_ms)
+end
+
+-- auto_repair counts one automatic repair of the run. Past max_auto repairs
+-- it marks the run as needing attention instead, so the reconciler leaves it
+-- to an operator rather than loop, and returns false and the reason.
+local function auto_repair(max_auto, kind)
+  local n = redis.call("HINCRBY", KEYS[1], "auto_recoveries", 1)
+  if n <= num(max_auto) then
+    return true, ""
+  end
+  local reason = string.format("repaired automatically %d times (max_auto_recoveries %d); left for an operator (last: %s)",
+    n - 1, num(max_auto), kind)
+  redis.call("HSET", KEYS[1], "needs_attention", "1", "attention_reason", reason)
+  redis.call("ZADD", KEYS[7], NOW, RUN_ID)
+  redis.call("ZREM", KEYS[15], RUN_ID)
+  journal("needs_attention", "code", "auto_recovery_exhausted", "reason", reason)
+  notify("run_needs_attention", redis.call("HGET", KEYS[1], "workflow"), "code", "auto_recovery_exhausted", "reason", reason)
+  return false, reason
 end

@@ -22,6 +22,7 @@ if st[1] ~= "running" or st[2] ~= ARGV[4] then
   return {"fenced", "fence lost"}
 end
 
+redis.call("ZREM", KEYS[15], RUN_ID)
 redis.call("HSET", KEYS[2], "status", "succeeded", "output", ARGV[6], "finished_at", int(NOW),
   "fence", "", "fence_expires_at", "0", "retry_state", "none", "next_attempt_at", "0")
 journal("attempt_succeeded", "step", st[3], "attempt", st[4], "duration_ms", int(NOW - num(st[5])))

@@ -34,7 +34,7 @@ end
 redis.call("HSET", KEYS[1],
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
   "idempotency_key", ARGV[7], "definition", ARGV[8], "steps", int(n), "current", "0",
-  "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", int(deadline),
+  "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", int(deadline), "run_timeout_ms", int(ARGV[9]),
   "created_at", int(NOW), "updated_at", int(NOW), "started_at", "0", "finished_at", "0",
   "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
   "auto_recoveries", "0")
@@ -48,6 +48,9 @@ for i = 0, n - 1 do
     "last_error", "", "last_error_class", "", "output", "", "started_at", "0", "finished_at", "0")
 end
 redis.call("ZADD", KEYS[4], NOW, RUN_ID)
+if deadline > 0 then
+  redis.call("ZADD", KEYS[16], deadline, RUN_ID)
+end
 set_status(nil, "pending")
 local _, id, attempt = activate(0)
 journal("run_started", "workflow", ARGV[4], "owner", ARGV[6], "task", id)

@@ -35,6 +35,7 @@ local max_attempts = num(st[6])
 local deadline = num(rs[2])
 local due = NOW + delay
 
+redis.call("ZREM", KEYS[15], RUN_ID)
 redis.call("HSET", KEYS[2], "last_error", msg, "last_error_class", class, "last_error_code", code,
   "last_error_at", int(NOW), "fence", "", "fence_expires_at", "0")
 journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,

@@ -1,0 +1,111 @@
+-- operate.lua: an operator's recover, retry or skip of a run.
+--   recover: resume a failed run (or one left needing attention) at its first
+--            step that has not succeeded, with a fresh budget for that step.
+--   retry:   the same, for the named step, which must be that step.
+--   skip:    mark the named step, which must be that step and optional, as
+--            skipped, and continue with the next step.
+-- Completed steps are never re-run. The run's keys lose their expiry, its
+-- deadline (if passed) and iteration count start afresh.
+-- KEYS: the run-level layout of common.lua (KEYS[2] unused).
+-- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[4] action: "recover", "retry" or "skip"
+-- ARGV[5] step name ("" for recover)
+-- ARGV[6] actor
+-- ARGV[7] retention of a run that ends here (skip of the last step), ms
+-- Returns {"dispatch", index, name, attempt, timeout_ms} (enqueue it),
+-- {"succeeded"} (skip of the last step ended the run), {"refused", reason},
+-- or {"gone"}.
+
+local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
+local rs = redis.call("HMGET", KEYS[1], "status", "needs_attention", "steps", "workflow", "deadline",
+  "run_timeout_ms", "started_at")
+local status = rs[1]
+if not status then
+  return {"gone"}
+end
+if not (status == "failed" or (not is_terminal(status) and rs[2] == "1")) then
+  return {"refused", string.format("run is %s; only a failed run or one needing attention can be %s", status,
+    action == "recover" and "recovered" or (action == "retry" and "retried" or "skipped"))}
+end
+local n = num(rs[3])
+local first = -1
+for i = 0, n - 1 do
+  local s = redis.call("HGET", step_key(i), "status")
+  if s ~= "succeeded" and s ~= "skipped" then
+    first = i
+    break
+  end
+end
+if first < 0 then
+  return {"refused", "every step has already succeeded or been skipped"}
+end
+local target = first
+local sk = step_key(target)
+local st = redis.call("HMGET", sk, "name", "status", "optional", "fence_expires_at")
+if action ~= "recover" then
+  if st[1] ~= step_name then
+    local found = false
+    for i = 0, n - 1 do
+      local s = redis.call("HMGET", step_key(i), "name", "status")
+      if s[1] == step_name then
+        return {"refused", string.format("step %q is %s; only the step the run stopped at (%q) can be %s",
+          step_name, s[2], st[1], action == "retry" and "retried" or "skipped")}
+      end
+    end
+    return {"refused", string.format("the run has no step %q", step_name)}
+  end
+  if action == "skip" and st[3] ~= "1" then
+    return {"refused", string.format("step %q is not optional; only optional steps can be skipped", step_name)}
+  end
+end
+if st[2] == "running" and num(st[4]) > NOW then
+  return {"refused", string.format("step %q is running", st[1])}
+end
+
+-- Reopen the run.
+local to = "running"
+if num(rs[7]) == 0 then
+  to = "pending"
+end
+set_status(status, to)
+redis.call("HSET", KEYS[1], "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
+  "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
+redis.call("ZREM", KEYS[7], RUN_ID)
+redis.call("PERSIST", KEYS[1])
+redis.call("PERSIST", KEYS[3])
+for i = 0, n - 1 do
+  redis.call("PERSIST", step_key(i))
+end
+local idem = redis.call("HGET", KEYS[1], "idempotency_key")
+if idem and idem ~= "" then
+  redis.call("PERSIST", PREFIX .. "idem:" .. idem)
+end
+local deadline = num(rs[5])
+if deadline > 0 then
+  if deadline <= NOW then
+    deadline = NOW + num(rs[6])
+    redis.call("HSET", KEYS[1], "deadline", int(deadline))
+  end
+  redis.call("ZADD", KEYS[16], deadline, RUN_ID)
+end
+journal("run_recovered", "action", action, "step", st[1], "actor", actor)
+notify("run_recovered", rs[4], "action", action, "step", st[1], "actor", actor)
+
+if action == "skip" then
+  redis.call("HSET", sk, "status", "skipped", "finished_at", int(NOW), "retry_state", "none", "next_attempt_at", "0",
+    "fence", "", "fence_expires_at", "0")
+  journal("step_skipped", "step", st[1], "actor", actor)
+  target = target + 1
+  if target >= n then
+    set_status(to, "succeeded")
+    journal("run_succeeded")
+    notify("run_succeeded", rs[4])
+    expire_run(ARGV[7])
+    return {"succeeded"}
+  end
+else
+  redis.call("HSET", sk, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
+end
+local key, _, attempt = activate(target)
+local nx = redis.call("HMGET", key, "name", "timeout_ms")
+return {"dispatch", int(target), nx[1], int(attempt), int(nx[2])}

@@ -1,0 +1,45 @@
+-- repair.lua: re-create the task of a run's current step, which the caller
+-- found missing in asynq (lost after a state write, or deleted) or archived
+-- (asynq gave up delivering it, and its ID stays taken).
+-- KEYS: the run-level layout of common.lua (KEYS[2] unused).
+-- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[4] the task ID the caller found missing or archived
+-- ARGV[5] "missing" or "archived"
+-- ARGV[6] max automatic repairs of a run
+-- Returns {"repair", index, name, attempt, gen, next_attempt_at, timeout_ms, kind}:
+-- enqueue that dispatch; {"attention", reason} when the run was repaired too
+-- often; {"noop", why} when the state moved on since the caller looked.
+
+local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention")
+if not rs[1] or is_terminal(rs[1]) then
+  return {"noop", "run " .. (rs[1] or "gone")}
+end
+if rs[3] == "1" then
+  return {"noop", "needs attention"}
+end
+local idx = num(rs[2])
+local sk = step_key(idx)
+local st = redis.call("HMGET", sk, "status", "task", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
+if st[1] ~= "pending" or st[2] ~= ARGV[4] then
+  return {"noop", "state moved on"}
+end
+local kind = "task_missing"
+if num(st[6]) > 0 then
+  kind = "retry_task_missing"
+end
+if ARGV[5] == "archived" then
+  kind = "task_archived"
+end
+local ok, why = auto_repair(ARGV[6], kind)
+if not ok then
+  return {"attention", why}
+end
+local gen, id = num(st[5]), st[2]
+if ARGV[5] == "archived" then
+  gen = redis.call("HINCRBY", sk, "gen", 1)
+  id = task_id(idx, st[4], gen)
+  redis.call("HSET", sk, "task", id)
+end
+touch()
+journal("repair", "kind", kind, "step", st[3], "attempt", st[4], "task", id)
+return {"repair", int(idx), st[3], int(st[4]), int(gen), int(st[6]), int(st[7]), kind}

@@ -1,0 +1,294 @@
+package retrystate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Repair is the result of a reconciler repair or an operator action.
+type Repair struct {
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Dispatch is the task to enqueue (OutcomeDispatch).
+	Dispatch *Dispatch
+	// Kind names the repair: crashed_attempt, task_missing,
+	// retry_task_missing, task_archived, deadline.
+	Kind string
+	// Code and Reason of a run that failed (OutcomeFailed), the reason of a
+	// run left needing attention (OutcomeAttention), of a refused action
+	// (OutcomeRefused), or why nothing was done (OutcomeNoop).
+	Code   string
+	Reason string
+	// Task and StepStatus of the current step when a run failed on its
+	// deadline, so its task can be deleted or its execution cancelled.
+	Task       string
+	StepStatus string
+	// Crashes counted on the step (crashed_attempt).
+	Crashes int
+}
+
+// Repair and operator outcomes.
+const (
+	OutcomeDispatch  = "dispatch"  // enqueue Dispatch
+	OutcomeFailed    = "failed"    // the run failed
+	OutcomeAttention = "attention" // the run was repaired too often: left to an operator
+	OutcomeNoop      = "noop"      // nothing to do
+	OutcomeRefused   = "refused"   // operator action not allowed in this state
+	OutcomeSucceeded = "succeeded" // the run ended successfully (skip of its last step)
+)
+
+func dispatchOf(index, name, attempt, gen, dueAt, timeout string) *Dispatch {
+	return &Dispatch{Index: atoi(index), Name: name, Attempt: atoi(attempt), Gen: atoi(gen),
+		DueAt: msTime(dueAt), Timeout: time.Duration(atoi(timeout)) * time.Millisecond}
+}
+
+// Redispatch repairs the current attempt of a run whose fence expired: its
+// worker died. The crash is counted (the run fails when the step's crash
+// budget is spent) and the attempt gets a new dispatch.
+func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Repair, error) {
+	res, err := s.run(ctx, s.scripts.redispatch, s.keys.runKeys(runID, 0, ""),
+		s.argv(runID, now, maxAuto, retention.Milliseconds()))
+	if err != nil {
+		return Repair{}, fmt.Errorf("redispatch: %w", err)
+	}
+	switch res[0] {
+	case "redispatched":
+		return Repair{Outcome: OutcomeDispatch, Kind: "crashed_attempt",
+			Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Crashes: atoi(res[6])}, nil
+	case "failed":
+		return Repair{Outcome: OutcomeFailed, Kind: "crashed_attempt", Code: res[1], Reason: res[2]}, nil
+	case "attention":
+		return Repair{Outcome: OutcomeAttention, Kind: "crashed_attempt", Reason: res[1]}, nil
+	case "noop":
+		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
+	}
+	return Repair{}, unexpected("redispatch", res)
+}
+
+// RepairTask re-creates the task of a run's current step that the caller
+// found missing in asynq, or archived (then under a new dispatch ID).
+func (s *Store) RepairTask(ctx context.Context, runID, taskID string, archived bool, maxAuto int, now time.Time) (Repair, error) {
+	kind := "missing"
+	if archived {
+		kind = "archived"
+	}
+	res, err := s.run(ctx, s.scripts.repair, s.keys.runKeys(runID, 0, ""), s.argv(runID, now, taskID, kind, maxAuto))
+	if err != nil {
+		return Repair{}, fmt.Errorf("repair task: %w", err)
+	}
+	switch res[0] {
+	case "repair":
+		return Repair{Outcome: OutcomeDispatch, Kind: res[7], Dispatch: dispatchOf(res[1], res[2], res[3], res[4], res[5], res[6])}, nil
+	case "attention":
+		return Repair{Outcome: OutcomeAttention, Reason: res[1]}, nil
+	case "noop":
+		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
+	}
+	return Repair{}, unexpected("repair", res)
+}
+
+// ExpireDeadline fails a run that passed its deadline with run_timeout.
+func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Repair, error) {
+	res, err := s.run(ctx, s.scripts.timeout, s.keys.runKeys(runID, 0, ""), s.argv(runID, now, retention.Milliseconds()))
+	if err != nil {
+		return Repair{}, fmt.Errorf("expire deadline: %w", err)
+	}
+	switch res[0] {
+	case "failed":
+		return Repair{Outcome: OutcomeFailed, Kind: "deadline", Code: CodeRunTimeout, Task: res[1], StepStatus: res[2], Reason: res[3]}, nil
+	case "noop":
+		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
+	}
+	return Repair{}, unexpected("timeout", res)
+}
+
+// Operator actions.
+const (
+	ActionRecover = "recover"
+	ActionRetry   = "retry"
+	ActionSkip    = "skip"
+)
+
+// Operate applies an operator action (ActionRecover, ActionRetry with a
+// step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
+func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Repair, error) {
+	res, err := s.run(ctx, s.scripts.operate, s.keys.runKeys(runID, 0, ""),
+		s.argv(runID, now, action, step, actor, retention.Milliseconds()))
+	if err != nil {
+		return Repair{}, fmt.Errorf("%s: %w", action, err)
+	}
+	switch res[0] {
+	case "dispatch":
+		return Repair{Outcome: OutcomeDispatch, Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
+	case "succeeded":
+		return Repair{Outcome: OutcomeSucceeded}, nil
+	case "refused":
+		return Repair{Outcome: OutcomeRefused, Reason: res[1]}, nil
+	case "gone":
+		return Repair{}, ErrRunNotFound
+	}
+	return Repair{}, unexpected(action, res)
+}
+
+// Due is a run ID with the time an index holds for it.
+type Due struct {
+	RunID string
+	At    time.Time
+}
+
+func (s *Store) rangeByScore(ctx context.Context, key string, maxMS int64, limit int64) ([]Due, error) {
+	max := "+inf"
+	if maxMS >= 0 {
+		max = strconv.FormatInt(maxMS, 10)
+	}
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Due, len(zs))
+	for i, z := range zs {
+		out[i] = Due{RunID: z.Member.(string), At: time.UnixMilli(int64(z.Score))}
+	}
+	return out, nil
+}
+
+// ExpiredFences returns up to limit runs whose running attempt's fence
+// expired at or before now.
+func (s *Store) ExpiredFences(ctx context.Context, now time.Time, limit int64) ([]Due, error) {
+	return s.rangeByScore(ctx, s.keys.fences(), ms(now), limit)
+}
+
+// DueDeadlines returns up to limit non-terminal runs whose deadline passed.
+func (s *Store) DueDeadlines(ctx context.Context, now time.Time, limit int64) ([]Due, error) {
+	return s.rangeByScore(ctx, s.keys.deadlines(), ms(now), limit)
+}
+
+// ScheduledRetries returns up to limit runs with a scheduled retry, by due time.
+func (s *Store) ScheduledRetries(ctx context.Context, limit int64) ([]Due, error) {
+	return s.rangeByScore(ctx, s.keys.scheduled(), -1, limit)
+}
+
+// IdleActive returns up to limit non-terminal runs not updated since before.
+func (s *Store) IdleActive(ctx context.Context, before time.Time, limit int64) ([]Due, error) {
+	return s.rangeByScore(ctx, s.keys.active(), ms(before), limit)
+}
+
+// CountActive returns the number of non-terminal runs.
+func (s *Store) CountActive(ctx context.Context) (int64, error) {
+	return s.rdb.ZCard(ctx, s.keys.active()).Result()
+}
+
+// TrimIndexes removes from the indexes up to limit runs created before
+// before whose records have expired. It returns how many it removed.
+func (s *Store) TrimIndexes(ctx context.Context, before time.Time, limit int64) (int, error) {
+	old, err := s.rangeByScore(ctx, s.keys.all(), ms(before), limit)
+	if err != nil || len(old) == 0 {
+		return 0, err
+	}
+	pipe := s.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(old))
+	for i, d := range old {
+		exists[i] = pipe.Exists(ctx, s.keys.run(d.RunID))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	var gone []any
+	for i, e := range exists {
+		if e.Val() == 0 {
+			gone = append(gone, old[i].RunID)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	pipe = s.rdb.Pipeline()
+	for _, k := range []string{s.keys.all(), s.keys.active(), s.keys.scheduled(), s.keys.attention(), s.keys.fences(),
+		s.keys.deadlines(), s.keys.byStatus(StatusPending), s.keys.byStatus(StatusRunning),
+		s.keys.byStatus(StatusSucceeded), s.keys.byStatus(StatusFailed), s.keys.byStatus(StatusCancelled)} {
+		pipe.ZRem(ctx, k, gone...)
+	}
+	_, err = pipe.Exec(ctx)
+	return len(gone), err
+}
+
+// Lock names.
+const (
+	LockReconcile = "reconcile"
+	LockSweep     = "sweep"
+)
+
+func (s *Store) lockKey(name string) string {
+	if name == LockSweep {
+		return s.keys.sweepLock()
+	}
+	return s.keys.reconcileLock()
+}
+
+// TryLock takes the named lock for ttl if nobody holds it.
+func (s *Store) TryLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, s.lockKey(name), token, ttl).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// ExtendLock extends a lock the caller holds; false when it lost it.
+func (s *Store) ExtendLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
+	n, err := s.scripts.unlock.Run(ctx, s.rdb, []string{s.lockKey(name)}, token, ttl.Milliseconds()).Int()
+	return n == 1, err
+}
+
+// Unlock releases a lock the caller holds.
+func (s *Store) Unlock(ctx context.Context, name, token string) error {
+	return s.scripts.unlock.Run(ctx, s.rdb, []string{s.lockKey(name)}, token, 0).Err()
+}
+
+// Current is a run's status and its current step's dispatch, as Peek reads
+// them.
+type Current struct {
+	Status         string
+	NeedsAttention bool
+	UpdatedAt      time.Time
+	StepStatus     string
+	Task           string
+	FenceExpiresAt time.Time
+	Dispatch       Dispatch
+}
+
+// Peek reads a run's status and current dispatch in one round trip. It
+// returns ErrRunNotFound for an unknown run.
+func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
+	res, err := s.scripts.peek.Run(ctx, s.rdb, []string{s.keys.run(runID)}, runID, s.keys.prefix).Result()
+	if err != nil {
+		return Current{}, fmt.Errorf("peek: %w", err)
+	}
+	arr, _ := res.([]any)
+	if len(arr) == 0 {
+		return Current{}, ErrRunNotFound
+	}
+	v, err := toStrings(res)
+	if err != nil || len(v) != 12 {
+		return Current{}, fmt.Errorf("peek: unexpected reply %v", res)
+	}
+	return Current{
+		Status: v[0], NeedsAttention: v[1] == "1", UpdatedAt: msTime(v[2]), StepStatus: v[5], Task: v[8],
+		FenceExpiresAt: msTime(v[10]),
+		Dispatch:       *dispatchOf(v[3], v[4], v[6], v[7], v[9], v[11]),
+	}, nil
+}
+
+// WorkflowOf returns the workflow name of a run, or ErrRunNotFound.
+func (s *Store) WorkflowOf(ctx context.Context, runID string) (string, error) {
+	wf, err := s.rdb.HGet(ctx, s.keys.run(runID), "workflow").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrRunNotFound
+	}
+	return wf, err
+}

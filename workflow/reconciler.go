@@ -1,0 +1,420 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/cairnhq/cairn/retrystate"
+)
+
+// ReconcilerConfig configures a Reconciler. A zero field takes the default
+// given in its comment.
+type ReconcilerConfig struct {
+	// Interval is the time between full passes. Default 30s.
+	Interval time.Duration
+	// SweepInterval is the time between sweeps for attempts whose worker
+	// died (their fence expired), so that a crashed step resumes within
+	// about FenceTTL + SweepInterval. Default 2s.
+	SweepInterval time.Duration
+	// Concurrency bounds the repairs in flight. Default 5.
+	Concurrency int
+	// MaxAutoRecoveries is how often one run may be repaired automatically;
+	// past it the run is marked as needing attention and left alone.
+	// Default 3.
+	MaxAutoRecoveries int
+	// Grace leaves a run that changed less than this long ago to the
+	// engine, which may be about to enqueue its next task. Default 10s.
+	Grace time.Duration
+}
+
+func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
+	if c.Interval <= 0 {
+		c.Interval = 30 * time.Second
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 2 * time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 5
+	}
+	if c.MaxAutoRecoveries <= 0 {
+		c.MaxAutoRecoveries = 3
+	}
+	if c.Grace <= 0 {
+		c.Grace = 10 * time.Second
+	}
+	return c
+}
+
+// Reconciler repairs what crashes, restarts and lost tasks leave behind. It
+// reads Cairn's indexes (never SCANs the keyspace) and makes the tasks that
+// the state says should exist exist:
+//
+//   - an attempt whose worker died (its fence expired) is re-dispatched and
+//     counted as a crash, never as a failed attempt;
+//   - a scheduled retry, or a current step, whose asynq task is missing is
+//     re-enqueued (for its due time), and one whose task asynq archived is
+//     re-dispatched;
+//   - a run past its deadline fails with reason run_timeout;
+//   - index entries of expired runs are trimmed.
+//
+// (A task of a finished or unknown run is acknowledged without running by
+// the Engine when it is delivered.) Every repair is journaled and logged. One
+// replica at a time runs a pass, under a Redis lock with expiry.
+type Reconciler struct {
+	cfg   ReconcilerConfig
+	eng   *Engine
+	store *retrystate.Store
+	log   *slog.Logger
+}
+
+// NewReconciler returns a reconciler for the engine's queue and state.
+func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
+	return &Reconciler{
+		cfg:   cfg.withDefaults(),
+		eng:   e,
+		store: e.store,
+		log:   e.log.With("component", "reconciler"),
+	}
+}
+
+// Report says what a pass or a sweep found and did.
+type Report struct {
+	// Locked is false when another replica held the lock and this call did
+	// nothing.
+	Locked bool
+	// Incomplete is the number of runs not yet finished (full passes only).
+	Incomplete int64
+	// Repairs counts the repairs made, by kind: crashed_attempt,
+	// task_missing, retry_task_missing, task_archived, deadline,
+	// trimmed (index entries of expired runs).
+	Repairs map[string]int
+	// Failed counts runs that failed here (deadline, crash budget).
+	Failed int
+	// Attention counts runs left for an operator because they were
+	// repaired too often.
+	Attention int
+}
+
+func (r *Report) add(kind string, n int) {
+	if n == 0 {
+		return
+	}
+	if r.Repairs == nil {
+		r.Repairs = map[string]int{}
+	}
+	r.Repairs[kind] += n
+}
+
+func (r *Report) merge(o Report) {
+	for k, n := range o.Repairs {
+		r.add(k, n)
+	}
+	r.Failed += o.Failed
+	r.Attention += o.Attention
+}
+
+// Total is the number of repairs.
+func (r Report) Total() int {
+	n := 0
+	for _, v := range r.Repairs {
+		n += v
+	}
+	return n
+}
+
+func (r Report) String() string {
+	kinds := make([]string, 0, len(r.Repairs))
+	for k, n := range r.Repairs {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	return fmt.Sprintf("repairs [%s], runs failed %d, left for an operator %d", strings.Join(kinds, " "), r.Failed, r.Attention)
+}
+
+// Run reconciles once at once, logging what it found, then sweeps every
+// SweepInterval and passes every Interval until ctx is done.
+func (r *Reconciler) Run(ctx context.Context) {
+	first := true
+	for ctx.Err() == nil {
+		rep, err := r.Pass(ctx)
+		if err == nil {
+			if rep.Locked {
+				r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(),
+					"detail", rep.String(), "startup", first)
+			}
+			first = false
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Error("reconciliation pass failed; retrying", AttrError, err)
+		if sleep(ctx, r.cfg.SweepInterval) != nil {
+			return
+		}
+	}
+	sweep := time.NewTicker(r.cfg.SweepInterval)
+	defer sweep.Stop()
+	pass := time.NewTicker(r.cfg.Interval)
+	defer pass.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep.C:
+			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("sweep failed", AttrError, err)
+			}
+		case <-pass.C:
+			rep, err := r.Pass(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				r.log.Error("reconciliation pass failed", AttrError, err)
+			case err == nil && rep.Total()+rep.Failed+rep.Attention > 0:
+				r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(), "detail", rep.String())
+			}
+		}
+	}
+}
+
+// withLock runs fn under the named lock, extending it while fn runs.
+func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) (bool, error) {
+	token := newToken()
+	ok, err := r.store.TryLock(ctx, name, token, ttl)
+	if err != nil || !ok {
+		return false, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if held, err := r.store.ExtendLock(ctx, name, token, ttl); err == nil && !held {
+					r.log.Warn("lost the reconciler lock", "lock", name)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err = fn(ctx)
+	cancel()
+	wg.Wait()
+	if uerr := r.store.Unlock(context.WithoutCancel(ctx), name, token); uerr != nil && err == nil {
+		r.log.Warn("could not release the reconciler lock", AttrError, uerr)
+	}
+	return true, err
+}
+
+// Sweep re-dispatches the attempts whose worker died: their fence expired.
+func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
+	var rep Report
+	locked, err := r.withLock(ctx, retrystate.LockSweep, 30*time.Second, func(ctx context.Context) error {
+		var err error
+		rep, err = r.sweep(ctx)
+		return err
+	})
+	rep.Locked = locked
+	return rep, err
+}
+
+const batch = 1000
+
+func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
+	dead, err := r.store.ExpiredFences(ctx, r.eng.cfg.Clock.Now(), batch)
+	if err != nil {
+		return Report{}, err
+	}
+	return r.each(ctx, dead, r.redispatch), nil
+}
+
+// Pass is one full reconciliation. It returns at once, with Locked false,
+// when another replica is reconciling.
+func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
+	var rep Report
+	locked, err := r.withLock(ctx, retrystate.LockReconcile, max(2*r.cfg.Interval, time.Minute), func(ctx context.Context) error {
+		n, err := r.store.CountActive(ctx)
+		if err != nil {
+			return err
+		}
+		rep.Incomplete = n
+		sw, err := r.sweep(ctx)
+		if err != nil {
+			return err
+		}
+		rep.merge(sw)
+		now := r.eng.cfg.Clock.Now()
+
+		due, err := r.store.DueDeadlines(ctx, now, batch)
+		if err != nil {
+			return err
+		}
+		rep.merge(r.each(ctx, due, r.expire))
+
+		sched, err := r.store.ScheduledRetries(ctx, 10*batch)
+		if err != nil {
+			return err
+		}
+		rep.merge(r.each(ctx, sched, r.checkTask))
+
+		idle, err := r.store.IdleActive(ctx, now.Add(-r.cfg.Grace), 10*batch)
+		if err != nil {
+			return err
+		}
+		rep.merge(r.each(ctx, idle, r.checkTask))
+
+		trimmed, err := r.store.TrimIndexes(ctx, now.Add(-r.eng.cfg.Retention), 10*batch)
+		if err != nil {
+			return err
+		}
+		rep.add("trimmed", trimmed)
+		return nil
+	})
+	rep.Locked = locked
+	return rep, err
+}
+
+// each runs fn for every run with at most Concurrency in flight and sums
+// their reports. A failed repair is logged; the next pass tries again.
+func (r *Reconciler) each(ctx context.Context, runs []retrystate.Due, fn func(context.Context, string) (Report, error)) Report {
+	var (
+		mu    sync.Mutex
+		total Report
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, r.cfg.Concurrency)
+		seen  = make(map[string]bool, len(runs))
+	)
+	for _, d := range runs {
+		if seen[d.RunID] || ctx.Err() != nil {
+			continue
+		}
+		seen[d.RunID] = true
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(id string) {
+			defer func() { <-sem; wg.Done() }()
+			rep, err := fn(ctx, id)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Warn("repair failed; the next pass retries it", AttrRunID, id, AttrError, err)
+				}
+				return
+			}
+			mu.Lock()
+			total.merge(rep)
+			mu.Unlock()
+		}(d.RunID)
+	}
+	wg.Wait()
+	return total
+}
+
+func (r *Reconciler) runLog(id string, d *retrystate.Dispatch) *slog.Logger {
+	l := r.log.With(AttrRunID, id)
+	if d != nil {
+		l = l.With(AttrStep, d.Name, AttrAttempt, d.Attempt)
+	}
+	return l
+}
+
+// outcome logs a repair's outcome, enqueues its dispatch, and reports it.
+func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repair) (Report, error) {
+	var rep Report
+	log := r.runLog(id, rp.Dispatch)
+	switch rp.Outcome {
+	case retrystate.OutcomeDispatch:
+		workflow, err := r.store.WorkflowOf(ctx, id)
+		if err != nil {
+			return rep, err
+		}
+		if err := r.eng.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
+			return r.eng.disp.enqueue(ctx, id, workflow, *rp.Dispatch)
+		}); err != nil {
+			return rep, err
+		}
+		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, AttrDueAt, rp.Dispatch.DueAt)
+		rep.add(rp.Kind, 1)
+	case retrystate.OutcomeFailed:
+		log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason)
+		rep.add(rp.Kind, 1)
+		rep.Failed++
+		r.eng.disp.stop(log, rp.Task, rp.StepStatus)
+	case retrystate.OutcomeAttention:
+		log.Error("run needs attention: repaired automatically too often", AttrReason, rp.Reason)
+		rep.Attention++
+	}
+	return rep, nil
+}
+
+func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) {
+	rp, err := r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.eng.cfg.Retention, r.eng.cfg.Clock.Now())
+	if err != nil {
+		return Report{}, err
+	}
+	return r.outcome(ctx, id, rp)
+}
+
+func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
+	rp, err := r.store.ExpireDeadline(ctx, id, r.eng.cfg.Retention, r.eng.cfg.Clock.Now())
+	if err != nil {
+		return Report{}, err
+	}
+	return r.outcome(ctx, id, rp)
+}
+
+// checkTask makes sure the task a run waits for exists in asynq.
+func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
+	cur, err := r.store.Peek(ctx, id)
+	if errors.Is(err, retrystate.ErrRunNotFound) {
+		return Report{}, nil
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	if retrystate.IsTerminal(cur.Status) || cur.NeedsAttention || cur.Task == "" {
+		return Report{}, nil
+	}
+	switch cur.StepStatus {
+	case StepRunning:
+		if cur.FenceExpiresAt.After(r.eng.cfg.Clock.Now()) {
+			return Report{}, nil
+		}
+		return r.redispatch(ctx, id)
+	case StepPending:
+	default:
+		return Report{}, nil
+	}
+	info, err := r.eng.disp.inspector.GetTaskInfo(r.eng.cfg.Queue, cur.Task)
+	archived := false
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+	case err != nil:
+		return Report{}, err
+	case info.State == asynq.TaskStateArchived:
+		archived = true
+	default:
+		return Report{}, nil // the task exists: nothing to repair
+	}
+	rp, err := r.store.RepairTask(ctx, id, cur.Task, archived, r.cfg.MaxAutoRecoveries, r.eng.cfg.Clock.Now())
+	if err != nil {
+		return Report{}, err
+	}
+	return r.outcome(ctx, id, rp)
+}

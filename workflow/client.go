@@ -385,3 +385,64 @@ func (c *Client) Notifications(ctx context.Context, after string, limit int) ([]
 	}
 	return out, nil
 }
+
+// ErrActionRefused: an operator action does not apply to the run in its
+// current state (recover of a running run, skip of a required step, ...).
+// The error says why; nothing was changed.
+var ErrActionRefused = errors.New("action refused")
+
+// Recover resumes a failed run (or a run left needing attention) from its
+// last checkpoint: the first step that has not succeeded runs again with a
+// fresh retry and crash budget; completed steps are not re-run. A passed
+// deadline and the iteration count start afresh. It returns
+// ErrActionRefused for a run in another state.
+func (c *Client) Recover(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
+	return c.operate(ctx, id, retrystate.ActionRecover, "", opts)
+}
+
+// RetryStep re-runs the failed step of a failed run with a fresh budget. The
+// step must be the one the run stopped at.
+func (c *Client) RetryStep(ctx context.Context, id, step string, opts *ActionOptions) (*Run, error) {
+	if step == "" {
+		return nil, fmt.Errorf("%w: no step named", ErrActionRefused)
+	}
+	return c.operate(ctx, id, retrystate.ActionRetry, step, opts)
+}
+
+// SkipStep skips the failed step of a failed run, which must be optional,
+// and continues the run with the next step (or ends it successfully when it
+// was the last).
+func (c *Client) SkipStep(ctx context.Context, id, step string, opts *ActionOptions) (*Run, error) {
+	if step == "" {
+		return nil, fmt.Errorf("%w: no step named", ErrActionRefused)
+	}
+	return c.operate(ctx, id, retrystate.ActionSkip, step, opts)
+}
+
+func (c *Client) operate(ctx context.Context, id, action, step string, opts *ActionOptions) (*Run, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	who := actor(opts)
+	res, err := c.store.Operate(ctx, id, action, step, who, c.cfg.Retention, c.cfg.Clock.Now())
+	if err != nil {
+		return nil, mapNotFound(id, err)
+	}
+	log := c.log.With(AttrRunID, id, AttrActor, who, "action", action)
+	switch res.Outcome {
+	case retrystate.OutcomeRefused:
+		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+	case retrystate.OutcomeDispatch:
+		wf, err := c.store.WorkflowOf(ctx, id)
+		if err != nil {
+			return nil, mapNotFound(id, err)
+		}
+		if err := c.disp.enqueue(ctx, id, wf, *res.Dispatch); err != nil {
+			return nil, fmt.Errorf("run %s was reopened but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
+		}
+		log.Info("operator action applied", AttrStep, res.Dispatch.Name, AttrAttempt, res.Dispatch.Attempt)
+	default:
+		log.Info("operator action applied; run succeeded")
+	}
+	return c.Get(ctx, id)
+}

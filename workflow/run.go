@@ -24,7 +24,7 @@ const (
 	StepRunning   = retrystate.StepRunning
 	StepSucceeded = retrystate.StepSucceeded
 	StepFailed    = retrystate.StepFailed
-	StepSkipped   = retrystate.StepSkipped
+	StepSkipped   = retrystate.StepSkipped // an operator skipped the (optional) step
 	StepCancelled = retrystate.StepCancelled
 )
 
@@ -51,23 +51,26 @@ const (
 // Run is the state of a workflow run. Its JSON form is what
 // `enqueue status --json` prints and the HTTP API returns.
 type Run struct {
-	ID             string          `json:"id"`
-	Workflow       string          `json:"workflow"`
-	Status         string          `json:"status"`
-	Warning        string          `json:"warning"`
-	NeedsAttention bool            `json:"needs_attention"`
-	FailureCode    string          `json:"failure_code"`
-	FailureReason  string          `json:"failure_reason"`
-	Owner          string          `json:"owner,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	CurrentStep    string          `json:"current_step,omitempty"`
-	Iterations     int             `json:"iterations"`
-	CreatedAt      time.Time       `json:"created_at"`
-	StartedAt      *time.Time      `json:"started_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	FinishedAt     *time.Time      `json:"finished_at"`
-	Deadline       *time.Time      `json:"deadline"`
+	ID             string `json:"id"`
+	Workflow       string `json:"workflow"`
+	Status         string `json:"status"`
+	Warning        string `json:"warning"`
+	NeedsAttention bool   `json:"needs_attention"`
+	// AttentionReason says why a run that has not failed needs an
+	// operator (it was repaired automatically too often).
+	AttentionReason string          `json:"attention_reason,omitempty"`
+	FailureCode     string          `json:"failure_code"`
+	FailureReason   string          `json:"failure_reason"`
+	Owner           string          `json:"owner,omitempty"`
+	IdempotencyKey  string          `json:"idempotency_key,omitempty"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	CurrentStep     string          `json:"current_step,omitempty"`
+	Iterations      int             `json:"iterations"`
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       *time.Time      `json:"started_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	Deadline        *time.Time      `json:"deadline"`
 	// Steps is empty for runs returned by List.
 	Steps []StepState `json:"steps,omitempty"`
 }
@@ -128,7 +131,7 @@ func rawJSON(s string) json.RawMessage {
 func runFromRecord(rec *retrystate.Run) *Run {
 	r := &Run{
 		ID: rec.ID, Workflow: rec.Workflow, Status: rec.Status, Warning: rec.Warning,
-		NeedsAttention: rec.NeedsAttention, FailureCode: rec.FailureCode, FailureReason: rec.FailureReason,
+		NeedsAttention: rec.NeedsAttention, AttentionReason: rec.AttentionReason, FailureCode: rec.FailureCode, FailureReason: rec.FailureReason,
 		Owner: rec.Owner, IdempotencyKey: rec.IdempotencyKey, Input: rawJSON(rec.Input),
 		Iterations: rec.Iterations, CreatedAt: rec.CreatedAt.UTC(), StartedAt: timePtr(rec.StartedAt),
 		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: timePtr(rec.FinishedAt), Deadline: timePtr(rec.Deadline),
@@ -178,6 +181,11 @@ const (
 	EventRunSucceeded     = retrystate.EventRunSucceeded
 	EventRunFailed        = retrystate.EventRunFailed
 	EventRunCancelled     = retrystate.EventRunCancelled
+	EventRunRecovered     = retrystate.EventRunRecovered
+	EventStepSkipped      = retrystate.EventStepSkipped
+	EventRepair           = retrystate.EventRepair
+	EventNeedsAttention   = retrystate.EventNeedsAttention
+	EventDeliveryIgnored  = retrystate.EventDeliveryIgnored
 )
 
 func eventFromEntry(e retrystate.Entry) Event {

@@ -32,6 +32,12 @@ type WorkerConfig struct {
 	// steps. A step still running then is handed back to asynq; its next
 	// delivery resumes it once its fence expires. Default 30s.
 	ShutdownTimeout time.Duration
+	// Reconciler configures the reconciler the worker runs.
+	Reconciler ReconcilerConfig
+	// SkipRedisChecks turns off the start-up check of Redis's persistence
+	// and eviction settings (for stores without CONFIG, like the embedded
+	// one).
+	SkipRedisChecks bool
 }
 
 // Worker runs registered workflows: it executes step attempts from the
@@ -101,12 +107,48 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
+	if !w.cfg.SkipRedisChecks {
+		CheckRedis(ctx, w.rdb, w.log)
+	}
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
+	}()
 	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
 	<-ctx.Done()
 	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
+	stopRec()
 	srv.Shutdown()
+	<-recDone
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// CheckRedis warns, once each and with the fix, when Redis is set up so that
+// workflow state would not survive a restart (appendonly off) or could be
+// evicted (a maxmemory-policy other than noeviction). A Redis that does not
+// allow CONFIG GET is not checked.
+func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	get := func(name string) (string, bool) {
+		v, err := rdb.ConfigGet(ctx, name).Result()
+		if err != nil {
+			log.Info("cannot read Redis configuration; persistence and eviction settings not checked",
+				"setting", name, AttrError, err)
+			return "", false
+		}
+		s, ok := v[name]
+		return s, ok
+	}
+	if v, ok := get("appendonly"); ok && v != "yes" {
+		log.Warn("Redis appendonly is off: workflow state written since the last snapshot is lost if Redis restarts",
+			"appendonly", v, "fix", "CONFIG SET appendonly yes (and appendonly yes in redis.conf)")
+	}
+	if v, ok := get("maxmemory-policy"); ok && v != "noeviction" {
+		log.Warn("Redis may evict workflow state under memory pressure",
+			"maxmemory-policy", v, "fix", "CONFIG SET maxmemory-policy noeviction (and in redis.conf)")
+	}
 }
 
 // asynqLogger routes asynq's logs to slog.

@@ -47,12 +47,20 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			Queue:     cfg.Queue,
 			Defaults:  cfg.Policy(),
 			Retention: cfg.Retention,
+			FenceTTL:  cfg.FenceTTL,
 			Logger:    log,
 		},
 		Concurrency:              cfg.Concurrency,
 		TaskCheckInterval:        cfg.TaskCheckInterval,
 		DelayedTaskCheckInterval: cfg.DelayedTaskCheckInterval,
 		ShutdownTimeout:          cfg.ShutdownTimeout,
+		Reconciler: workflow.ReconcilerConfig{
+			Interval:          cfg.ReconcileInterval,
+			SweepInterval:     cfg.SweepInterval,
+			Concurrency:       cfg.RecoveryConcurrency,
+			MaxAutoRecoveries: cfg.MaxAutoRecoveries,
+		},
+		SkipRedisChecks: cfg.Embedded(),
 	})
 	if err != nil {
 		return err

@@ -5,8 +5,8 @@ package config
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"reflect"
@@ -61,6 +61,19 @@ type Config struct {
 	DelayedTaskCheckInterval time.Duration `env:"CAIRN_DELAYED_TASK_CHECK_INTERVAL" envDefault:"200ms"`
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration `env:"CAIRN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	// ReconcileInterval is the time between full reconciliation passes.
+	ReconcileInterval time.Duration `env:"CAIRN_RECONCILE_INTERVAL" envDefault:"30s"`
+	// RecoveryConcurrency bounds the reconciler's repairs in flight.
+	RecoveryConcurrency int `env:"CAIRN_RECOVERY_CONCURRENCY" envDefault:"5"`
+	// MaxAutoRecoveries is how often one run may be repaired automatically
+	// before it is left for an operator.
+	MaxAutoRecoveries int `env:"CAIRN_MAX_AUTO_RECOVERIES" envDefault:"3"`
+	// FenceTTL is how long a running attempt owns its step between renewals.
+	FenceTTL time.Duration `env:"CAIRN_FENCE_TTL" envDefault:"10s"`
+	// SweepInterval is how often the reconciler looks for attempts whose
+	// worker died.
+	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"2s"`
 }
 
 // Error is a configuration error naming its variable.
@@ -205,6 +218,17 @@ func (c Config) Validate() error {
 	positive("CAIRN_TASK_CHECK_INTERVAL", c.TaskCheckInterval)
 	positive("CAIRN_DELAYED_TASK_CHECK_INTERVAL", c.DelayedTaskCheckInterval)
 	positive("CAIRN_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	positive("CAIRN_RECONCILE_INTERVAL", c.ReconcileInterval)
+	positive("CAIRN_SWEEP_INTERVAL", c.SweepInterval)
+	if c.FenceTTL < 300*time.Millisecond {
+		bad("CAIRN_FENCE_TTL", "%s: want at least 300ms", c.FenceTTL)
+	}
+	if c.RecoveryConcurrency < 1 || c.RecoveryConcurrency > 1000 {
+		bad("CAIRN_RECOVERY_CONCURRENCY", "%d: want 1 to 1000", c.RecoveryConcurrency)
+	}
+	if c.MaxAutoRecoveries < 1 {
+		bad("CAIRN_MAX_AUTO_RECOVERIES", "%d: want at least 1", c.MaxAutoRecoveries)
+	}
 	if c.MaxIterations < 0 {
 		bad("CAIRN_MAX_ITERATIONS", "%d: want 0 (no limit) or more", c.MaxIterations)
 	}

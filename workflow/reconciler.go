@@ -398,6 +398,9 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 		}
 		return r.redispatch(ctx, id)
 	case StepPending:
+		if cur.UpdatedAt.After(r.eng.cfg.Clock.Now().Add(-r.cfg.Grace)) {
+			return Report{}, nil // just written: the engine is enqueueing its task
+		}
 	default:
 		return Report{}, nil
 	}

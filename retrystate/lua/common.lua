@@ -137,7 +137,11 @@ local function fail_run(sk, code, reason, message, retention_ms)
   set_status(r[1], "failed")
   redis.call("HSET", KEYS[1], "failure_code", code, "failure_reason", reason, "needs_attention", "1")
   redis.call("ZADD", KEYS[7], NOW, RUN_ID)
-  redis.call("HSET", sk, "status", "failed", "fence", "", "fence_expires_at", "0", "finished_at", int(NOW))
+  redis.call("HSET", sk, "status", "failed", "fence", "", "fence_expires_at", "0", "finished_at", int(NOW),
+    "next_attempt_at", "0")
+  if redis.call("HGET", sk, "retry_state") == "scheduled" then
+    redis.call("HSET", sk, "retry_state", "none")
+  end
   journal("run_failed", "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   notify("run_failed", r[2], "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   expire_run(retention_ms)

@@ -1,0 +1,516 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// vars returns the names of the variables err is about, from every
+// *config.Error in its tree.
+func vars(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if e, ok := err.(*config.Error); ok {
+			out = append(out, e.Var)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// allVars returns the variable names of Config's env tags.
+func allVars() []string {
+	var out []string
+	typ := reflect.TypeFor[config.Config]()
+	for i := range typ.NumField() {
+		if v := typ.Field(i).Tag.Get("env"); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	for _, environ := range [][]string{
+		nil,
+		{"PATH=/bin", "HOME=/root", "NOT_A_PAIR", "CAIRN_OTHER=1"},
+		// Set but empty takes the default too.
+		{"CAIRN_QUEUE=", "CAIRN_CONCURRENCY=", "CAIRN_RETRY_JITTER=", "CAIRN_STEP_TIMEOUT="},
+	} {
+		c, err := config.Load(environ)
+		if err != nil {
+			t.Fatalf("Load(%q) = %v", environ, err)
+		}
+		want := config.Config{
+			RedisURL:                 "",
+			EmbeddedAddr:             "127.0.0.1:6390",
+			Queue:                    "workflows",
+			Concurrency:              10,
+			LogLevel:                 "info",
+			LogFormat:                "text",
+			RetryMaxAttempts:         4,
+			RetryInitialInterval:     time.Second,
+			RetryBackoffCoefficient:  2,
+			RetryMaxInterval:         30 * time.Second,
+			RetryJitter:              "equal",
+			UnknownErrors:            "transient",
+			StepTimeout:              15 * time.Minute,
+			RunTimeout:               0,
+			MaxIterations:            0,
+			MaxCrashes:               3,
+			Retention:                7 * 24 * time.Hour,
+			TaskCheckInterval:        20 * time.Millisecond,
+			DelayedTaskCheckInterval: 200 * time.Millisecond,
+			ShutdownTimeout:          30 * time.Second,
+			ReconcileInterval:        30 * time.Second,
+			RecoveryConcurrency:      5,
+			MaxAutoRecoveries:        3,
+			FenceTTL:                 10 * time.Second,
+			SweepInterval:            2 * time.Second,
+		}
+		if c != want {
+			t.Errorf("Load(%q) =\n%+v\nwant\n%+v", environ, c, want)
+		}
+		if c.EmbeddedAddr != config.DefaultEmbeddedAddr {
+			t.Errorf("default EmbeddedAddr %q, DefaultEmbeddedAddr %q", c.EmbeddedAddr, config.DefaultEmbeddedAddr)
+		}
+	}
+}
+
+// TestDefaultsMatchTags checks every field against its envDefault tag, so
+// the tags (which the README's table copies) say what Load does.
+func TestDefaultsMatchTags(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(c)
+	typ := v.Type()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag, ok := f.Tag.Lookup("envDefault")
+		got := v.Field(i).Interface()
+		if !ok {
+			if !v.Field(i).IsZero() {
+				t.Errorf("%s has no default but loads as %v", f.Name, got)
+			}
+			continue
+		}
+		var want any
+		var perr error
+		switch got.(type) {
+		case time.Duration:
+			want, perr = time.ParseDuration(tag)
+		case int:
+			want, perr = strconv.Atoi(tag)
+		case float64:
+			want, perr = strconv.ParseFloat(tag, 64)
+		case string:
+			want = tag
+		default:
+			t.Fatalf("%s: unhandled type %T", f.Name, got)
+		}
+		if perr != nil {
+			t.Errorf("%s: envDefault %q does not parse: %v", f.Name, tag, perr)
+		} else if got != want {
+			t.Errorf("%s (%s) = %v, envDefault says %q", f.Name, f.Tag.Get("env"), got, tag)
+		}
+	}
+}
+
+func TestDefaultPolicyAgreesWithWorkflow(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Policy(), workflow.DefaultPolicy(); got != want {
+		t.Errorf("default configuration's Policy() = %+v, workflow.DefaultPolicy() = %+v", got, want)
+	}
+}
+
+func TestLoadOverrides(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load([]string{
+		"CAIRN_REDIS_URL=rediss://user:pa=ss@redis.internal:6380/2",
+		"CAIRN_EMBEDDED_ADDR=127.0.0.1:7000",
+		"CAIRN_QUEUE=billing",
+		"CAIRN_CONCURRENCY=64",
+		"CAIRN_LOG_LEVEL=debug",
+		"CAIRN_LOG_FORMAT=json",
+		"CAIRN_RETRY_MAX_ATTEMPTS=9",
+		"CAIRN_RETRY_INITIAL_INTERVAL=250ms",
+		"CAIRN_RETRY_BACKOFF_COEFFICIENT=1.5",
+		"CAIRN_RETRY_MAX_INTERVAL=2m",
+		"CAIRN_RETRY_JITTER=full",
+		"CAIRN_UNKNOWN_ERRORS=permanent",
+		"CAIRN_STEP_TIMEOUT=90s",
+		"CAIRN_RUN_TIMEOUT=48h",
+		"CAIRN_MAX_ITERATIONS=500",
+		"CAIRN_MAX_CRASHES=1",
+		"CAIRN_RETENTION=24h",
+		"CAIRN_TASK_CHECK_INTERVAL=5ms",
+		"CAIRN_DELAYED_TASK_CHECK_INTERVAL=1s",
+		"CAIRN_SHUTDOWN_TIMEOUT=1m",
+		"CAIRN_RECONCILE_INTERVAL=5m",
+		"CAIRN_RECOVERY_CONCURRENCY=20",
+		"CAIRN_MAX_AUTO_RECOVERIES=7",
+		"CAIRN_FENCE_TTL=300ms",
+		"CAIRN_SWEEP_INTERVAL=500ms",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Config{
+		RedisURL: "rediss://user:pa=ss@redis.internal:6380/2", EmbeddedAddr: "127.0.0.1:7000", Queue: "billing",
+		Concurrency: 64, LogLevel: "debug", LogFormat: "json", RetryMaxAttempts: 9,
+		RetryInitialInterval: 250 * time.Millisecond, RetryBackoffCoefficient: 1.5, RetryMaxInterval: 2 * time.Minute,
+		RetryJitter: "full", UnknownErrors: "permanent", StepTimeout: 90 * time.Second, RunTimeout: 48 * time.Hour,
+		MaxIterations: 500, MaxCrashes: 1, Retention: 24 * time.Hour, TaskCheckInterval: 5 * time.Millisecond,
+		DelayedTaskCheckInterval: time.Second, ShutdownTimeout: time.Minute, ReconcileInterval: 5 * time.Minute,
+		RecoveryConcurrency: 20, MaxAutoRecoveries: 7, FenceTTL: 300 * time.Millisecond, SweepInterval: 500 * time.Millisecond,
+	}
+	if c != want {
+		t.Fatalf("Load =\n%+v\nwant\n%+v", c, want)
+	}
+
+	wantPolicy := workflow.Policy{
+		MaxAttempts: 9, InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 1.5, MaxInterval: 2 * time.Minute,
+		Jitter: workflow.JitterFull, UnknownErrors: workflow.UnknownPermanent, StepTimeout: 90 * time.Second,
+		RunTimeout: 48 * time.Hour, MaxIterations: 500, MaxCrashes: 1,
+	}
+	if p := c.Policy(); p != wantPolicy {
+		t.Errorf("Policy() =\n%+v\nwant\n%+v", p, wantPolicy)
+	}
+	if err := c.Policy().Validate(); err != nil {
+		t.Errorf("Policy().Validate() = %v", err)
+	}
+
+	if c.Embedded() {
+		t.Error("Embedded() = true with CAIRN_REDIS_URL set")
+	}
+	if got := c.EffectiveRedisURL(); got != want.RedisURL {
+		t.Errorf("EffectiveRedisURL() = %q, want CAIRN_REDIS_URL", got)
+	}
+	opts, err := c.RedisOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Addr != "redis.internal:6380" || opts.DB != 2 || opts.Username != "user" || opts.Password != "pa=ss" || opts.TLSConfig == nil {
+		t.Errorf("RedisOptions() = addr %q db %d user %q password %q tls %v", opts.Addr, opts.DB, opts.Username,
+			opts.Password, opts.TLSConfig != nil)
+	}
+	if l, err := c.SlogLevel(); err != nil || l != slog.LevelDebug {
+		t.Errorf("SlogLevel() = %v, %v", l, err)
+	}
+}
+
+func TestEmbeddedRedisURL(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load([]string{"CAIRN_EMBEDDED_ADDR=127.0.0.1:16390"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Embedded() {
+		t.Error("Embedded() = false without CAIRN_REDIS_URL")
+	}
+	if got := c.EffectiveRedisURL(); got != "redis://127.0.0.1:16390" {
+		t.Errorf("EffectiveRedisURL() = %q, want the embedded store's", got)
+	}
+	opts, err := c.RedisOptions()
+	if err != nil || opts.Addr != "127.0.0.1:16390" || opts.DB != 0 {
+		t.Errorf("RedisOptions() = %+v, %v", opts, err)
+	}
+}
+
+func TestRedisOptionsErrorNamesVariable(t *testing.T) {
+	t.Parallel()
+	c := config.Config{RedisURL: "redis://localhost:6379/notanumber"}
+	_, err := c.RedisOptions()
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Var != "CAIRN_REDIS_URL" || !strings.HasPrefix(err.Error(), "CAIRN_REDIS_URL: ") {
+		t.Errorf("RedisOptions() = %v, want a *config.Error naming CAIRN_REDIS_URL", err)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		variable, value string
+		msg             string // part of the message
+	}{
+		{"CAIRN_REDIS_URL", "http://localhost:6379", "scheme"},
+		{"CAIRN_REDIS_URL", "localhost:6379", "scheme"},
+		{"CAIRN_REDIS_URL", "redis://", "no host"},
+		{"CAIRN_REDIS_URL", "redis://%zz", "not a URL"},
+		{"CAIRN_REDIS_URL", "redis://host:port", "not a URL"},
+		{"CAIRN_QUEUE", "a{b}", "braces"},
+		{"CAIRN_QUEUE", "a:b", "colons"},
+		{"CAIRN_QUEUE", "a b", "spaces"},
+		{"CAIRN_CONCURRENCY", "abc", "cannot parse as an integer"},
+		{"CAIRN_CONCURRENCY", "1.5", "cannot parse as an integer"},
+		{"CAIRN_CONCURRENCY", "0", "1 to 10000"},
+		{"CAIRN_CONCURRENCY", "-4", "1 to 10000"},
+		{"CAIRN_CONCURRENCY", "10001", "1 to 10000"},
+		{"CAIRN_LOG_LEVEL", "verbose", "debug, info, warn or error"},
+		{"CAIRN_LOG_FORMAT", "yaml", "text or json"},
+		{"CAIRN_RETRY_MAX_ATTEMPTS", "many", "integer"},
+		{"CAIRN_RETRY_MAX_ATTEMPTS", "0", "at least 1"},
+		{"CAIRN_RETRY_INITIAL_INTERVAL", "1", "duration"},
+		{"CAIRN_RETRY_INITIAL_INTERVAL", "0s", "positive"},
+		{"CAIRN_RETRY_INITIAL_INTERVAL", "-1s", "positive"},
+		{"CAIRN_RETRY_BACKOFF_COEFFICIENT", "double", "number"},
+		{"CAIRN_RETRY_BACKOFF_COEFFICIENT", "0.5", "at least 1"},
+		{"CAIRN_RETRY_MAX_INTERVAL", "soon", "duration"},
+		{"CAIRN_RETRY_MAX_INTERVAL", "500ms", "CAIRN_RETRY_INITIAL_INTERVAL"},
+		{"CAIRN_RETRY_JITTER", "sometimes", "none, full or equal"},
+		{"CAIRN_RETRY_JITTER", "FULL", "none, full or equal"},
+		{"CAIRN_UNKNOWN_ERRORS", "maybe", "transient or permanent"},
+		{"CAIRN_STEP_TIMEOUT", "15", "duration"},
+		{"CAIRN_STEP_TIMEOUT", "0s", "positive"},
+		{"CAIRN_RUN_TIMEOUT", "1d", "duration"},
+		{"CAIRN_RUN_TIMEOUT", "-1h", "zero or more"},
+		{"CAIRN_MAX_ITERATIONS", "lots", "integer"},
+		{"CAIRN_MAX_ITERATIONS", "-1", "0 (no limit) or more"},
+		{"CAIRN_MAX_CRASHES", "x", "integer"},
+		{"CAIRN_MAX_CRASHES", "0", "at least 1"},
+		{"CAIRN_RETENTION", "7d", "duration"},
+		{"CAIRN_RETENTION", "0s", "positive"},
+		{"CAIRN_TASK_CHECK_INTERVAL", "fast", "duration"},
+		{"CAIRN_TASK_CHECK_INTERVAL", "0s", "positive"},
+		{"CAIRN_DELAYED_TASK_CHECK_INTERVAL", "x", "duration"},
+		{"CAIRN_DELAYED_TASK_CHECK_INTERVAL", "-1ms", "positive"},
+		{"CAIRN_SHUTDOWN_TIMEOUT", "x", "duration"},
+		{"CAIRN_SHUTDOWN_TIMEOUT", "0s", "positive"},
+		{"CAIRN_RECONCILE_INTERVAL", "often", "duration"},
+		{"CAIRN_RECONCILE_INTERVAL", "0s", "positive"},
+		{"CAIRN_RECOVERY_CONCURRENCY", "x", "integer"},
+		{"CAIRN_RECOVERY_CONCURRENCY", "0", "1 to 1000"},
+		{"CAIRN_RECOVERY_CONCURRENCY", "1001", "1 to 1000"},
+		{"CAIRN_MAX_AUTO_RECOVERIES", "x", "integer"},
+		{"CAIRN_MAX_AUTO_RECOVERIES", "0", "at least 1"},
+		{"CAIRN_FENCE_TTL", "10", "duration"},
+		{"CAIRN_FENCE_TTL", "299ms", "at least 300ms"},
+		{"CAIRN_SWEEP_INTERVAL", "x", "duration"},
+		{"CAIRN_SWEEP_INTERVAL", "-2s", "positive"},
+	}
+
+	// Every variable with a rule is covered. CAIRN_EMBEDDED_ADDR has none.
+	for _, v := range allVars() {
+		if v != "CAIRN_EMBEDDED_ADDR" && !slices.ContainsFunc(tests, func(tt struct{ variable, value, msg string }) bool {
+			return tt.variable == v
+		}) {
+			t.Errorf("no invalid value of %s is tested", v)
+		}
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.variable+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load([]string{tt.variable + "=" + tt.value})
+			if err == nil {
+				t.Fatalf("Load accepted %s=%s", tt.variable, tt.value)
+			}
+			if got := vars(err); !slices.Equal(got, []string{tt.variable}) {
+				t.Errorf("error names %q, want just %s: %v", got, tt.variable, err)
+			}
+			if !strings.HasPrefix(err.Error(), tt.variable+": ") {
+				t.Errorf("message %q does not start with the variable", err)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("message %q does not contain %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// TestLoadRejectsNonFiniteCoefficient exposes a bug: strconv.ParseFloat
+// accepts "NaN" and "Inf", config.Validate's `< 1` check lets both through,
+// and the worker then fails later in workflow.NewEngine ("global policy:
+// invalid policy: backoff_coefficient ...") with exit code 1 and an error
+// that does not name the variable.
+func TestLoadRejectsNonFiniteCoefficient(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"NaN", "Inf", "+Inf"} {
+		c, err := config.Load([]string{"CAIRN_RETRY_BACKOFF_COEFFICIENT=" + v})
+		if !slices.Contains(vars(err), "CAIRN_RETRY_BACKOFF_COEFFICIENT") {
+			t.Errorf("Load(CAIRN_RETRY_BACKOFF_COEFFICIENT=%s) = %v; its Policy().Validate() = %v", v, err, c.Policy().Validate())
+		}
+	}
+}
+
+func TestLoadReportsAllErrorsTogether(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		environ []string
+		want    []string
+	}{
+		{"parse errors", []string{"CAIRN_CONCURRENCY=abc", "CAIRN_STEP_TIMEOUT=forever", "CAIRN_RETRY_BACKOFF_COEFFICIENT=x"},
+			[]string{"CAIRN_CONCURRENCY", "CAIRN_RETRY_BACKOFF_COEFFICIENT", "CAIRN_STEP_TIMEOUT"}},
+		{"validation errors", []string{"CAIRN_RETRY_JITTER=sometimes", "CAIRN_LOG_FORMAT=xml", "CAIRN_MAX_CRASHES=0",
+			"CAIRN_REDIS_URL=http://x"},
+			[]string{"CAIRN_LOG_FORMAT", "CAIRN_MAX_CRASHES", "CAIRN_REDIS_URL", "CAIRN_RETRY_JITTER"}},
+	}
+	for _, tt := range tests {
+		_, err := config.Load(tt.environ)
+		got := vars(err)
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: error names %q, want %q:\n%v", tt.name, got, tt.want, err)
+		}
+		// One line per variable.
+		if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
+			t.Errorf("%s: %d lines, want %d:\n%v", tt.name, n, len(tt.want), err)
+		}
+	}
+}
+
+// TestAcceptedConfigHasValidPolicy: whatever Load accepts, the worker's
+// engine accepts as its global policy.
+func TestAcceptedConfigHasValidPolicy(t *testing.T) {
+	t.Parallel()
+	for _, environ := range [][]string{
+		nil,
+		{"CAIRN_RETRY_BACKOFF_COEFFICIENT=1", "CAIRN_RETRY_MAX_INTERVAL=1s"},
+		{"CAIRN_RETRY_INITIAL_INTERVAL=1ns", "CAIRN_RETRY_MAX_INTERVAL=1ns", "CAIRN_RETRY_JITTER=none"},
+		{"CAIRN_RETRY_MAX_ATTEMPTS=1", "CAIRN_MAX_ITERATIONS=1", "CAIRN_RUN_TIMEOUT=1ns"},
+	} {
+		c, err := config.Load(environ)
+		if err != nil {
+			t.Fatalf("Load(%q) = %v", environ, err)
+		}
+		if err := c.Policy().Validate(); err != nil {
+			t.Errorf("Load(%q) accepted, but Policy().Validate() = %v", environ, err)
+		}
+	}
+}
+
+func TestSlogLevel(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]slog.Level{
+		"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+		"DEBUG": slog.LevelDebug,
+	} {
+		c, err := config.Load([]string{"CAIRN_LOG_LEVEL=" + in})
+		if err != nil {
+			t.Fatalf("Load(CAIRN_LOG_LEVEL=%s) = %v", in, err)
+		}
+		if got, err := c.SlogLevel(); err != nil || got != want {
+			t.Errorf("SlogLevel() for %q = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}
+
+func TestLogger(t *testing.T) {
+	t.Parallel()
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		c, err := config.Load([]string{"CAIRN_LOG_FORMAT=json"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		c.Logger(&buf).Info("worker started", "queue", "q1", "concurrency", 3)
+		var rec map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+			t.Fatalf("json logger wrote %q: %v", buf.String(), err)
+		}
+		if rec["msg"] != "worker started" || rec["level"] != "INFO" || rec["queue"] != "q1" || rec["concurrency"] != 3.0 {
+			t.Errorf("json record %v", rec)
+		}
+		if _, ok := rec["time"]; !ok {
+			t.Errorf("json record has no time: %v", rec)
+		}
+	})
+	t.Run("text", func(t *testing.T) {
+		t.Parallel()
+		c, err := config.Load(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		c.Logger(&buf).Info("worker started", "queue", "q1")
+		line := buf.String()
+		if !strings.HasPrefix(line, "time=") || !strings.Contains(line, ` level=INFO msg="worker started" queue=q1`) ||
+			!strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 {
+			t.Errorf("text logger wrote %q", line)
+		}
+		if json.Valid(buf.Bytes()) {
+			t.Errorf("text logger wrote JSON: %q", line)
+		}
+	})
+	t.Run("levels", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			level string
+			want  []string // of debug, info, warn, error
+		}{
+			{"debug", []string{"debug", "info", "warn", "error"}},
+			{"info", []string{"info", "warn", "error"}},
+			{"warn", []string{"warn", "error"}},
+			{"error", []string{"error"}},
+		} {
+			c, err := config.Load([]string{"CAIRN_LOG_LEVEL=" + tt.level, "CAIRN_LOG_FORMAT=json"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			log := c.Logger(&buf)
+			log.Debug("debug")
+			log.Info("info")
+			log.Warn("warn")
+			log.Error("error")
+			var got []string
+			dec := json.NewDecoder(&buf)
+			for dec.More() {
+				var rec struct{ Msg string }
+				if err := dec.Decode(&rec); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, rec.Msg)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("level %s logged %q, want %q", tt.level, got, tt.want)
+			}
+		}
+	})
+}
+
+func TestErrorMessage(t *testing.T) {
+	t.Parallel()
+	e := &config.Error{Var: "CAIRN_X", Msg: "bad"}
+	if got := e.Error(); got != "CAIRN_X: bad" {
+		t.Errorf("Error() = %q", got)
+	}
+	if got := fmt.Sprint(error(e)); got != "CAIRN_X: bad" {
+		t.Errorf("Sprint = %q", got)
+	}
+}

@@ -65,11 +65,18 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	names := []string{demo.Name}
 	if err := w.Register(demo.Definition(workflow.Policy{})); err != nil {
 		return err
 	}
+	if cfg.DemoChaos {
+		names = append(names, demo.ChaosName)
+		if err := w.Register(demo.Chaos(rdb, cfg.Queue, workflow.Policy{})); err != nil {
+			return err
+		}
+	}
 	log.Info("starting worker", "redis", redactedAddr(opts), "queue", cfg.Queue, "concurrency", cfg.Concurrency,
-		"workflows", []string{demo.Name})
+		"workflows", names)
 	return w.Run(ctx)
 }
 

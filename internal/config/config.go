@@ -74,6 +74,9 @@ type Config struct {
 	// SweepInterval is how often the reconciler looks for attempts whose
 	// worker died.
 	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"2s"`
+
+	// DemoChaos also registers the chaos demo workflow (for the chaos suite).
+	DemoChaos bool `env:"CAIRN_DEMO_CHAOS" envDefault:"false"`
 }
 
 // Error is a configuration error naming its variable.

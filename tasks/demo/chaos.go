@@ -1,0 +1,122 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// ChaosName is the name of the chaos workflow.
+const ChaosName = "chaos"
+
+// ChaosSteps are the chaos workflow's steps, in order.
+var ChaosSteps = []string{"s1", "s2", "s3", "s4", "s5"}
+
+// ChaosInput is the chaos workflow's input.
+type ChaosInput struct {
+	// FailRate is the share of attempts that fail transiently, decided by
+	// Injected, so the same attempt fails the same way on every worker.
+	FailRate float64 `json:"fail_rate"`
+	// SleepMS is how long each step body runs.
+	SleepMS int `json:"sleep_ms"`
+}
+
+// Injected reports whether attempt of step in run fails under rate: a hash
+// of the three, so it is the same on every worker and after restarts.
+func Injected(runID, step string, attempt int, rate float64) bool {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%s|%d", runID, step, attempt)
+	return float64(h.Sum64())/math.MaxUint64 < rate
+}
+
+// AuditKey is the Redis list where chaos step bodies record each execution.
+func AuditKey(queue string) string { return "cairndemo:{" + queue + "}:audit" }
+
+// AuditEntry is one record of a chaos step body: it started, or it ended.
+type AuditEntry struct {
+	Phase   string // "start" or "end"
+	RunID   string
+	Step    string
+	Attempt int
+	At      time.Time
+	PID     int
+}
+
+// ParseAudit parses an audit list entry.
+func ParseAudit(s string) (AuditEntry, error) {
+	f := strings.Split(s, "|")
+	if len(f) != 6 {
+		return AuditEntry{}, fmt.Errorf("malformed audit entry %q", s)
+	}
+	attempt, err1 := strconv.Atoi(f[3])
+	ns, err2 := strconv.ParseInt(f[4], 10, 64)
+	pid, err3 := strconv.Atoi(f[5])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return AuditEntry{}, fmt.Errorf("malformed audit entry %q", s)
+	}
+	return AuditEntry{Phase: f[0], RunID: f[1], Step: f[2], Attempt: attempt, At: time.Unix(0, ns), PID: pid}, nil
+}
+
+// Chaos returns the chaos workflow used by the chaos suite: five steps that
+// sleep, fail transiently as Injected says, and record every execution of
+// their body in the audit list of queue, so a test can check from outside
+// the engine that no body ran twice at once or after its run ended.
+func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
+	key := AuditKey(queue)
+	pid := os.Getpid()
+	audit := func(ctx context.Context, phase string, sc *workflow.StepContext) error {
+		entry := fmt.Sprintf("%s|%s|%s|%d|%d|%d", phase, sc.RunID, sc.Step, sc.Attempt, time.Now().UnixNano(), pid)
+		// Keep trying while Redis is away (the suite restarts it): the audit
+		// must not turn into an injected failure.
+		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+			err := rdb.RPush(context.WithoutCancel(ctx), key, entry).Err()
+			if err == nil {
+				return nil
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	run := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+		var in ChaosInput
+		if err := sc.DecodeInput(&in); err != nil {
+			return nil, err
+		}
+		if err := audit(ctx, "start", sc); err != nil {
+			return nil, err
+		}
+		defer func() { _ = audit(ctx, "end", sc) }()
+		if in.SleepMS > 0 {
+			t := time.NewTimer(time.Duration(in.SleepMS) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+		if Injected(sc.RunID, sc.Step, sc.Attempt, in.FailRate) {
+			return nil, fmt.Errorf("%s: injected transient failure on attempt %d", sc.Step, sc.Attempt)
+		}
+		return map[string]any{"step": sc.Step, "attempt": sc.Attempt}, nil
+	}
+	def := workflow.Definition{Name: ChaosName, Policy: policy}
+	for _, name := range ChaosSteps {
+		def.Steps = append(def.Steps, workflow.Step{Name: name, Run: run})
+	}
+	return def
+}

@@ -384,27 +384,29 @@ func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, 
 	return Renewal(n), nil
 }
 
-// Run returns a run with its steps, or ErrRunNotFound.
+// Run returns a run with its steps, read at one instant, or ErrRunNotFound.
 func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
-	h, err := s.rdb.HGetAll(ctx, s.keys.run(id)).Result()
+	res, err := s.scripts.read.Run(ctx, s.rdb, []string{s.keys.run(id)}, id, s.keys.prefix).Result()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read run: %w", err)
 	}
-	if len(h) == 0 {
+	hashes, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("read run: unexpected reply %T", res)
+	}
+	if len(hashes) == 0 {
 		return nil, ErrRunNotFound
 	}
-	r := parseRun(id, h)
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, r.StepCount)
-	for i := range cmds {
-		cmds[i] = pipe.HGetAll(ctx, s.keys.step(id, i))
+	maps := make([]map[string]string, len(hashes))
+	for i, h := range hashes {
+		if maps[i], err = hashOf(h); err != nil {
+			return nil, fmt.Errorf("read run: %w", err)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	r.Steps = make([]Step, r.StepCount)
-	for i, c := range cmds {
-		r.Steps[i] = parseStep(i, c.Val())
+	r := parseRun(id, maps[0])
+	r.Steps = make([]Step, len(maps)-1)
+	for i, m := range maps[1:] {
+		r.Steps[i] = parseStep(i, m)
 	}
 	return r, nil
 }
@@ -515,6 +517,21 @@ func (s *Store) Journal(ctx context.Context, id string) ([]Entry, error) {
 		out = append(out, parseEntry(x.ID, x.Values))
 	}
 	return out, nil
+}
+
+// hashOf converts an HGETALL reply returned by a script to a map.
+func hashOf(v any) (map[string]string, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr)%2 != 0 {
+		return nil, fmt.Errorf("retrystate: unexpected hash reply %v", v)
+	}
+	m := make(map[string]string, len(arr)/2)
+	for j := 0; j < len(arr); j += 2 {
+		k, _ := arr[j].(string)
+		val, _ := arr[j+1].(string)
+		m[k] = val
+	}
+	return m, nil
 }
 
 func boolArg(b bool) string {

@@ -104,6 +104,9 @@ func ParseID(id string) (runID string, index, attempt, gen int, err error) {
 			return "", 0, 0, 0, err
 		}
 	}
+	if ID(parts[0], index, attempt, gen) != id { // only the canonical form
+		return "", 0, 0, 0, fmt.Errorf("tasks: malformed task ID %q", id)
+	}
 	return parts[0], index, attempt, gen, nil
 }
 

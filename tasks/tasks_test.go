@@ -87,6 +87,10 @@ func TestParseIDRejectsMalformed(t *testing.T) {
 		runID + "_s99999999999999999999_a1",
 		runID + "__s0_a1",
 		runID + "-s0-a1",
+		// Non-canonical forms ID never builds.
+		runID + "_s+1_a1",
+		runID + "_s01_a1",
+		runID + "_s1_a1_g0",
 	} {
 		if run, index, attempt, gen, err := tasks.ParseID(id); err == nil {
 			t.Errorf("ParseID(%q) = %q, %d, %d, %d, nil; want an error", id, run, index, attempt, gen)

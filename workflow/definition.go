@@ -64,7 +64,7 @@ func (d *Definition) Validate() error {
 		bad("no steps")
 	}
 	if err := d.Policy.Validate(); err != nil {
-		bad("%v", err)
+		errs = append(errs, fmt.Errorf("%w %q: %w", ErrInvalidDefinition, d.Name, err))
 	}
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
@@ -79,7 +79,10 @@ func (d *Definition) Validate() error {
 			bad("step %q has no Run function", s.Name)
 		}
 		if err := s.Policy.Validate(); err != nil {
-			bad("step %q: %v", s.Name, err)
+			errs = append(errs, fmt.Errorf("%w %q: step %q: %w", ErrInvalidDefinition, d.Name, s.Name, err))
+		}
+		if s.Policy.RunTimeout != 0 || s.Policy.MaxIterations != 0 {
+			bad("step %q: run_timeout and max_iterations apply to a whole run; set them on the workflow", s.Name)
 		}
 	}
 	return errors.Join(errs...)
@@ -98,6 +101,22 @@ type snapshotStep struct {
 	Name     string `json:"name"`
 	Optional bool   `json:"optional,omitempty"`
 	Policy   Policy `json:"policy"` // effective
+}
+
+// validateEffective checks the policies in force after precedence: each
+// level may be valid alone and invalid together (an initial interval from
+// the workflow above a max interval from the defaults).
+func (s snapshot) validateEffective() error {
+	var errs []error
+	if err := s.Policy.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w %q: effective policy: %w", ErrInvalidDefinition, s.Name, err))
+	}
+	for _, st := range s.Steps {
+		if err := st.Policy.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w %q: step %q: effective policy: %w", ErrInvalidDefinition, s.Name, st.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // resolve computes the snapshot of d under the global defaults.

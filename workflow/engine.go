@@ -135,6 +135,9 @@ func (e *Engine) Register(defs ...Definition) error {
 			return fmt.Errorf("%w %q: registered twice", ErrInvalidDefinition, d.Name)
 		}
 		r := &registered{def: d, snap: d.resolve(e.cfg.Defaults), steps: make(map[string]StepFunc, len(d.Steps))}
+		if err := r.snap.validateEffective(); err != nil {
+			return err
+		}
 		for _, s := range d.Steps {
 			r.steps[s.Name] = s.Run
 		}

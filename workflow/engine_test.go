@@ -384,9 +384,11 @@ func TestCancelMidBackoff(t *testing.T) {
 	due := *before.Step("call").NextAttemptAt
 	retryTask := tasks.ID(run.ID, 0, 2, 0)
 	ins := asynq.NewInspectorFromRedisClient(e.rdb)
-	if _, err := ins.GetTaskInfo(e.queue, retryTask); err != nil {
-		t.Fatalf("retry task %s not scheduled: %v", retryTask, err)
-	}
+	// The engine enqueues the retry's task right after writing the state.
+	e.eventually(5*time.Second, "the retry's task to be scheduled", func() bool {
+		info, err := ins.GetTaskInfo(e.queue, retryTask)
+		return err == nil && info.State == asynq.TaskStateScheduled
+	})
 
 	got, err := e.client.Cancel(ctxb, run.ID, nil)
 	if err != nil || got.Status != workflow.StatusCancelled {
@@ -775,5 +777,37 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 	run := e.wait(mustStart(t, e.client, "panicky", nil).ID, 10*time.Second)
 	if s := run.Step("s"); run.Status != workflow.StatusSucceeded || s.Attempts != 2 || !strings.Contains(s.LastError, "panicked: nil map") {
 		t.Errorf("run %s: %+v", run.Status, s)
+	}
+}
+
+// Register checks the policies in force after precedence, and run-level
+// limits set on a step.
+func TestRegisterChecksEffectivePolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Valid alone: a 1m initial interval. Invalid with the default 30s cap.
+	slow := workflow.Definition{Name: "slow", Policy: workflow.Policy{InitialInterval: time.Minute},
+		Steps: []workflow.Step{{Name: "s", Run: noop}}}
+	err = eng.Register(slow)
+	if !errors.Is(err, workflow.ErrInvalidDefinition) || !errors.Is(err, workflow.ErrInvalidPolicy) ||
+		!strings.Contains(err.Error(), "max_interval 30s is shorter than initial_interval 1m0s") {
+		t.Errorf("register: %v", err)
+	}
+	stepLimit := workflow.Definition{Name: "steplimit",
+		Steps: []workflow.Step{{Name: "s", Run: noop, Policy: workflow.Policy{RunTimeout: time.Hour}}}}
+	if err := eng.Register(stepLimit); !errors.Is(err, workflow.ErrInvalidDefinition) || !strings.Contains(err.Error(), "set them on the workflow") {
+		t.Errorf("register with a step-level run timeout: %v", err)
+	}
+	ok := workflow.Definition{Name: "ok", Policy: workflow.Policy{InitialInterval: time.Minute, MaxInterval: time.Hour},
+		Steps: []workflow.Step{{Name: "s", Run: noop}}}
+	if err := eng.Register(ok); err != nil {
+		t.Errorf("register: %v", err)
+	}
+	if err := eng.Register(ok); !errors.Is(err, workflow.ErrInvalidDefinition) {
+		t.Errorf("registering a name twice: %v", err)
 	}
 }

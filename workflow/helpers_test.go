@@ -82,11 +82,11 @@ func (e *env) startWorker(cfg workflow.WorkerConfig, defs ...workflow.Definition
 			e.t.Errorf("worker: %v", err)
 		}
 	})
-	// Run publishes the definitions before it processes anything; wait for them.
-	e.eventually(5*time.Second, "definitions published", func() bool {
-		names, err := e.client.Workflows(context.Background())
-		return err == nil && len(names) >= len(defs)
-	})
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("worker not ready after 10s")
+	}
 	return w
 }
 

@@ -47,6 +47,7 @@ type Worker struct {
 	rdb    redis.UniversalClient
 	engine *Engine
 	log    *slog.Logger
+	ready  chan struct{}
 }
 
 // NewWorker returns a worker on rdb.
@@ -67,11 +68,15 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, rdb: rdb, engine: e, log: e.log}, nil
+	return &Worker{cfg: cfg, rdb: rdb, engine: e, log: e.log, ready: make(chan struct{})}, nil
 }
 
 // Register adds workflow definitions; call it before Run.
 func (w *Worker) Register(defs ...Definition) error { return w.engine.Register(defs...) }
+
+// Ready is closed once Run has published the definitions (clients can start
+// runs of them) and the worker processes step attempts.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // Engine returns the worker's engine.
 func (w *Worker) Engine() *Engine { return w.engine }
@@ -117,6 +122,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
 	}()
 	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
+	close(w.ready)
 	<-ctx.Done()
 	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
 	stopRec()

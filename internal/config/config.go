@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/url"
 	"reflect"
 	"strings"
@@ -97,10 +99,39 @@ func Load(environ []string) (Config, error) {
 		}
 	}
 	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Environment: m}); err != nil {
-		return Config{}, namedErrors(err)
+	perr := env.ParseWithOptions(&c, env.Options{Environment: m})
+	if perr == nil {
+		return c, c.Validate()
 	}
-	return c, c.Validate()
+	// Report every problem at once: the parse errors, and the validation
+	// errors of the variables that did parse.
+	parseErrs := namedErrors(perr)
+	failed := map[string]bool{}
+	for _, e := range unjoin(parseErrs) {
+		var ce *Error
+		if errors.As(e, &ce) {
+			failed[ce.Var] = true
+		}
+	}
+	errs := unjoin(parseErrs)
+	for _, e := range unjoin(c.Validate()) {
+		var ce *Error
+		if errors.As(e, &ce) && failed[ce.Var] {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	return Config{}, errors.Join(errs...)
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // namedErrors rewrites caarlos0/env's errors, which name struct fields, to
@@ -168,8 +199,17 @@ func (c Config) Validate() error {
 		case u.Scheme != "redis" && u.Scheme != "rediss":
 			bad("CAIRN_REDIS_URL", "scheme %q: want redis:// or rediss://", u.Scheme)
 		case u.Host == "":
-			bad("CAIRN_REDIS_URL", "no host in %q", c.RedisURL)
+			bad("CAIRN_REDIS_URL", "no host in %q", redactURL(u))
+		default:
+			if _, err := redis.ParseURL(c.RedisURL); err != nil {
+				bad("CAIRN_REDIS_URL", "%v", err)
+			}
 		}
+	}
+	if host, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
+		bad("CAIRN_EMBEDDED_ADDR", "%q: want host:port (%v)", c.EmbeddedAddr, err)
+	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		bad("CAIRN_EMBEDDED_ADDR", "%q: the embedded store has no authentication; want a loopback address like 127.0.0.1:6390", c.EmbeddedAddr)
 	}
 	if c.Queue == "" || strings.ContainsAny(c.Queue, "{}: \t\n") {
 		bad("CAIRN_QUEUE", "%q: want a non-empty name without braces, colons or spaces", c.Queue)
@@ -180,7 +220,7 @@ func (c Config) Validate() error {
 	if _, err := c.SlogLevel(); err != nil {
 		bad("CAIRN_LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)
 	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
+	if f := strings.ToLower(c.LogFormat); f != "text" && f != "json" {
 		bad("CAIRN_LOG_FORMAT", "%q: want text or json", c.LogFormat)
 	}
 	if c.RetryMaxAttempts < 1 {
@@ -189,18 +229,18 @@ func (c Config) Validate() error {
 	if c.RetryInitialInterval <= 0 {
 		bad("CAIRN_RETRY_INITIAL_INTERVAL", "%s: want a positive duration", c.RetryInitialInterval)
 	}
-	if c.RetryBackoffCoefficient < 1 {
+	if c.RetryBackoffCoefficient < 1 || math.IsNaN(c.RetryBackoffCoefficient) || math.IsInf(c.RetryBackoffCoefficient, 0) {
 		bad("CAIRN_RETRY_BACKOFF_COEFFICIENT", "%v: want at least 1", c.RetryBackoffCoefficient)
 	}
 	if c.RetryMaxInterval < c.RetryInitialInterval {
 		bad("CAIRN_RETRY_MAX_INTERVAL", "%s: want at least CAIRN_RETRY_INITIAL_INTERVAL (%s)", c.RetryMaxInterval, c.RetryInitialInterval)
 	}
-	switch workflow.Jitter(c.RetryJitter) {
+	switch workflow.Jitter(strings.ToLower(c.RetryJitter)) {
 	case workflow.JitterNone, workflow.JitterFull, workflow.JitterEqual:
 	default:
 		bad("CAIRN_RETRY_JITTER", "%q: want none, full or equal", c.RetryJitter)
 	}
-	switch workflow.ErrorMode(c.UnknownErrors) {
+	switch workflow.ErrorMode(strings.ToLower(c.UnknownErrors)) {
 	case workflow.UnknownTransient, workflow.UnknownPermanent:
 	default:
 		bad("CAIRN_UNKNOWN_ERRORS", "%q: want transient or permanent", c.UnknownErrors)
@@ -255,14 +295,17 @@ func (c Config) Policy() workflow.Policy {
 		InitialInterval:    c.RetryInitialInterval,
 		BackoffCoefficient: c.RetryBackoffCoefficient,
 		MaxInterval:        c.RetryMaxInterval,
-		Jitter:             workflow.Jitter(c.RetryJitter),
-		UnknownErrors:      workflow.ErrorMode(c.UnknownErrors),
+		Jitter:             workflow.Jitter(strings.ToLower(c.RetryJitter)),
+		UnknownErrors:      workflow.ErrorMode(strings.ToLower(c.UnknownErrors)),
 		StepTimeout:        c.StepTimeout,
 		RunTimeout:         c.RunTimeout,
 		MaxIterations:      c.MaxIterations,
 		MaxCrashes:         c.MaxCrashes,
 	}
 }
+
+// redactURL hides a URL's password.
+func redactURL(u *url.URL) string { return u.Redacted() }
 
 // EffectiveRedisURL is the Redis to talk to: CAIRN_REDIS_URL, or the
 // embedded store's address when it is unset.
@@ -280,7 +323,7 @@ func (c Config) Embedded() bool { return c.RedisURL == "" }
 func (c Config) Logger(w io.Writer) *slog.Logger {
 	level, _ := c.SlogLevel()
 	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "json" {
+	if strings.EqualFold(c.LogFormat, "json") {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

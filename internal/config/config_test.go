@@ -132,6 +132,8 @@ func TestDefaultsMatchTags(t *testing.T) {
 			want, perr = strconv.Atoi(tag)
 		case float64:
 			want, perr = strconv.ParseFloat(tag, 64)
+		case bool:
+			want, perr = strconv.ParseBool(tag)
 		case string:
 			want = tag
 		default:
@@ -291,7 +293,10 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_RETRY_MAX_INTERVAL", "soon", "duration"},
 		{"CAIRN_RETRY_MAX_INTERVAL", "500ms", "CAIRN_RETRY_INITIAL_INTERVAL"},
 		{"CAIRN_RETRY_JITTER", "sometimes", "none, full or equal"},
-		{"CAIRN_RETRY_JITTER", "FULL", "none, full or equal"},
+		{"CAIRN_RETRY_JITTER", "fully", "none, full or equal"},
+		{"CAIRN_DEMO_CHAOS", "maybe", "true or false"},
+		{"CAIRN_EMBEDDED_ADDR", "0.0.0.0:6390", "loopback"},
+		{"CAIRN_EMBEDDED_ADDR", "nohostport", "host:port"},
 		{"CAIRN_UNKNOWN_ERRORS", "maybe", "transient or permanent"},
 		{"CAIRN_STEP_TIMEOUT", "15", "duration"},
 		{"CAIRN_STEP_TIMEOUT", "0s", "positive"},
@@ -378,6 +383,8 @@ func TestLoadReportsAllErrorsTogether(t *testing.T) {
 		{"validation errors", []string{"CAIRN_RETRY_JITTER=sometimes", "CAIRN_LOG_FORMAT=xml", "CAIRN_MAX_CRASHES=0",
 			"CAIRN_REDIS_URL=http://x"},
 			[]string{"CAIRN_LOG_FORMAT", "CAIRN_MAX_CRASHES", "CAIRN_REDIS_URL", "CAIRN_RETRY_JITTER"}},
+		{"parse and validation errors", []string{"CAIRN_CONCURRENCY=abc", "CAIRN_RETRY_JITTER=sometimes"},
+			[]string{"CAIRN_CONCURRENCY", "CAIRN_RETRY_JITTER"}},
 	}
 	for _, tt := range tests {
 		_, err := config.Load(tt.environ)
@@ -512,5 +519,22 @@ func TestErrorMessage(t *testing.T) {
 	}
 	if got := fmt.Sprint(error(e)); got != "CAIRN_X: bad" {
 		t.Errorf("Sprint = %q", got)
+	}
+}
+
+func TestEnumsAreCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load([]string{"CAIRN_LOG_FORMAT=JSON", "CAIRN_RETRY_JITTER=Full", "CAIRN_UNKNOWN_ERRORS=PERMANENT", "CAIRN_LOG_LEVEL=DEBUG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Policy()
+	if p.Jitter != workflow.JitterFull || p.UnknownErrors != workflow.UnknownPermanent {
+		t.Errorf("policy %+v", p)
+	}
+	var buf bytes.Buffer
+	c.Logger(&buf).Info("hello")
+	if !strings.HasPrefix(buf.String(), "{") {
+		t.Errorf("CAIRN_LOG_FORMAT=JSON logged %q", buf.String())
 	}
 }

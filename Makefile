@@ -21,6 +21,11 @@ build: ## Build the worker and the CLI into ./bin
 test: ## Run every test with the race detector (needs redis-server on PATH)
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
+.PHONY: chaos
+chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (CHAOS_RUNS=n)
+	CAIRN_CHAOS_RUNS=$(or $(CHAOS_RUNS),2000) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./internal/e2e/ \
+		| grep -v '^20[0-9][0-9]/'
+
 .PHONY: bench
 bench: ## Benchmark Cairn step chains against raw asynq task chains
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 15m ./bench/

@@ -292,3 +292,24 @@ func (s *Store) WorkflowOf(ctx context.Context, runID string) (string, error) {
 	}
 	return wf, err
 }
+
+// CountByStatus returns the number of runs of each status, and of runs
+// needing attention under the key "needs_attention".
+func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
+	statuses := []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(statuses))
+	for i, st := range statuses {
+		cmds[i] = pipe.ZCard(ctx, s.keys.byStatus(st))
+	}
+	attention := pipe.ZCard(ctx, s.keys.attention())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(statuses)+1)
+	for i, st := range statuses {
+		out[st] = cmds[i].Val()
+	}
+	out["needs_attention"] = attention.Val()
+	return out, nil
+}

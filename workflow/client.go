@@ -446,3 +446,10 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	}
 	return c.Get(ctx, id)
 }
+
+// Counts returns how many runs the queue holds in each status, and under
+// "needs_attention" how many need an operator. Finished runs count until
+// they expire.
+func (c *Client) Counts(ctx context.Context) (map[string]int64, error) {
+	return c.store.CountByStatus(ctx)
+}

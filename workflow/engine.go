@@ -346,7 +346,7 @@ func (e *Engine) complete(ctx context.Context, log *slog.Logger, p tasks.Step, t
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
 		return nil
 	}
-	log.Info("step succeeded", AttrDuration, elapsed)
+	log.Debug("step succeeded", AttrDuration, elapsed)
 	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
 		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Next)
 	}); err != nil {

@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// chaosBudget is the chaos workers' max attempts per step.
+const chaosBudget = 4
+
+// TestChaos runs the chaos suite: three worker processes execute many runs
+// of the five-step chaos workflow with about 20% injected transient
+// failures, while a random worker is killed with SIGKILL every few seconds
+// and restarted, and redis-server is killed and restarted once. At the end it
+// checks, from Redis, the journals and the step bodies' own audit trail,
+// that nothing was lost and no invariant broke, and prints a table.
+//
+// make test runs a short version; make chaos runs CAIRN_CHAOS_RUNS=2000.
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	runs := 150
+	if v := os.Getenv("CAIRN_CHAOS_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			t.Fatalf("CAIRN_CHAOS_RUNS=%q: want 1 to 100000", v)
+		}
+		runs = n
+	}
+	const workers, failRate = 3, 0.2
+	timeout := 3*time.Minute + time.Duration(runs)*150*time.Millisecond
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+
+	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
+	bin := proctest.Build(t, workerPkg)
+	const queue = "chaos"
+	env := workerEnv(srv, queue,
+		"CAIRN_DEMO_CHAOS=true", "CAIRN_LOG_LEVEL=info",
+		"CAIRN_RETRY_MAX_ATTEMPTS="+strconv.Itoa(chaosBudget), "CAIRN_RETRY_INITIAL_INTERVAL=100ms",
+		"CAIRN_RETRY_MAX_INTERVAL=1s", "CAIRN_RETRY_JITTER=full",
+		"CAIRN_FENCE_TTL=2s", "CAIRN_SWEEP_INTERVAL=500ms", "CAIRN_RECONCILE_INTERVAL=3s",
+		"CAIRN_MAX_CRASHES=20", "CAIRN_MAX_AUTO_RECOVERIES=50", "CAIRN_SHUTDOWN_TIMEOUT=2s")
+	procs := make([]*proctest.Proc, workers)
+	for i := range procs {
+		procs[i] = startWorker(t, bin, env)
+	}
+	rdb := srv.Client(t)
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+	// Runs are started at a steady pace (20 a second, over at least 20s) so
+	// the faults land all along; each with an idempotency key, so a start
+	// that failed during the Redis restart can be tried again safely.
+	start := time.Now()
+	spread := max(20*time.Second, time.Duration(runs)*50*time.Millisecond)
+	ids := make(map[string]bool, runs)
+	submitted := 0
+	submit := func() {
+		for submitted < runs && time.Since(start) >= spread*time.Duration(submitted)/time.Duration(runs) {
+			in := demo.ChaosInput{FailRate: failRate, SleepMS: 20 + rng.IntN(180)}
+			r, err := client.Start(ctxb, demo.ChaosName, in, &workflow.StartOptions{IdempotencyKey: fmt.Sprint("chaos-", submitted)})
+			if err != nil {
+				return // Redis is restarting: try again on the next tick
+			}
+			ids[r.ID] = true
+			submitted++
+		}
+	}
+
+	// Chaos, from this goroutine only: kill a random worker every 1 to 3 s
+	// and restart it; kill and restart Redis once, when 40% are done.
+	killedAt := map[int]time.Time{} // pid -> when it was killed
+	kills, redisRestarts := 0, 0
+	nextKill := time.Now().Add(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
+	deadline := start.Add(timeout)
+	for {
+		submit()
+		counts, err := client.Counts(ctxb)
+		if err == nil && submitted == runs &&
+			counts[workflow.StatusSucceeded]+counts[workflow.StatusFailed]+counts[workflow.StatusCancelled] == int64(runs) {
+			break
+		}
+		if redisRestarts == 0 && submitted >= runs*4/10 {
+			srv.Kill(t)
+			srv.Restart(t)
+			redisRestarts++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs not finished after %s: %v", timeout, counts)
+		}
+		if time.Now().After(nextKill) {
+			i := rng.IntN(workers)
+			pid := procs[i].PID()
+			procs[i].Kill(t)
+			killedAt[pid] = time.Now()
+			kills++
+			procs[i] = startWorker(t, bin, env)
+			nextKill = time.Now().Add(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
+		}
+		time.Sleep(100 * time.Millisecond) // pacing of the chaos loop, not synchronisation
+	}
+	elapsed := time.Since(start)
+	for _, p := range procs {
+		p.Kill(t)
+		killedAt[p.PID()] = time.Now()
+	}
+
+	// Everything the checks need, read from Redis.
+	all := map[string]*workflow.Run{}
+	journals := map[string][]workflow.Event{}
+	for id := range ids {
+		r, err := client.Get(ctxb, id)
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		all[id] = r
+		if journals[id], err = client.Events(ctxb, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := rdb.LRange(ctxb, demo.AuditKey(queue), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := make([]demo.AuditEntry, 0, len(raw))
+	for _, s := range raw {
+		a, err := demo.ParseAudit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audit = append(audit, a)
+	}
+
+	c := checkChaos(all, journals, audit, killedAt, failRate)
+	c.kills, c.redisRestarts, c.elapsed = kills, redisRestarts, elapsed
+	table := c.table()
+	t.Log("\n" + table)
+	fmt.Println(table)
+	for _, v := range c.violations {
+		t.Error(v)
+	}
+	if c.lost != 0 {
+		t.Errorf("%d runs lost", c.lost)
+	}
+	if kills == 0 || redisRestarts != 1 {
+		t.Errorf("the suite did not inject its faults: %d kills, %d Redis restarts", kills, redisRestarts)
+	}
+}
+
+type chaosResult struct {
+	runs, succeeded, failed, steps, attempts, resumes, crashes, repairs int
+	kills, redisRestarts, duplicates, lost, executions                  int
+	elapsed                                                             time.Duration
+	violations                                                          []string
+}
+
+func (c *chaosResult) violate(format string, args ...any) {
+	if len(c.violations) < 50 {
+		c.violations = append(c.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *chaosResult) table() string {
+	var b strings.Builder
+	row := func(k string, v any) { fmt.Fprintf(&b, "| %-28s | %12v |\n", k, v) }
+	fmt.Fprintf(&b, "| %-28s | %12s |\n|%s|%s|\n", "chaos suite", "", strings.Repeat("-", 30), strings.Repeat("-", 14))
+	row("runs", c.runs)
+	row("  succeeded", c.succeeded)
+	row("  failed (injected > budget)", c.failed)
+	row("steps succeeded", c.steps)
+	row("attempts", c.attempts)
+	row("resumes after a crash", c.resumes)
+	row("crashes recorded", c.crashes)
+	row("step-body executions", c.executions)
+	row("worker kills (SIGKILL)", c.kills)
+	row("Redis restarts", c.redisRestarts)
+	row("reconciler repairs", c.repairs)
+	row("duplicate executions", c.duplicates)
+	row("lost runs", c.lost)
+	row("invariant violations", len(c.violations))
+	row("time to finish", c.elapsed.Round(100*time.Millisecond))
+	return b.String()
+}
+
+// checkChaos checks the suite's invariants.
+func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Event, audit []demo.AuditEntry,
+	killedAt map[int]time.Time, failRate float64) *chaosResult {
+	c := &chaosResult{runs: len(runs)}
+	type key struct{ run, step string }
+	succeededAt := map[key]time.Time{}
+
+	for id, r := range runs {
+		// Every run is terminal, and ended as its injected failures say.
+		if !r.Terminal() {
+			c.lost++
+			c.violate("run %s is %s, not terminal", id, r.Status)
+			continue
+		}
+		wantFail := ""
+		for _, step := range demo.ChaosSteps {
+			all := true
+			for a := 1; a <= chaosBudget; a++ {
+				all = all && demo.Injected(id, step, a, failRate)
+			}
+			if all {
+				wantFail = step
+				break
+			}
+		}
+		switch {
+		case r.Status == workflow.StatusSucceeded && wantFail == "":
+			c.succeeded++
+		case r.Status == workflow.StatusFailed && wantFail != "" && r.FailureCode == workflow.CodeRetriesExhausted &&
+			r.Step(wantFail).Status == workflow.StepFailed:
+			c.failed++
+		default:
+			c.violate("run %s ended %s (%s: %s); its injected failures say it should fail at %q", id, r.Status,
+				r.FailureCode, r.FailureReason, wantFail)
+		}
+
+		evs := journals[id]
+		due := map[string]map[int]time.Time{}   // step -> attempt -> due time
+		open := map[string]int{}                // step -> attempt started and not yet ended
+		succeeded := map[string]int{}           // step -> attempt_succeeded count
+		maxAttempt := map[string]int{}          // step -> highest attempt number
+		for _, ev := range evs {
+			switch ev.Type {
+			case workflow.EventRetryScheduled:
+				if due[ev.Step] == nil {
+					due[ev.Step] = map[int]time.Time{}
+				}
+				at, ok := ev.DueAt()
+				if !ok {
+					c.violate("run %s: retry_scheduled without due_at: %+v", id, ev)
+				}
+				due[ev.Step][ev.Attempt] = at
+			case workflow.EventAttemptStarted:
+				if a, ok := open[ev.Step]; ok {
+					c.violate("run %s step %s: attempt %d started while attempt %d had no outcome", id, ev.Step, ev.Attempt, a)
+				}
+				open[ev.Step] = ev.Attempt
+				if ev.Details["resumed"] == "1" {
+					c.resumes++
+				} else {
+					c.attempts++
+				}
+				maxAttempt[ev.Step] = max(maxAttempt[ev.Step], ev.Attempt)
+				if d, ok := due[ev.Step][ev.Attempt]; ok && ev.At.Before(d) {
+					c.violate("run %s step %s attempt %d started at %s, before its due time %s", id, ev.Step, ev.Attempt, ev.At, d)
+				}
+				if ev.Attempt > 1 && due[ev.Step][ev.Attempt].IsZero() {
+					c.violate("run %s step %s attempt %d started with no retry scheduled", id, ev.Step, ev.Attempt)
+				}
+			case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptCrashed:
+				if a, ok := open[ev.Step]; !ok || a != ev.Attempt {
+					if ev.Type != workflow.EventAttemptCrashed {
+						c.violate("run %s step %s: %s of attempt %d that was not running", id, ev.Step, ev.Type, ev.Attempt)
+					}
+				}
+				delete(open, ev.Step)
+				if ev.Type == workflow.EventAttemptSucceeded {
+					succeeded[ev.Step]++
+					succeededAt[key{id, ev.Step}] = ev.At
+					c.steps++
+				}
+				if ev.Type == workflow.EventAttemptCrashed {
+					c.crashes++
+				}
+			case workflow.EventRepair:
+				c.repairs++
+			}
+		}
+		for step, a := range open {
+			c.violate("run %s step %s: attempt %d has a start and no outcome or crash record", id, step, a)
+		}
+		for step, n := range succeeded {
+			if n > 1 {
+				c.violate("run %s step %s succeeded %d times", id, step, n)
+			}
+		}
+		for step, a := range maxAttempt {
+			if a > chaosBudget {
+				c.violate("run %s step %s reached attempt %d, over its budget of %d", id, step, a, chaosBudget)
+			}
+		}
+	}
+
+	// The step bodies' own records: no body ran after its run ended, none
+	// after its step succeeded, none overlapped another of the same step.
+	type exec struct {
+		start, end time.Time
+		attempt    int
+	}
+	type pk struct {
+		k       key
+		attempt int
+		pid     int
+	}
+	started := map[pk][]time.Time{}
+	var execs = map[key][]exec{}
+	for _, a := range audit {
+		k := key{a.RunID, a.Step}
+		p := pk{k, a.Attempt, a.PID}
+		switch a.Phase {
+		case "start":
+			c.executions++
+			started[p] = append(started[p], a.At)
+			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && a.At.After(*r.FinishedAt) {
+				c.violate("run %s step %s: a body started at %s, after the run ended at %s", a.RunID, a.Step, a.At, *r.FinishedAt)
+				c.duplicates++
+			}
+			if s, ok := succeededAt[k]; ok && a.At.After(s) {
+				c.violate("run %s step %s: a body started at %s, after the step succeeded at %s", a.RunID, a.Step, a.At, s)
+				c.duplicates++
+			}
+		case "end":
+			if st := started[p]; len(st) > 0 {
+				execs[k] = append(execs[k], exec{start: st[0], end: a.At, attempt: a.Attempt})
+				started[p] = st[1:]
+			}
+		}
+	}
+	for p, starts := range started { // never ended: their worker was killed
+		for _, s := range starts {
+			end, ok := killedAt[p.pid]
+			if !ok {
+				end = s // unknown: count it as instantaneous
+			}
+			execs[p.k] = append(execs[p.k], exec{start: s, end: end, attempt: p.attempt})
+		}
+	}
+	for k, es := range execs {
+		sort.Slice(es, func(i, j int) bool { return es[i].start.Before(es[j].start) })
+		for i := 1; i < len(es); i++ {
+			if es[i].start.Before(es[i-1].end) {
+				c.duplicates++
+				c.violate("run %s step %s: executions of attempts %d and %d overlapped", k.run, k.step, es[i-1].attempt, es[i].attempt)
+			}
+		}
+	}
+	return c
+}

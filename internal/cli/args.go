@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is one subcommand of enqueue.
+type command struct {
+	name string
+	// synopsis is the command line, e.g. "start <workflow> [flags]".
+	synopsis string
+	// summary is a one-line description.
+	summary string
+	// flags documents the flags, one "name\tdescription" per line.
+	flags []string
+	// parse checks the arguments (flags may come before or after the
+	// positional ones) and returns the action to run once connected.
+	parse func(c *CLI, args []string) (action, error)
+}
+
+// commands lists the subcommands in the order the usage shows them.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{
+			name: "start", synopsis: "start <workflow> [flags]",
+			summary: "start a run of a workflow and print its ID",
+			flags: []string{
+				"--input JSON|@file\trun input: JSON text, @path to read a file, @- to read stdin (default {})",
+				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
+				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds",
+				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
+			},
+			parse: parseStart,
+		},
+		{
+			name: "status", synopsis: "status <run-id> [flags]",
+			summary: "show a run and the progress of its steps",
+			flags:   []string{"--json\tprint the run as JSON"},
+			parse:   parseStatus,
+		},
+		{
+			name: "list", synopsis: "list [flags]",
+			summary: "list runs, newest first",
+			flags: []string{
+				"--status S\tonly runs in status S: pending, running, succeeded, failed or cancelled",
+				fmt.Sprintf("--limit N\tat most N runs, 1 to %d (default %d)", maxListLimit, defaultListLimit),
+				"--cursor C\tcontinue a listing where the previous page ended",
+				"--json\tprint a JSON array of runs",
+			},
+			parse: parseList,
+		},
+		{
+			name: "events", synopsis: "events <run-id> [flags]",
+			summary: "show a run's journal, oldest first",
+			flags:   []string{"--json\tprint a JSON array of events"},
+			parse:   parseEvents,
+		},
+		{
+			name: "cancel", synopsis: "cancel <run-id>",
+			summary: "cancel a pending or running run; cancelling a cancelled run is a no-op",
+			parse:   parseCancel,
+		},
+	}
+}
+
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// usage returns the command's help text.
+func (c *command) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: enqueue %s\n\n%s.\n", c.synopsis, capitalize(c.summary))
+	if len(c.flags) > 0 {
+		b.WriteString("\nFlags (before or after the argument):\n")
+		writeFlags(&b, c.flags, "  ")
+	}
+	b.WriteString("\nRun \"enqueue help\" for the exit codes and the environment.\n")
+	return b.String()
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// writeFlags writes "name\tdescription" lines in two aligned columns.
+func writeFlags(w io.Writer, flags []string, indent string) {
+	width := 0
+	for _, f := range flags {
+		name, _, _ := strings.Cut(f, "\t")
+		width = max(width, len(name))
+	}
+	for _, f := range flags {
+		name, desc, _ := strings.Cut(f, "\t")
+		fmt.Fprintf(w, "%s%-*s  %s\n", indent, width, name, desc)
+	}
+}
+
+// usage returns the CLI's help text.
+func usage() string {
+	var b strings.Builder
+	b.WriteString(`Usage: enqueue <command> [arguments] [flags]
+
+enqueue starts Cairn workflow runs, and shows and steers them.
+
+Commands:
+`)
+	width := 0
+	for _, c := range commands {
+		width = max(width, len(c.synopsis))
+	}
+	width = max(width, len("help [command]"))
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.synopsis, c.summary)
+		writeFlags(&b, c.flags, "      ")
+	}
+	fmt.Fprintf(&b, "  %-*s  %s\n", width, "help [command]", "show this help, or a command's")
+	b.WriteString(`
+Flags may come before or after the argument: "start demo --wait" and
+"start --wait demo" are the same.
+
+Exit codes:
+  0  success
+  1  the run ended failed or cancelled (start --wait), or an operational
+     error: Redis unreachable, cancel of a finished run
+  2  usage error or bad input: unknown command or flag, missing or extra
+     argument, malformed --input, unreadable @file, unknown workflow,
+     invalid or unknown run ID, invalid --status or --limit, bad
+     configuration
+
+Every error is one line on stderr starting with "enqueue: ".
+
+Environment:
+  CAIRN_REDIS_URL      redis://[user:password@]host:port[/db], or rediss://
+                       for TLS. Unset: the embedded store a worker started
+                       without CAIRN_REDIS_URL, at CAIRN_EMBEDDED_ADDR
+                       (default 127.0.0.1:6390).
+  CAIRN_QUEUE          the workers' queue (default workflows)
+  CAIRN_RETENTION      how long a cancelled run is kept (default 168h); match
+                       the workers'
+  CAIRN_LOG_LEVEL      the CLI shows the client's warnings and errors on
+                       stderr; error hides the warnings (default info)
+  CAIRN_LOG_FORMAT     text or json (default text)
+The other CAIRN_* variables of the worker are validated too.
+`)
+	return b.String()
+}
+
+// errHelp is returned by a command's parse when -h or --help was given.
+var errHelp = errors.New("help requested")
+
+// newFlagSet returns a flag set that reports its errors only as values.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseArgs parses args with fs and returns the positional arguments.
+// Unlike fs.Parse it lets flags come after positional arguments: "start
+// demo --wait" is "start --wait demo". "--" ends the flags.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil || isBoolFlag(f) {
+			continue // an unknown flag is reported by fs.Parse
+		}
+		if i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, usageErrorf("%s: %v (run \"enqueue help %s\" for usage)", fs.Name(), err, fs.Name())
+	}
+	return append(pos, fs.Args()...), nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// positional checks that exactly one positional argument, what, was given.
+func positional(cmd string, pos []string, what string) (string, error) {
+	switch {
+	case len(pos) == 0:
+		return "", usageErrorf("%s: missing %s (usage: enqueue %s)", cmd, what, lookup(cmd).synopsis)
+	case len(pos) > 1:
+		return "", usageErrorf("%s: unexpected argument %q (usage: enqueue %s)", cmd, pos[1], lookup(cmd).synopsis)
+	}
+	return pos[0], nil
+}
+
+// noPositional checks that no positional argument was given.
+func noPositional(cmd string, pos []string) error {
+	if len(pos) > 0 {
+		return usageErrorf("%s: unexpected argument %q (usage: enqueue %s)", cmd, pos[0], lookup(cmd).synopsis)
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+
+	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// Exit codes.
+const (
+	// ExitOK: the command succeeded.
+	ExitOK = 0
+	// ExitFailure: the run ended failed or cancelled (start --wait), or an
+	// operational error (Redis unreachable, cancel of a finished run).
+	ExitFailure = 1
+	// ExitUsage: a usage error or bad input.
+	ExitUsage = 2
+)
+
+// Timeouts of the Redis connection. They are short so that an unreachable
+// Redis is reported within a few seconds; a CAIRN_REDIS_URL that sets
+// dial_timeout, read_timeout or write_timeout overrides them.
+const (
+	dialTimeout  = 2 * time.Second
+	ioTimeout    = 3 * time.Second
+	pingTimeout  = 3 * time.Second
+	dialAttempts = 2
+)
+
+// DefaultPollInterval is how often start --wait reads the run.
+const DefaultPollInterval = 200 * time.Millisecond
+
+// CLI is one invocation's environment. The zero value of each optional
+// field takes the default given in its comment.
+type CLI struct {
+	// Stdin is read by start --input @-; nil reads as empty.
+	Stdin io.Reader
+	// Stdout receives the results, Stderr progress and errors; both are
+	// required.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Environ is the environment, as os.Environ returns it; the
+	// configuration is read from it and nowhere else.
+	Environ []string
+	// IsTerminal reports whether w is a terminal: start --wait then
+	// rewrites its countdown line in place. Default IsTerminal.
+	IsTerminal func(w io.Writer) bool
+	// PollInterval is how often start --wait reads the run. Default
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Now tells the time for countdowns. Default time.Now.
+	Now func() time.Time
+}
+
+// Main runs the CLI with args (without the program name) and returns the
+// exit code. It is the whole program: it also silences go-redis's
+// process-wide logger, which would print its own lines about failed dials
+// on os.Stderr next to the CLI's one-line error.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	logging.Disable()
+	c := &CLI{Stdin: stdin, Stdout: stdout, Stderr: stderr, Environ: environ}
+	return c.Run(ctx, args)
+}
+
+// IsTerminal reports whether w is an *os.File open on a character device.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func (c *CLI) isTerminal(w io.Writer) bool {
+	if c.IsTerminal != nil {
+		return c.IsTerminal(w)
+	}
+	return IsTerminal(w)
+}
+
+// columns returns the terminal width from $COLUMNS, or 80.
+func (c *CLI) columns() int {
+	for _, kv := range c.Environ {
+		if v, ok := strings.CutPrefix(kv, "COLUMNS="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= 20 {
+				return n
+			}
+		}
+	}
+	return 80
+}
+
+func (c *CLI) pollInterval() time.Duration {
+	if c.PollInterval > 0 {
+		return c.PollInterval
+	}
+	return DefaultPollInterval
+}
+
+func (c *CLI) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// action is a parsed command, run once connected.
+type action func(ctx context.Context, s *session) error
+
+// Run runs the CLI with args (without the program name) and returns the
+// exit code.
+func (c *CLI) Run(ctx context.Context, args []string) int {
+	if c.Stdin == nil {
+		c.Stdin = strings.NewReader("")
+	}
+	if len(args) == 0 {
+		fmt.Fprint(c.Stderr, usage())
+		return ExitUsage
+	}
+	name, rest := args[0], args[1:]
+	if isHelp(name) {
+		return c.help(rest)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return c.fail(usageErrorf("unknown command %q (run \"enqueue help\" for usage)", name))
+	}
+	act, err := cmd.parse(c, rest)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(c.Stdout, cmd.usage())
+		return ExitOK
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+
+	cfg, err := config.Load(c.Environ)
+	if err != nil {
+		return c.configFail(err)
+	}
+	s, err := c.connect(ctx, cfg)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer s.close()
+	return c.fail(act(ctx, s))
+}
+
+// help prints the usage, or one command's, on stdout.
+func (c *CLI) help(args []string) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(c.Stdout, usage())
+	case len(args) == 1 && lookup(args[0]) != nil:
+		fmt.Fprint(c.Stdout, lookup(args[0]).usage())
+	case len(args) == 1 && isHelp(args[0]):
+		fmt.Fprint(c.Stdout, usage())
+	case len(args) == 1:
+		return c.fail(usageErrorf("help: unknown command %q (run \"enqueue help\" for usage)", args[0]))
+	default:
+		return c.fail(usageErrorf("help: too many arguments (usage: enqueue help [command])"))
+	}
+	return ExitOK
+}
+
+func isHelp(s string) bool {
+	switch s {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// fail reports err, if any, as one line on stderr and returns its exit code.
+func (c *CLI) fail(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(c.Stderr, "enqueue: %s\n", oneLine(err.Error()))
+	return exitCode(err)
+}
+
+// configFail reports each configuration problem on a line of its own.
+func (c *CLI) configFail(err error) int {
+	for _, e := range flatten(err) {
+		fmt.Fprintf(c.Stderr, "enqueue: bad configuration: %s\n", oneLine(e.Error()))
+	}
+	return ExitUsage
+}
+
+// flatten lists the errors joined in err.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// exitError is an error with the exit code it causes.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// usageErrorf returns a usage or bad-input error (exit code 2).
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+// failuref returns an operational error (exit code 1).
+func failuref(format string, args ...any) error {
+	return &exitError{code: ExitFailure, msg: fmt.Sprintf(format, args...)}
+}
+
+// badInput are the workflow errors that mean the caller's input was wrong.
+var badInput = []error{
+	workflow.ErrUnknownWorkflow, workflow.ErrInvalidRunID, workflow.ErrRunNotFound,
+	workflow.ErrInvalidInput, workflow.ErrInvalidStatus, workflow.ErrIdempotencyConflict,
+}
+
+// exitCode maps an error to the exit code it causes.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	for _, target := range badInput {
+		if errors.Is(err, target) {
+			return ExitUsage
+		}
+	}
+	return ExitFailure
+}
+
+// oneLine folds s onto one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// session is a connection to the workflow state.
+type session struct {
+	cli    *CLI
+	cfg    config.Config
+	addr   string
+	rdb    *redis.Client
+	client *workflow.Client
+}
+
+// connect builds the Redis client and checks that Redis answers.
+func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) {
+	opts, err := cfg.RedisOptions()
+	if err != nil {
+		return nil, usageErrorf("bad configuration: %v", err)
+	}
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = dialTimeout
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = ioTimeout
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = ioTimeout
+	}
+	if opts.DialerRetries == 0 {
+		opts.DialerRetries = dialAttempts
+	}
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		if ctx.Err() != nil {
+			return nil, failuref("interrupted while connecting to Redis at %s", opts.Addr)
+		}
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", opts.Addr, err)
+		}
+		hint := "is Redis running there? check CAIRN_REDIS_URL"
+		if cfg.Embedded() {
+			hint = "is the worker running? with CAIRN_REDIS_URL unset the CLI talks to the embedded store a worker started"
+		}
+		return nil, failuref("cannot reach Redis at %s: %v (%s)", opts.Addr, err, hint)
+	}
+
+	level, _ := cfg.SlogLevel()
+	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
+	var h slog.Handler = slog.NewTextHandler(c.Stderr, hopts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(c.Stderr, hopts)
+	}
+	client := workflow.NewClient(rdb, workflow.ClientConfig{
+		Queue:         cfg.Queue,
+		Retention:     cfg.Retention,
+		MaxInputBytes: maxInputBytes,
+		Logger:        slog.New(h),
+	})
+	return &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb, client: client}, nil
+}
+
+func (s *session) close() { _ = s.rdb.Close() }
+
+// stdout and stderr are the invocation's streams.
+func (s *session) stdout() io.Writer { return s.cli.Stdout }
+func (s *session) stderr() io.Writer { return s.cli.Stderr }

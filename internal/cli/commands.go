@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// maxInputBytes bounds a run's input; the CLI checks it before the client
+// does, and passes it to the client.
+const maxInputBytes = 1 << 20
+
+// List page sizes.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+// statuses are the run statuses list --status accepts.
+var statuses = []string{
+	workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
+	workflow.StatusFailed, workflow.StatusCancelled,
+}
+
+// parseStart parses "start <workflow> [--input JSON|@file]
+// [--idempotency-key K] [--wait] [--json]".
+func parseStart(c *CLI, args []string) (action, error) {
+	fs := newFlagSet("start")
+	input := fs.String("input", "", "")
+	key := fs.String("idempotency-key", "", "")
+	wait := fs.Bool("wait", false, "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	name, err := positional("start", pos, "workflow name")
+	if err != nil {
+		return nil, err
+	}
+	raw := json.RawMessage("{}")
+	if flagSet(fs, "input") {
+		if raw, err = readInput(*input, c.Stdin); err != nil {
+			return nil, err
+		}
+	}
+	opts := &workflow.StartOptions{IdempotencyKey: *key, Owner: "cli"}
+	return func(ctx context.Context, s *session) error {
+		run, err := s.client.Start(ctx, name, raw, opts)
+		if errors.Is(err, workflow.ErrUnknownWorkflow) {
+			return s.unknownWorkflow(ctx, name)
+		}
+		if err != nil {
+			return err
+		}
+		if !*wait {
+			if *asJSON {
+				return writeJSON(s.stdout(), run)
+			}
+			_, err := fmt.Fprintln(s.stdout(), run.ID)
+			return err
+		}
+		if !*asJSON {
+			// The ID first, so that a caller has it while the run goes on.
+			if _, err := fmt.Fprintln(s.stdout(), run.ID); err != nil {
+				return err
+			}
+		}
+		run, err = s.wait(ctx, run)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := writeJSON(s.stdout(), run); err != nil {
+				return err
+			}
+		}
+		return runResult(run)
+	}, nil
+}
+
+// flagSet reports whether the flag name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			found = true
+		}
+	})
+	return found
+}
+
+// readInput returns the run input that --input spec gives: JSON text,
+// "@path" for a file's content or "@-" for stdin's. It checks that the
+// input is one JSON value of at most maxInputBytes.
+func readInput(spec string, stdin io.Reader) (json.RawMessage, error) {
+	data, src := []byte(spec), "--input"
+	if path, ok := strings.CutPrefix(spec, "@"); ok {
+		src = "--input " + spec
+		var r io.Reader
+		switch path {
+		case "":
+			return nil, usageErrorf("--input @: missing file name (use @path, or @- for stdin)")
+		case "-":
+			r, src = stdin, "--input @- (stdin)"
+		default:
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, usageErrorf("%s: %v", src, err)
+			}
+			defer f.Close()
+			r = f
+		}
+		var err error
+		if data, err = io.ReadAll(io.LimitReader(r, 2*maxInputBytes)); err != nil {
+			return nil, usageErrorf("%s: %v", src, err)
+		}
+	}
+	data = bytes.TrimSpace(data)
+	switch {
+	case len(data) == 0:
+		return nil, usageErrorf("%s is empty: want a JSON value, such as {}", src)
+	case len(data) > maxInputBytes:
+		return nil, usageErrorf("%s is too large: more than %d bytes", src, maxInputBytes)
+	case !json.Valid(data):
+		var v any
+		err := json.Unmarshal(data, &v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, usageErrorf("%s is not valid JSON: %v (at byte %d)", src, err, se.Offset)
+		}
+		return nil, usageErrorf("%s is not valid JSON: %v", src, err)
+	}
+	return data, nil
+}
+
+// unknownWorkflow explains an unknown workflow name: the queue asked and
+// the workflows its workers have published.
+func (s *session) unknownWorkflow(ctx context.Context, name string) error {
+	known := "none"
+	if defs, err := s.client.Workflows(ctx); err == nil && len(defs) > 0 {
+		names := make([]string, 0, len(defs))
+		for n := range defs {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		known = strings.Join(names, ", ")
+	}
+	return usageErrorf("unknown workflow %q: no worker on queue %q has registered it (registered: %s)",
+		name, s.cfg.Queue, known)
+}
+
+// runResult is the outcome of start --wait: nil for a run that succeeded.
+func runResult(run *workflow.Run) error {
+	switch run.Status {
+	case workflow.StatusSucceeded:
+		return nil
+	case workflow.StatusFailed:
+		return failuref("run %s failed: %s", run.ID, failureText(run))
+	default:
+		return failuref("run %s %s: %s", run.ID, run.Status, failureText(run))
+	}
+}
+
+func failureText(run *workflow.Run) string {
+	switch {
+	case run.FailureReason != "" && run.FailureCode != "" && run.FailureCode != run.Status:
+		return run.FailureReason + " [" + run.FailureCode + "]"
+	case run.FailureReason != "":
+		return run.FailureReason
+	case run.FailureCode != "":
+		return run.FailureCode
+	}
+	return "no reason recorded"
+}
+
+// runIDArg parses the single run ID argument of cmd and checks its form.
+func runIDArg(cmd string, pos []string) (string, error) {
+	id, err := positional(cmd, pos, "run ID")
+	if err != nil {
+		return "", err
+	}
+	if !workflow.ValidRunID(id) {
+		return "", usageErrorf("%v %q: want the 26-character ID that start printed", workflow.ErrInvalidRunID, id)
+	}
+	return id, nil
+}
+
+// parseStatus parses "status <run-id> [--json]".
+func parseStatus(_ *CLI, args []string) (action, error) {
+	fs := newFlagSet("status")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := runIDArg("status", pos)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, s *session) error {
+		run, err := s.client.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(s.stdout(), run)
+		}
+		return writeRun(s.stdout(), run, s.cli.now())
+	}, nil
+}
+
+// parseList parses "list [--status S] [--limit N] [--cursor C] [--json]".
+func parseList(_ *CLI, args []string) (action, error) {
+	fs := newFlagSet("list")
+	status := fs.String("status", "", "")
+	limit := fs.Int("limit", defaultListLimit, "")
+	cursor := fs.String("cursor", "", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := noPositional("list", pos); err != nil {
+		return nil, err
+	}
+	if *status != "" && !slices.Contains(statuses, *status) {
+		return nil, usageErrorf("list: invalid --status %q: want %s", *status, strings.Join(statuses, ", "))
+	}
+	if *limit < 1 || *limit > maxListLimit {
+		return nil, usageErrorf("list: invalid --limit %d: want 1 to %d", *limit, maxListLimit)
+	}
+	opts := workflow.ListOptions{Status: *status, Limit: *limit, Cursor: *cursor}
+	return func(ctx context.Context, s *session) error {
+		runs, next, err := s.client.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if runs == nil {
+			runs = []*workflow.Run{}
+		}
+		if *asJSON {
+			err = writeJSON(s.stdout(), runs)
+		} else {
+			err = writeRunList(s.stdout(), runs)
+		}
+		if err == nil && next != "" {
+			fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", next)
+		}
+		return err
+	}, nil
+}
+
+// parseEvents parses "events <run-id> [--json]".
+func parseEvents(_ *CLI, args []string) (action, error) {
+	fs := newFlagSet("events")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := runIDArg("events", pos)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, s *session) error {
+		evs, err := s.client.Events(ctx, id)
+		if err != nil {
+			return err
+		}
+		if evs == nil {
+			evs = []workflow.Event{}
+		}
+		if *asJSON {
+			return writeJSON(s.stdout(), evs)
+		}
+		return writeEvents(s.stdout(), evs)
+	}, nil
+}
+
+// parseCancel parses "cancel <run-id>".
+func parseCancel(_ *CLI, args []string) (action, error) {
+	fs := newFlagSet("cancel")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := runIDArg("cancel", pos)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, s *session) error {
+		run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli"})
+		if errors.Is(err, workflow.ErrRunFinished) {
+			status := "finished"
+			if r, gerr := s.client.Get(ctx, id); gerr == nil {
+				status = r.Status
+			}
+			return failuref("run %s already finished (%s): there is nothing to cancel", id, status)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(s.stdout(), "cancelled %s\n", run.ID)
+		return err
+	}, nil
+}

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// timeLayout is how the tables show times: UTC, to the millisecond.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// maxErrorWidth is how much of an error message the tables show.
+const maxErrorWidth = 60
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// writeRun writes a run as a header and a table of its steps.
+func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
+	tw := newTable(w)
+	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, cell(value, 0)) }
+	field("id", run.ID)
+	field("workflow", run.Workflow)
+	field("status", run.Status)
+	field("warning", dash(run.Warning))
+	attention := "no"
+	if run.NeedsAttention {
+		attention = "yes"
+	}
+	field("needs attention", attention)
+	if run.FailureCode != "" || run.FailureReason != "" {
+		field("reason", failureText(run))
+	}
+	if !run.Terminal() && run.CurrentStep != "" {
+		field("current step", run.CurrentStep)
+	}
+	field("created", fmtTime(&run.CreatedAt))
+	if run.FinishedAt != nil {
+		field("finished", fmt.Sprintf("%s (took %s)", fmtTime(run.FinishedAt), fmtDuration(run.FinishedAt.Sub(run.CreatedAt))))
+	} else {
+		field("finished", "-")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(run.Steps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
+	for _, st := range run.Steps {
+		name := st.Name
+		if st.Optional {
+			name += " (optional)"
+		}
+		next := "-"
+		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
+			next = inDuration(st.NextAttemptAt.Sub(now))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(st.Status, 0), st.Attempts,
+			cell(st.RetryState, 0), next, cell(dash(st.LastError), maxErrorWidth))
+	}
+	return tw.Flush()
+}
+
+// writeRunList writes runs as a table.
+func writeRunList(w io.Writer, runs []*workflow.Run) error {
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(w, "no runs")
+		return err
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATUS\tWARNING\tATTENTION\tCREATED")
+	for _, r := range runs {
+		attention := "-"
+		if r.NeedsAttention {
+			attention = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cell(r.Workflow, 0), r.Status, cell(dash(r.Warning), 0),
+			attention, fmtTime(&r.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+// detailOrder is the order in which the events table shows an event's
+// details; the others follow in alphabetical order.
+var detailOrder = []string{
+	"workflow", "owner", "actor", "class", "code", "error", "reason", "message",
+	"delay_ms", "due_at", "duration_ms", "crashes", "resumed",
+}
+
+// writeEvents writes a journal, one event per line.
+func writeEvents(w io.Writer, evs []workflow.Event) error {
+	if len(evs) == 0 {
+		_, err := fmt.Fprintln(w, "no events")
+		return err
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TIME\tTYPE\tSTEP\tATTEMPT\tDETAILS")
+	for _, ev := range evs {
+		attempt := "-"
+		if ev.Attempt > 0 {
+			attempt = strconv.Itoa(ev.Attempt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&ev.At), cell(ev.Type, 0), cell(dash(ev.Step), 0), attempt,
+			formatDetails(ev.Details))
+	}
+	return tw.Flush()
+}
+
+// formatDetails writes an event's details as key=value pairs, quoting
+// values that need it. The task ID (in the --json output) and resumed=0 are
+// left out.
+func formatDetails(d map[string]string) string {
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		if k == "task" || (k == "resumed" && d[k] == "0") {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	rank := func(k string) int {
+		if i := slices.Index(detailOrder, k); i >= 0 {
+			return i
+		}
+		return len(detailOrder)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := d[k]
+		if v == "" || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || !unicode.IsPrint(r) }) {
+			v = strconv.Quote(v)
+		}
+		parts[i] = k + "=" + v
+	}
+	return strings.Join(parts, " ")
+}
+
+// cell makes s safe for a table cell: one line, no tabs, and at most width
+// runes when width > 0.
+func cell(s string, width int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return truncate(s, width)
+}
+
+// truncate shortens s to width runes, ending with "…"; width <= 0 keeps s.
+func truncate(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= width {
+		return s
+	}
+	return string(r[:width-1]) + "…"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// fmtDuration shows d rounded for people: 0.2s, 1.4s, 12s, 3m4s.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDuration(-d)
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// inDuration shows a time d from now: "in 1.4s", or "due now" once past.
+func inDuration(d time.Duration) string {
+	if d <= 0 {
+		return "due now"
+	}
+	if d < 10*time.Second {
+		// Round up so that the countdown ends at 0.1s, not 0.0s.
+		tenths := (d + 100*time.Millisecond - 1) / (100 * time.Millisecond)
+		return fmt.Sprintf("in %.1fs", float64(tenths)/10)
+	}
+	return "in " + d.Round(time.Second).String()
+}

@@ -230,10 +230,10 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		}
 
 		evs := journals[id]
-		due := map[string]map[int]time.Time{}   // step -> attempt -> due time
-		open := map[string]int{}                // step -> attempt started and not yet ended
-		succeeded := map[string]int{}           // step -> attempt_succeeded count
-		maxAttempt := map[string]int{}          // step -> highest attempt number
+		due := map[string]map[int]time.Time{} // step -> attempt -> due time
+		open := map[string]int{}              // step -> attempt started and not yet ended
+		succeeded := map[string]int{}         // step -> attempt_succeeded count
+		maxAttempt := map[string]int{}        // step -> highest attempt number
 		for _, ev := range evs {
 			switch ev.Type {
 			case workflow.EventRetryScheduled:

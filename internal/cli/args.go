@@ -66,6 +66,24 @@ func init() {
 			summary: "cancel a pending or running run; cancelling a cancelled run is a no-op",
 			parse:   parseCancel,
 		},
+		{
+			name: "recover", synopsis: "recover <run-id> [flags]",
+			summary: "resume a failed run (or one needing attention) from its last checkpoint, with a fresh budget for the step it stopped at",
+			flags:   []string{"--json	print the run as JSON"},
+			parse:   parseOperator("recover"),
+		},
+		{
+			name: "retry", synopsis: "retry <run-id> --step NAME [flags]",
+			summary: "re-run the failed step of a failed run with a fresh budget",
+			flags:   []string{"--step NAME	the failed step (required)", "--json	print the run as JSON"},
+			parse:   parseOperator("retry"),
+		},
+		{
+			name: "skip", synopsis: "skip <run-id> --step NAME [flags]",
+			summary: "skip the failed optional step of a failed run and continue with the next",
+			flags:   []string{"--step NAME	the failed optional step (required)", "--json	print the run as JSON"},
+			parse:   parseOperator("skip"),
+		},
 	}
 }
 
@@ -137,7 +155,8 @@ Flags may come before or after the argument: "start demo --wait" and
 Exit codes:
   0  success
   1  the run ended failed or cancelled (start --wait), or an operational
-     error: Redis unreachable, cancel of a finished run
+     error: Redis unreachable, cancel of a finished run, a recover, retry
+     or skip the run's state refuses
   2  usage error or bad input: unknown command or flag, missing or extra
      argument, malformed --input, unreadable @file, unknown workflow,
      invalid or unknown run ID, invalid --status or --limit, bad

@@ -314,3 +314,62 @@ func parseCancel(_ *CLI, args []string) (action, error) {
 		return err
 	}, nil
 }
+
+// parseOperator parses "recover <run-id>", "retry <run-id> --step NAME" and
+// "skip <run-id> --step NAME". An action the run's state does not allow is
+// refused with exit code 1 and the reason; nothing changes.
+func parseOperator(name string) func(*CLI, []string) (action, error) {
+	return func(_ *CLI, args []string) (action, error) {
+		fs := newFlagSet(name)
+		step := fs.String("step", "", "")
+		asJSON := fs.Bool("json", false, "")
+		pos, err := parseArgs(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		id, err := runIDArg(name, pos)
+		if err != nil {
+			return nil, err
+		}
+		if name != "recover" && *step == "" {
+			return nil, usageErrorf("%s needs --step NAME", name)
+		}
+		if name == "recover" && *step != "" {
+			return nil, usageErrorf("recover takes no --step: it resumes at the step the run stopped at (use retry --step)")
+		}
+		return func(ctx context.Context, s *session) error {
+			opts := &workflow.ActionOptions{Actor: "cli"}
+			var run *workflow.Run
+			var err error
+			switch name {
+			case "recover":
+				run, err = s.client.Recover(ctx, id, opts)
+			case "retry":
+				run, err = s.client.RetryStep(ctx, id, *step, opts)
+			default:
+				run, err = s.client.SkipStep(ctx, id, *step, opts)
+			}
+			if errors.Is(err, workflow.ErrActionRefused) {
+				return failuref("%s refused: %s", name, strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), run)
+			}
+			_, err = fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status, run.CurrentStep)
+			return err
+		}, nil
+	}
+}
+
+func pastTense(action string) string {
+	switch action {
+	case "recover":
+		return "recovered"
+	case "retry":
+		return "retrying"
+	}
+	return "skipped step of"
+}

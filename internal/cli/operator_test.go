@@ -1,0 +1,116 @@
+package cli_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// startOptionalWorker runs a worker with the demo workflow and a workflow
+// "notifying" whose last step, notify, is optional and always fails
+// permanently.
+func (e *env) startOptionalWorker() {
+	e.t.Helper()
+	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: e.queue, Defaults: fastPolicy(), Logger: discardLogger()}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	err = w.Register(demo.Definition(workflow.Policy{}), workflow.Definition{Name: "notifying", Steps: []workflow.Step{
+		{Name: "work", Run: func(context.Context, *workflow.StepContext) (any, error) { return "done", nil }},
+		{Name: "notify", Optional: true, Run: func(context.Context, *workflow.StepContext) (any, error) {
+			return nil, workflow.Permanent(errors.New("webhook returned 410 Gone"))
+		}},
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("worker not ready")
+	}
+}
+
+func (e *env) waitStatus(id, status string) *workflow.Run {
+	e.t.Helper()
+	var run *workflow.Run
+	eventually(e.t, 30*time.Second, "run "+id+" to be "+status, func() bool {
+		run = e.get(id)
+		return run.Status == status
+	})
+	return run
+}
+
+func TestRecoverRetrySkip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startOptionalWorker()
+
+	// fetch fails on its first 5 attempts: the run fails after 4.
+	id := runID(t, e.run("start", "demo", "--input", `{"fail_step":"fetch","fail_times":5}`))
+	e.waitStatus(id, workflow.StatusFailed)
+	checkOneErrorLine(t, e.run("skip", id, "--step", "fetch"), 1, "not optional")
+	checkOneErrorLine(t, e.run("retry", id, "--step", "deliver"), 1, `only the step the run stopped at ("fetch")`)
+	checkOneErrorLine(t, e.run("retry", id), 2, "retry needs --step NAME")
+	if e.get(id).Status != workflow.StatusFailed {
+		t.Fatal("a refused action changed the run")
+	}
+
+	// recover: a fresh budget of 4 from attempt 5; fetch succeeds on 6.
+	r := e.run("recover", id)
+	mustSucceed(t, r)
+	if !strings.HasPrefix(r.stdout, "recovered "+id+": running, at step fetch") {
+		t.Errorf("recover printed %q", r.stdout)
+	}
+	checkOneErrorLine(t, e.run("recover", id), 1, "refused: run is running")
+	run := e.waitStatus(id, workflow.StatusSucceeded)
+	if f := run.Step("fetch"); f.Attempts != 6 {
+		t.Errorf("fetch attempts %d, want 6", f.Attempts)
+	}
+
+	// retry --step: the same with the step named.
+	id2 := runID(t, e.run("start", "demo", "--input", `{"fail_step":"transform","fail_times":4}`))
+	e.waitStatus(id2, workflow.StatusFailed)
+	mustSucceed(t, e.run("retry", id2, "--step", "transform"))
+	if run := e.waitStatus(id2, workflow.StatusSucceeded); run.Step("fetch").Attempts != 1 {
+		t.Errorf("retry re-ran fetch: %d attempts", run.Step("fetch").Attempts)
+	}
+
+	// skip of a failed optional step ends the run successfully.
+	id3 := runID(t, e.run("start", "notifying"))
+	e.waitStatus(id3, workflow.StatusFailed)
+	r = e.run("skip", "--json", id3, "--step", "notify")
+	mustSucceed(t, r)
+	var skipped workflow.Run
+	decode(t, r.stdout, &skipped)
+	if skipped.Status != workflow.StatusSucceeded || skipped.Step("notify").Status != workflow.StepSkipped {
+		t.Errorf("after skip: %s, notify %s", skipped.Status, skipped.Step("notify").Status)
+	}
+
+	// The journal names the actor.
+	evs, err := e.client.Events(context.Background(), id3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range evs {
+		found = found || (ev.Type == workflow.EventStepSkipped && ev.Details["actor"] == "cli")
+	}
+	if !found {
+		t.Error("no step_skipped event with actor cli")
+	}
+
+	// Unknown and malformed run IDs.
+	checkOneErrorLine(t, e.run("recover", workflow.NewRunID(time.Now())), 2, "run not found")
+	checkOneErrorLine(t, e.run("skip", "not-a-run", "--step", "x"), 2, "invalid run ID")
+}

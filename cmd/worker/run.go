@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,6 +17,7 @@ import (
 // run starts the worker and blocks until ctx is done.
 func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log := cfg.Logger(stderr)
+	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
 	if cfg.Embedded() {
 		store, err := embedded.Start(cfg.EmbeddedAddr)
 		if err != nil {
@@ -82,4 +84,12 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 
 func redactedAddr(o *redis.Options) string {
 	return fmt.Sprintf("%s/%d", o.Addr, o.DB)
+}
+
+// redisLogger routes go-redis's own messages (connection pool errors) to
+// the structured log.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
 }

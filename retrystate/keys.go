@@ -72,6 +72,19 @@ func (k keys) byStatus(status string) string { return k.prefix + "idx:status:" +
 // succeeded, cancelled) for live subscribers and notifiers.
 func (k keys) notifications() string { return k.prefix + "notifications" }
 
+// asynqTask is asynq's hash of a task (see tasks/asynqwire.go): complete.lua
+// creates the next step's task there. With no ID it names a key of the slot
+// that is never written.
+func (k keys) asynqTask(id string) string {
+	if id == "" {
+		return "asynq:{" + k.queue + "}:t:"
+	}
+	return "asynq:{" + k.queue + "}:t:" + id
+}
+
+// asynqPending is asynq's list of the queue's pending task IDs.
+func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }
+
 // runKeys is the fixed KEYS layout of every run-level script; common.lua
 // names the positions. step is the step the caller acts on (any step of the
 // run when the script finds the current one itself).

@@ -198,6 +198,9 @@ type Begun struct {
 	Used     int          // attempts of the current budget, this one included
 	Deadline time.Time    // the run's deadline; zero: none
 	Earlier  []Checkpoint // outputs of the steps before this one, in order
+	// Next is the dispatch the next step will get when this one completes
+	// (nil for the last step), so its task can be prepared in advance.
+	Next *Dispatch
 }
 
 // Checkpoint is the stored output of a step.
@@ -215,12 +218,16 @@ func (s *Store) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
 	}
 	switch res[0] {
 	case "ok":
-		if len(res) < 8 || (len(res)-8)%2 != 0 {
+		if len(res) < 11 || (len(res)-11)%2 != 0 {
 			return Begun{}, unexpected("begin", res)
 		}
 		b := Begun{Outcome: BeginOK, Attempt: atoi(res[1]), Crashes: atoi(res[2]), Crashed: res[3] == "1",
 			Input: res[4], Policy: res[5], Used: atoi(res[6]), Deadline: msTime(res[7])}
-		for i := 8; i+1 < len(res); i += 2 {
+		if res[8] != "" {
+			b.Next = &Dispatch{Index: a.Index + 1, Name: res[8], Attempt: atoi(res[9]) + 1,
+				Timeout: time.Duration(atoi(res[10])) * time.Millisecond}
+		}
+		for i := 11; i+1 < len(res); i += 2 {
 			b.Earlier = append(b.Earlier, Checkpoint{Name: res[i], Output: res[i+1]})
 		}
 		return b, nil
@@ -253,12 +260,20 @@ type CompleteArgs struct {
 	Output    string // JSON
 	Retention time.Duration
 	Now       time.Time
+	// NextTaskID and NextMessage, when set, are the task ID and the asynq
+	// message (tasks.AsynqMessage) of the next step's first dispatch, as
+	// Begun.Next predicted it: the script creates that task with the
+	// checkpoint when the prediction holds.
+	NextTaskID  string
+	NextMessage []byte
 }
 
 // Completed is the result of Complete.
 type Completed struct {
 	// Next is the step now due, or nil.
 	Next *Dispatch
+	// Enqueued: the script created Next's task with the checkpoint.
+	Enqueued bool
 	// Succeeded: that was the last step; the run succeeded.
 	Succeeded bool
 	// Fenced: the attempt no longer owned the step (Why); nothing written.
@@ -269,15 +284,16 @@ type Completed struct {
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
 func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Completed, error) {
-	res, err := s.run(ctx, s.scripts.complete, s.keys.runKeys(a.RunID, a.Index, ""),
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds()))
+	keys := append(s.keys.runKeys(a.RunID, a.Index, ""), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending())
+	res, err := s.run(ctx, s.scripts.complete, keys,
+		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage))
 	if err != nil {
 		return Completed{}, fmt.Errorf("complete: %w", err)
 	}
 	switch res[0] {
 	case "next":
 		return Completed{Next: &Dispatch{Index: atoi(res[1]), Name: res[2], Attempt: atoi(res[3]),
-			Timeout: time.Duration(atoi(res[4])) * time.Millisecond}}, nil
+			Timeout: time.Duration(atoi(res[4])) * time.Millisecond}, Enqueued: res[5] == "1"}, nil
 	case "succeeded":
 		return Completed{Succeeded: true}, nil
 	case "fenced":

@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -23,12 +22,12 @@ const DefaultMaxDeliveries = 25
 // the payload repeats what a handler needs before it reads any state, so a
 // worker can tell at once whether it has the handler for the step.
 type Step struct {
-	RunID    string `json:"run"`
-	Workflow string `json:"wf"`
-	Index    int    `json:"idx"`
-	Name     string `json:"step"`
-	Attempt  int    `json:"attempt"`
-	Gen      int    `json:"gen,omitempty"`
+	RunID    string
+	Workflow string
+	Index    int
+	Name     string
+	Attempt  int
+	Gen      int
 }
 
 // ID returns the deterministic task ID of this attempt.
@@ -37,26 +36,46 @@ func (s Step) ID() string { return ID(s.RunID, s.Index, s.Attempt, s.Gen) }
 // ErrBadPayload is returned by Decode for a payload that is not a step attempt.
 var ErrBadPayload = errors.New("tasks: malformed step payload")
 
-// Encode returns the task payload.
+// payloadVersion starts every payload.
+const payloadVersion = "cairn1"
+
+// Encode returns the task payload: one line of space-separated fields,
+// "cairn1 <run> <workflow> <index> <step> <attempt> <gen>", readable in
+// asynqmon and decoded without reflection on every delivery. Run IDs and
+// workflow and step names contain no spaces.
 func (s Step) Encode() []byte {
-	b, err := json.Marshal(s)
-	if err != nil { // a struct of strings and ints always marshals
-		panic(err)
+	b := make([]byte, 0, len(payloadVersion)+len(s.RunID)+len(s.Workflow)+len(s.Name)+16)
+	b = append(b, payloadVersion...)
+	for _, f := range []string{s.RunID, s.Workflow} {
+		b = append(append(b, ' '), f...)
 	}
+	b = strconv.AppendInt(append(b, ' '), int64(s.Index), 10)
+	b = append(append(b, ' '), s.Name...)
+	b = strconv.AppendInt(append(b, ' '), int64(s.Attempt), 10)
+	b = strconv.AppendInt(append(b, ' '), int64(s.Gen), 10)
 	return b
 }
 
 // Decode parses a step payload and checks that it names a run, a step and an
 // attempt.
 func Decode(b []byte) (Step, error) {
-	var s Step
-	if err := json.Unmarshal(b, &s); err != nil {
-		return Step{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	f := strings.Split(string(b), " ")
+	bad := func() (Step, error) { return Step{}, fmt.Errorf("%w: %q", ErrBadPayload, b) }
+	if len(f) != 7 || f[0] != payloadVersion || f[1] == "" || f[2] == "" || f[4] == "" {
+		return bad()
 	}
-	if s.RunID == "" || s.Workflow == "" || s.Name == "" || s.Index < 0 || s.Attempt < 1 || s.Gen < 0 {
-		return Step{}, fmt.Errorf("%w: %s", ErrBadPayload, b)
+	var n [3]int
+	for i, s := range []string{f[3], f[5], f[6]} {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || strconv.Itoa(v) != s {
+			return bad()
+		}
+		n[i] = v
 	}
-	return s, nil
+	if n[1] < 1 {
+		return bad()
+	}
+	return Step{RunID: f[1], Workflow: f[2], Index: n[0], Name: f[4], Attempt: n[1], Gen: n[2]}, nil
 }
 
 // ID builds the task ID of one dispatch of one attempt:
@@ -119,15 +138,11 @@ func ParseID(id string) (runID string, index, attempt, gen int, err error) {
 // the instant asked for. ProcessAt is therefore rounded up to the next whole
 // second; the engine still checks the due time when the task arrives.
 func Options(queue, id string, stepTimeout time.Duration, processAt time.Time, now time.Time) []asynq.Option {
-	timeout := stepTimeout + time.Minute
-	if stepTimeout <= 0 {
-		timeout = 24 * time.Hour
-	}
 	opts := []asynq.Option{
 		asynq.Queue(queue),
 		asynq.TaskID(id),
 		asynq.MaxRetry(DefaultMaxDeliveries),
-		asynq.Timeout(timeout),
+		asynq.Timeout(taskTimeout(stepTimeout)),
 	}
 	if processAt.After(now) {
 		opts = append(opts, asynq.ProcessAt(CeilSecond(processAt)))

@@ -112,13 +112,10 @@ func TestEncodeDecode(t *testing.T) {
 			t.Errorf("Decode(Encode(%+v)) = %+v, %v", s, got, err)
 		}
 	}
-	// The payload names are the contract with tasks already enqueued.
-	want := `{"run":"r","wf":"w","idx":1,"step":"s","attempt":2,"gen":3}`
+	// The payload format is the contract with tasks already enqueued.
+	want := `cairn1 r w 1 s 2 3`
 	if got := string(tasks.Step{RunID: "r", Workflow: "w", Index: 1, Name: "s", Attempt: 2, Gen: 3}.Encode()); got != want {
 		t.Errorf("Encode = %s, want %s", got, want)
-	}
-	if got := string(tasks.Step{RunID: "r", Workflow: "w", Name: "s", Attempt: 1}.Encode()); strings.Contains(got, "gen") {
-		t.Errorf("Encode with gen 0 = %s, want no gen", got)
 	}
 }
 
@@ -128,21 +125,23 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		``,
 		`null`,
 		`{}`,
-		`[]`,
-		`"step"`,
-		`{"run":"r","wf":"w","idx":0,"step":"s"`,
-		`{"wf":"w","idx":0,"step":"s","attempt":1}`,
-		`{"run":"","wf":"w","idx":0,"step":"s","attempt":1}`,
-		`{"run":"r","idx":0,"step":"s","attempt":1}`,
-		`{"run":"r","wf":"w","idx":0,"attempt":1}`,
-		`{"run":"r","wf":"w","idx":-1,"step":"s","attempt":1}`,
-		`{"run":"r","wf":"w","idx":0,"step":"s"}`,
-		`{"run":"r","wf":"w","idx":0,"step":"s","attempt":0}`,
-		`{"run":"r","wf":"w","idx":0,"step":"s","attempt":-2}`,
-		`{"run":"r","wf":"w","idx":0,"step":"s","attempt":1,"gen":-1}`,
-		`{"run":1,"wf":"w","idx":0,"step":"s","attempt":1}`,
-		`{"run":"r","wf":"w","idx":"0","step":"s","attempt":1}`,
-		`{"run":"r","wf":"w","idx":0,"step":"s","attempt":1.5}`,
+		`cairn1`,
+		`{"run":"r","wf":"w","idx":0,"step":"s","attempt":1}`,
+		`cairn1 r w 0 s 1`,
+		`cairn1 r w 0 s 1 0 extra`,
+		`cairn2 r w 0 s 1 0`,
+		`cairn1  w 0 s 1 0`,
+		`cairn1 r  0 s 1 0`,
+		`cairn1 r w 0  1 0`,
+		`cairn1 r w -1 s 1 0`,
+		`cairn1 r w x s 1 0`,
+		`cairn1 r w 0 s 0 0`,
+		`cairn1 r w 0 s -2 0`,
+		`cairn1 r w 0 s 1 -1`,
+		`cairn1 r w 0 s 1.5 0`,
+		`cairn1 r w 01 s 1 0`,
+		`cairn1 r w +1 s 1 0`,
+		`cairn1 r w 0 s 1 0 `,
 	} {
 		if s, err := tasks.Decode([]byte(payload)); !errors.Is(err, tasks.ErrBadPayload) {
 			t.Errorf("Decode(%s) = %+v, %v; want ErrBadPayload", payload, s, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync"
 )
 
 // StepFunc is the body of a step. It returns the step's output, which is
@@ -157,10 +158,24 @@ type StepContext struct {
 	IdempotencyKey string
 	// Input is the run's input JSON.
 	Input json.RawMessage
-	// Logger carries run_id, workflow, step and attempt.
-	Logger *slog.Logger
 
+	log     lineLogger
+	logOnce sync.Once
+	logger  *slog.Logger
 	outputs map[string]json.RawMessage
+}
+
+// Logger returns a logger whose lines carry the run ID, workflow, step and
+// attempt.
+func (sc *StepContext) Logger() *slog.Logger {
+	sc.logOnce.Do(func() {
+		if sc.log.l == nil {
+			sc.logger = slog.Default()
+			return
+		}
+		sc.logger = sc.log.Logger()
+	})
+	return sc.logger
 }
 
 // DecodeInput unmarshals the run input into v.

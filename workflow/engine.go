@@ -99,6 +99,10 @@ type Engine struct {
 
 	mu   sync.RWMutex
 	defs map[string]*registered
+
+	// policies caches stored step policies (JSON -> effective Policy):
+	// there are few distinct ones, and each attempt would parse its own.
+	policies sync.Map
 }
 
 type registered struct {
@@ -212,8 +216,8 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if !ok {
 		taskID = p.ID()
 	}
-	log := e.log.With(AttrRunID, p.RunID, AttrWorkflow, p.Workflow, AttrStep, p.Name, AttrAttempt, p.Attempt,
-		AttrTaskID, taskID)
+	log := lineLogger{l: e.log, attrs: []any{AttrRunID, p.RunID, AttrWorkflow, p.Workflow, AttrStep, p.Name,
+		AttrAttempt, p.Attempt, AttrTaskID, taskID}}
 	fn := e.stepFunc(p.Workflow, p.Name)
 	if fn == nil {
 		log.Error("this worker has no handler for the step; asynq will deliver the task again (is a worker of another version running?)")
@@ -271,12 +275,8 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 }
 
 // execute runs the step body of a begun attempt and records its outcome.
-func (e *Engine) execute(ctx context.Context, log *slog.Logger, p tasks.Step, token string, fn StepFunc, b retrystate.Begun) error {
-	var pol Policy
-	if err := json.Unmarshal([]byte(b.Policy), &pol); err != nil {
-		log.Error("stored step policy is unreadable; using the defaults", AttrError, err)
-	}
-	pol = pol.Or(e.cfg.Defaults).Or(DefaultPolicy())
+func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b retrystate.Begun) error {
+	pol := e.policy(log, b.Policy)
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
 	} else {
@@ -287,7 +287,7 @@ func (e *Engine) execute(ctx context.Context, log *slog.Logger, p tasks.Step, to
 		RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: b.Attempt,
 		IdempotencyKey: IdempotencyKey(p.RunID, p.Name, b.Attempt),
 		Input:          json.RawMessage(b.Input),
-		Logger:         log,
+		log:            log,
 		outputs:        make(map[string]json.RawMessage, len(b.Earlier)),
 	}
 	for _, c := range b.Earlier {
@@ -298,21 +298,21 @@ func (e *Engine) execute(ctx context.Context, log *slog.Logger, p tasks.Step, to
 
 	stepCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if pol.StepTimeout > 0 {
-		var stop context.CancelFunc
-		stepCtx, stop = context.WithTimeout(stepCtx, pol.StepTimeout)
-		defer stop()
-	}
-	if !b.Deadline.IsZero() {
-		var stop context.CancelFunc
-		stepCtx, stop = context.WithDeadline(stepCtx, b.Deadline)
-		defer stop()
-	}
-	hbDone := e.heartbeat(stepCtx, cancel, log, p, token)
 	start := e.cfg.Clock.Now()
+	// One deadline: the step timeout or the run's deadline, whichever is first.
+	deadline := b.Deadline
+	if pol.StepTimeout > 0 && (deadline.IsZero() || start.Add(pol.StepTimeout).Before(deadline)) {
+		deadline = start.Add(pol.StepTimeout)
+	}
+	if !deadline.IsZero() {
+		var stop context.CancelFunc
+		stepCtx, stop = context.WithDeadline(stepCtx, deadline)
+		defer stop()
+	}
+	stopHeartbeat := e.heartbeat(stepCtx, cancel, log, p, token)
 	out, runErr := call(stepCtx, fn, sc)
 	cancel(nil)
-	<-hbDone
+	stopHeartbeat()
 	elapsed := e.cfg.Clock.Now().Sub(start)
 
 	var output []byte
@@ -323,16 +323,22 @@ func (e *Engine) execute(ctx context.Context, log *slog.Logger, p tasks.Step, to
 		}
 	}
 	if runErr == nil {
-		return e.complete(ctx, log, p, token, string(output), elapsed)
+		return e.complete(ctx, log, p, token, string(output), b.Next, elapsed)
 	}
 	return e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
 }
 
-func (e *Engine) complete(ctx context.Context, log *slog.Logger, p tasks.Step, token, output string, elapsed time.Duration) error {
+func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, output string, next *retrystate.Dispatch, elapsed time.Duration) error {
+	args := retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token, Output: output, Retention: e.cfg.Retention}
+	if next != nil {
+		// The checkpoint script creates the next step's task itself.
+		np := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
+		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
+	}
 	var res retrystate.Completed
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
-		res, err = e.store.Complete(ctx, retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token,
-			Output: output, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now()})
+		args.Now = e.cfg.Clock.Now()
+		res, err = e.store.Complete(ctx, args)
 		return err
 	})
 	switch {
@@ -347,6 +353,9 @@ func (e *Engine) complete(ctx context.Context, log *slog.Logger, p tasks.Step, t
 		return nil
 	}
 	log.Debug("step succeeded", AttrDuration, elapsed)
+	if res.Enqueued {
+		return nil
+	}
 	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
 		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Next)
 	}); err != nil {
@@ -358,7 +367,7 @@ func (e *Engine) complete(ctx context.Context, log *slog.Logger, p tasks.Step, t
 	return nil
 }
 
-func (e *Engine) fail(ctx context.Context, log *slog.Logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
+func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
 	class := Classify(runErr, pol.UnknownErrors)
 	delay := pol.Delay(used, e.cfg.Rand)
 	if d, ok := RetryDelayOf(runErr); ok {
@@ -404,20 +413,26 @@ var (
 // heartbeat renews the attempt's fence every FenceTTL/3 until ctx ends. It
 // cancels the step when the run stops or the fence is lost, and when it
 // cannot renew before the fence would expire, so that two executions of a
-// step never overlap.
-func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log *slog.Logger, p tasks.Step, token string) <-chan struct{} {
+// step never overlap. Most steps end before the first renewal: the renewing
+// goroutine starts only then. The returned func stops it and waits for it.
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log logger, p tasks.Step, token string) func() {
+	every := e.cfg.FenceTTL / 3
+	validUntil := e.cfg.Clock.Now().Add(e.cfg.FenceTTL)
 	done := make(chan struct{})
-	go func() {
+	timer := time.AfterFunc(every, func() {
 		defer close(done)
-		every := e.cfg.FenceTTL / 3
 		t := time.NewTicker(every)
 		defer t.Stop()
-		validUntil := e.cfg.Clock.Now().Add(e.cfg.FenceTTL)
-		for {
-			select {
-			case <-ctx.Done():
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+			if ctx.Err() != nil {
 				return
-			case <-t.C:
 			}
 			now := e.cfg.Clock.Now()
 			r, err := e.store.Renew(ctx, p.RunID, p.Index, token, e.cfg.FenceTTL, now)
@@ -444,14 +459,33 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 				validUntil = now.Add(e.cfg.FenceTTL)
 			}
 		}
-	}()
-	return done
+	})
+	return func() {
+		if timer.Stop() {
+			return // never started
+		}
+		<-done
+	}
+}
+
+// policy returns the effective policy of a stored step policy.
+func (e *Engine) policy(log logger, stored string) Policy {
+	if p, ok := e.policies.Load(stored); ok {
+		return p.(Policy)
+	}
+	var pol Policy
+	if err := json.Unmarshal([]byte(stored), &pol); err != nil {
+		log.Error("stored step policy is unreadable; using the defaults", AttrError, err)
+	}
+	pol = pol.Or(e.cfg.Defaults).Or(DefaultPolicy())
+	e.policies.Store(stored, pol)
+	return pol
 }
 
 // persist runs a state write or an enqueue, retrying with backoff while it
 // fails, for at most StateWriteTimeout. It outlives the delivery's context:
 // an attempt's result is worth saving even while asynq shuts down.
-func (e *Engine) persist(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) error {
+func (e *Engine) persist(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StateWriteTimeout)
 	defer cancel()
 	backoff := 50 * time.Millisecond
@@ -475,7 +509,7 @@ func (e *Engine) persist(ctx context.Context, log *slog.Logger, what string, fn 
 func call(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			sc.Logger.Error("step panicked", "panic", r, "stack", string(debug.Stack()))
+			sc.Logger().Error("step panicked", "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("step panicked: %v", r)
 		}
 	}()
@@ -506,6 +540,39 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// logger is what the engine logs through: a *slog.Logger, or a lineLogger.
+type logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+// lineLogger logs with a fixed set of attributes (run, step, attempt),
+// added to each line only when the line's level is enabled: a delivery
+// costs no logger of its own unless it logs.
+type lineLogger struct {
+	l     *slog.Logger
+	attrs []any
+}
+
+func (ll lineLogger) Debug(msg string, args ...any) { ll.log(slog.LevelDebug, msg, args) }
+func (ll lineLogger) Info(msg string, args ...any)  { ll.log(slog.LevelInfo, msg, args) }
+func (ll lineLogger) Warn(msg string, args ...any)  { ll.log(slog.LevelWarn, msg, args) }
+func (ll lineLogger) Error(msg string, args ...any) { ll.log(slog.LevelError, msg, args) }
+
+func (ll lineLogger) log(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	if !ll.l.Enabled(ctx, level) {
+		return
+	}
+	all := make([]any, 0, len(ll.attrs)+len(args))
+	ll.l.Log(ctx, level, msg, append(append(all, ll.attrs...), args...)...)
+}
+
+// Logger returns a *slog.Logger with the attributes.
+func (ll lineLogger) Logger() *slog.Logger { return ll.l.With(ll.attrs...) }
+
 // dispatcher enqueues and stops step tasks.
 type dispatcher struct {
 	client    *asynq.Client
@@ -523,7 +590,7 @@ func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispat
 // step was running, signals its worker to cancel the step's context. Both
 // are best effort: the state already forbids the step from going on, and a
 // running step also learns it at its next fence renewal.
-func (d *dispatcher) stop(log *slog.Logger, task, stepStatus string) {
+func (d *dispatcher) stop(log logger, task, stepStatus string) {
 	if task == "" {
 		return
 	}

@@ -18,11 +18,13 @@
 --   {"failed", code, reason}  the run failed here: deadline passed, crash budget or iteration
 --                             ceiling exhausted
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
+--    the next step's name ("" for none), its attempt counter and its timeout (ms),
 --    then name and output of each earlier step}
 
 local idx = tonumber(ARGV[7])
 local token, ttl, retention = ARGV[5], num(ARGV[6]), ARGV[8]
-local rs = redis.call("HMGET", KEYS[1], "status", "current", "deadline", "iterations", "max_iterations", "input")
+local rs = redis.call("HMGET", KEYS[1], "status", "current", "deadline", "iterations", "max_iterations", "input",
+  "steps")
 local status = rs[1]
 if not status then
   return {"gone"}
@@ -33,7 +35,8 @@ if is_terminal(status) then
 end
 
 local st = redis.call("HMGET", KEYS[2], "status", "task", "fence", "fence_expires_at", "next_attempt_at",
-  "attempt", "crashes", "max_crashes", "name", "policy", "budget_base", "resuming")
+  "attempt", "crashes", "max_crashes", "name", "policy", "budget_base", "resuming", "retry_state",
+  "attempts_started", "started_at")
 if num(rs[2]) ~= idx or st[2] ~= ARGV[4] or (st[1] ~= "pending" and st[1] ~= "running") then
   local cur = num(rs[2])
   local c = redis.call("HMGET", step_key(cur), "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
@@ -86,28 +89,33 @@ if max_iter > 0 and num(rs[4]) >= max_iter then
   return {"failed", "max_iterations_exceeded", reason}
 end
 
-redis.call("HINCRBY", KEYS[1], "iterations", 1)
+-- The writes of a begin, each hash written once (this is the hot path).
 if status == "pending" then
   set_status("pending", "running")
   redis.call("HSET", KEYS[1], "started_at", int(NOW))
 else
-  touch()
+  redis.call("ZADD", KEYS[5], NOW, RUN_ID)
 end
-redis.call("HSET", KEYS[1], "warning", "")
-redis.call("ZREM", KEYS[6], RUN_ID)
+redis.call("HSET", KEYS[1], "iterations", int(num(rs[4]) + 1), "warning", "", "updated_at", int(NOW))
+if st[13] == "scheduled" then
+  redis.call("ZREM", KEYS[6], RUN_ID)
+end
 redis.call("ZADD", KEYS[15], NOW + ttl, RUN_ID)
+local started_at = num(st[15])
+if started_at == 0 then
+  started_at = NOW
+end
 redis.call("HSET", KEYS[2], "status", "running", "fence", token, "fence_expires_at", int(NOW + ttl),
-  "retry_state", "none", "next_attempt_at", "0", "attempt_started_at", int(NOW), "resuming", "0")
-if crashed == 0 then
-  redis.call("HINCRBY", KEYS[2], "attempts_started", 1)
-end
-if num(redis.call("HGET", KEYS[2], "started_at")) == 0 then
-  redis.call("HSET", KEYS[2], "started_at", int(NOW))
-end
+  "retry_state", "none", "next_attempt_at", "0", "attempt_started_at", int(NOW), "resuming", "0",
+  "attempts_started", int(num(st[14]) + 1 - crashed), "started_at", int(started_at))
 journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", int(crashed))
 
+local nx = {"", "0", "0"}
+if idx + 1 < num(rs[7]) then
+  nx = redis.call("HMGET", step_key(idx + 1), "name", "attempt", "timeout_ms")
+end
 local out = {"ok", int(attempt), int(crashes), int(crashed), rs[6], st[10] or "{}",
-  int(num(attempt) - num(st[11])), int(deadline)}
+  int(num(attempt) - num(st[11])), int(deadline), nx[1] or "", int(nx[2]), int(nx[3])}
 for i = 0, idx - 1 do
   local o = redis.call("HMGET", step_key(i), "name", "output")
   out[#out + 1] = o[1] or ""

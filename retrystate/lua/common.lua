@@ -33,8 +33,12 @@ local STATUS_KEY = {
 local JOURNAL_MAXLEN = "10000"
 local NOTIFY_MAXLEN = "100000"
 
+-- int returns n as an integral number. Redis writes an integral Lua number
+-- given to redis.call as its plain decimal digits ("%.17g"), as miniredis
+-- does, and a script reply turns it into an integer: no string formatting
+-- on the hot path. (Times are Unix ms: 13 digits, exact in a double.)
 local function int(n)
-  return string.format("%d", tonumber(n) or 0)
+  return math.floor(tonumber(n) or 0)
 end
 
 local function num(v)
@@ -99,18 +103,21 @@ local function touch()
 end
 
 -- activate makes step idx the run's current step, due now, with a new
--- attempt number and a fresh retry budget. Returns the step key, its task ID
--- and the attempt number.
+-- attempt number and a fresh retry budget, and records activity on the run.
+-- Returns the step key, its task ID, the attempt number, the step's name and
+-- its timeout (ms).
 local function activate(idx)
   local key = step_key(idx)
-  local attempt = redis.call("HINCRBY", key, "attempt", 1)
+  local s = redis.call("HMGET", key, "attempt", "name", "timeout_ms")
+  local attempt = num(s[1]) + 1
   local id = task_id(idx, attempt, 0)
   redis.call("HSET", key,
-    "status", "pending", "budget_base", int(attempt - 1), "retry_attempts", "0",
+    "attempt", int(attempt), "status", "pending", "budget_base", int(attempt - 1), "retry_attempts", "0",
     "retry_state", "none", "next_attempt_at", "0", "gen", "0", "task", id,
     "fence", "", "fence_expires_at", "0")
   redis.call("HSET", KEYS[1], "current", int(idx), "updated_at", int(NOW))
-  return key, id, attempt
+  redis.call("ZADD", KEYS[5], NOW, RUN_ID)
+  return key, id, attempt, s[2], s[3]
 end
 
 -- expire_run gives a terminal run's keys their retention.

@@ -5,9 +5,17 @@
 -- ARGV[5] step index
 -- ARGV[6] output (JSON)
 -- ARGV[7] retention of a run that ends here, ms
--- Returns {"next", index, name, attempt, timeout_ms} when a next step is due now,
--- {"succeeded"} when this was the last step, or {"fenced", why} when this
--- attempt no longer owns the step (run ended, fence taken over): nothing written.
+-- ARGV[8] task ID the caller expects for the next step's first dispatch, or ""
+-- ARGV[9] that task's asynq message (tasks.AsynqMessage)
+-- KEYS[17] asynq:{q}:t:<that task ID> (or any key of the slot when ARGV[8] is "")
+-- KEYS[18] asynq:{q}:pending
+-- When the next step's task is the one expected, the script creates it as
+-- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
+-- as the checkpoint.
+-- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
+-- next step is due now, {"succeeded"} when this was the last step, or
+-- {"fenced", why} when this attempt no longer owns the step (run ended, fence
+-- taken over): nothing written.
 
 local idx = tonumber(ARGV[5])
 local rs = redis.call("HMGET", KEYS[1], "status", "steps", "workflow")
@@ -29,10 +37,13 @@ journal("attempt_succeeded", "step", st[3], "attempt", st[4], "duration_ms", int
 
 local nxt = idx + 1
 if nxt < num(rs[2]) then
-  local key, _, attempt = activate(nxt)
-  touch()
-  local n = redis.call("HMGET", key, "name", "timeout_ms")
-  return {"next", int(nxt), n[1], int(attempt), int(n[2])}
+  local _, id, attempt, name, timeout = activate(nxt)
+  if ARGV[8] ~= "" and ARGV[8] == id and redis.call("EXISTS", KEYS[17]) == 0 then
+    redis.call("HSET", KEYS[17], "msg", ARGV[9], "state", "pending", "pending_since", int(NOW) .. "000000")
+    redis.call("LPUSH", KEYS[18], id)
+    return {"next", int(nxt), name, int(attempt), int(timeout), "1"}
+  end
+  return {"next", int(nxt), name, int(attempt), int(timeout), "0"}
 end
 set_status("running", "succeeded")
 journal("run_succeeded")

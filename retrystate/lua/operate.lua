@@ -106,6 +106,5 @@ if action == "skip" then
 else
   redis.call("HSET", sk, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
 end
-local key, _, attempt = activate(target)
-local nx = redis.call("HMGET", key, "name", "timeout_ms")
-return {"dispatch", int(target), nx[1], int(attempt), int(nx[2])}
+local _, _, attempt, name, timeout = activate(target)
+return {"dispatch", int(target), name, int(attempt), int(timeout)}

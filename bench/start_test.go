@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// startBatch is how many starts one benchmark operation makes, so that
+// -benchtime 1x still measures something.
+const startBatch = 200
+
+// BenchmarkStart measures starting work, one call at a time: a bare asynq
+// enqueue of a chain head, and a Cairn Client.Start of a run of the
+// 3-step workflow (which reads the definition, creates the run and its
+// steps, enqueues the first task and reads the run back). BenchmarkStep-
+// Throughput leaves this cost out of its timing.
+func BenchmarkStart(b *testing.B) {
+	b.Run("asynq_enqueue", func(b *testing.B) {
+		queue := newQueue("start_raw")
+		measureStarts(b, queue, func(rdb *redis.Client) func(ctx context.Context, i int) error {
+			client := asynq.NewClientFromRedisClient(rdb)
+			return func(ctx context.Context, i int) error {
+				_, err := client.EnqueueContext(ctx, chainTask(i, 0), asynq.Queue(queue))
+				return err
+			}
+		})
+	})
+	b.Run("cairn_start", func(b *testing.B) {
+		queue := newQueue("start_cairn")
+		measureStarts(b, queue, func(rdb *redis.Client) func(ctx context.Context, i int) error {
+			log := slog.New(slog.DiscardHandler)
+			e, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+			def := workflow.Definition{Name: workflowName}
+			for i := range stepsPerChain {
+				def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
+			}
+			if err := e.Register(def); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Publish(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
+			return func(ctx context.Context, _ int) error {
+				_, err := client.Start(ctx, workflowName, nil, nil)
+				return err
+			}
+		})
+	})
+}
+
+// measureStarts times b.N batches of startBatch sequential calls of the
+// function setup returns, and reports the time, server commands and round
+// trips per call.
+func measureStarts(b *testing.B, queue string, setup func(rdb *redis.Client) func(ctx context.Context, i int) error) {
+	srv := redistest.Shared(b)
+	ctl := newControl(srv.Addr())
+	defer ctl.close()
+	rdb, hook := newWorkload(b, srv, queue, loadScriptLabels())
+	defer func() { _ = rdb.Close() }()
+	start := setup(rdb)
+	ctx := context.Background()
+	if err := start(ctx, -1); err != nil { // loads the scripts, fills the pool
+		b.Fatal(err)
+	}
+
+	m := startMeter(b, ctl, hook)
+	b.ResetTimer()
+	for i := range b.N * startBatch {
+		if err := start(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	r := result{units: int64(b.N * startBatch)}
+	m.stop(b, &r)
+	m.finish(b, &r)
+
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(r.elapsed.Microseconds())/float64(r.units), "µs/start")
+	b.ReportMetric(r.cmdsPerUnit(), "cmds/start")
+	b.ReportMetric(r.tripsPerUnit(), "trips/start")
+	b.ReportMetric(float64(r.perUnit(r.redisCPU))/float64(time.Microsecond), "redis-µs/start")
+	if testing.Verbose() {
+		printDetail(b.Name()+", per start", r)
+	}
+}

@@ -486,7 +486,11 @@ func (e *Engine) policy(log logger, stored string) Policy {
 // fails, for at most StateWriteTimeout. It outlives the delivery's context:
 // an attempt's result is worth saving even while asynq shuts down.
 func (e *Engine) persist(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.StateWriteTimeout)
+	ctx = context.WithoutCancel(ctx)
+	if err := fn(ctx); err == nil { // the common case: no timer needed
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.StateWriteTimeout)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {

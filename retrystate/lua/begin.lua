@@ -93,8 +93,6 @@ end
 if status == "pending" then
   set_status("pending", "running")
   redis.call("HSET", KEYS[1], "started_at", int(NOW))
-else
-  redis.call("ZADD", KEYS[5], NOW, RUN_ID)
 end
 redis.call("HSET", KEYS[1], "iterations", int(num(rs[4]) + 1), "warning", "", "updated_at", int(NOW))
 if st[13] == "scheduled" then

@@ -38,7 +38,8 @@ journal("attempt_succeeded", "step", st[3], "attempt", st[4], "duration_ms", int
 local nxt = idx + 1
 if nxt < num(rs[2]) then
   local _, id, attempt, name, timeout = activate(nxt)
-  if ARGV[8] ~= "" and ARGV[8] == id and redis.call("EXISTS", KEYS[17]) == 0 then
+  -- An activation gets a new attempt number, so its task ID is new to asynq.
+  if ARGV[8] ~= "" and ARGV[8] == id then
     redis.call("HSET", KEYS[17], "msg", ARGV[9], "state", "pending", "pending_since", int(NOW) .. "000000")
     redis.call("LPUSH", KEYS[18], id)
     return {"next", int(nxt), name, int(attempt), int(timeout), "1"}

@@ -15,6 +15,7 @@
 //
 // Execution is at least once per attempt: a step may run again after a
 // worker crash, so steps should pass StepContext.IdempotencyKey downstream.
-// Two executions of one step never overlap: each attempt holds a fence,
-// renewed while it runs.
+// Each attempt holds a fence, renewed while it runs, so two executions of one
+// step do not overlap unless a live worker stalls for longer than the fence's
+// TTL; a result from an attempt that lost its fence is always rejected.
 package workflow

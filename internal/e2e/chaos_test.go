@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 		"CAIRN_DEMO_CHAOS=true", "CAIRN_LOG_LEVEL=info",
 		"CAIRN_RETRY_MAX_ATTEMPTS="+strconv.Itoa(chaosBudget), "CAIRN_RETRY_INITIAL_INTERVAL=100ms",
 		"CAIRN_RETRY_MAX_INTERVAL=1s", "CAIRN_RETRY_JITTER=full",
-		"CAIRN_FENCE_TTL=2s", "CAIRN_SWEEP_INTERVAL=500ms", "CAIRN_RECONCILE_INTERVAL=3s",
+		"CAIRN_FENCE_TTL=5s", "CAIRN_SWEEP_INTERVAL=500ms", "CAIRN_RECONCILE_INTERVAL=3s",
 		"CAIRN_MAX_CRASHES=20", "CAIRN_MAX_AUTO_RECOVERIES=50", "CAIRN_SHUTDOWN_TIMEOUT=2s")
 	procs := make([]*proctest.Proc, workers)
 	for i := range procs {
@@ -301,6 +301,8 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 	type exec struct {
 		start, end time.Time
 		attempt    int
+		pid        int
+		killed     bool // no end record: it ends when its process was killed
 	}
 	type pk struct {
 		k       key
@@ -326,7 +328,7 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			}
 		case "end":
 			if st := started[p]; len(st) > 0 {
-				execs[k] = append(execs[k], exec{start: st[0], end: a.At, attempt: a.Attempt})
+				execs[k] = append(execs[k], exec{start: st[0], end: a.At, attempt: a.Attempt, pid: a.PID})
 				started[p] = st[1:]
 			}
 		}
@@ -337,7 +339,7 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			if !ok {
 				end = s // unknown: count it as instantaneous
 			}
-			execs[p.k] = append(execs[p.k], exec{start: s, end: end, attempt: p.attempt})
+			execs[p.k] = append(execs[p.k], exec{start: s, end: end, attempt: p.attempt, pid: p.pid, killed: true})
 		}
 	}
 	for k, es := range execs {
@@ -345,9 +347,23 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		for i := 1; i < len(es); i++ {
 			if es[i].start.Before(es[i-1].end) {
 				c.duplicates++
-				c.violate("run %s step %s: executions of attempts %d and %d overlapped", k.run, k.step, es[i-1].attempt, es[i].attempt)
+				a, b := es[i-1], es[i]
+				c.violate("run %s step %s: executions of attempts %d and %d overlapped: pid %d %s..%s (killed %v), pid %d %s..%s (killed %v); journal: %s",
+					k.run, k.step, a.attempt, b.attempt, a.pid, a.start.Format("15:04:05.000"), a.end.Format("15:04:05.000"), a.killed,
+					b.pid, b.start.Format("15:04:05.000"), b.end.Format("15:04:05.000"), b.killed, journalOf(journals[k.run], k.step))
 			}
 		}
 	}
 	return c
+}
+
+// journalOf summarises a step's journal entries, for a violation message.
+func journalOf(evs []workflow.Event, step string) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Step == step || ev.Step == "" {
+			fmt.Fprintf(&b, "[%s %s a%d %v] ", ev.At.Format("15:04:05.000"), ev.Type, ev.Attempt, ev.Details)
+		}
+	}
+	return b.String()
 }

@@ -202,24 +202,29 @@ func parseStep(idx int, h map[string]string) Step {
 	}
 }
 
-func parseEntry(id string, values map[string]any) Entry {
-	e := Entry{ID: id, Fields: make(map[string]string, len(values))}
+// streamFields returns a stream entry's fields as strings, and takes the
+// fields every entry has (type, at) out of them.
+func streamFields(values map[string]any) (typ string, at time.Time, rest map[string]string) {
+	rest = make(map[string]string, len(values))
 	for k, v := range values {
-		s, _ := v.(string)
-		switch k {
-		case "type":
-			e.Type = s
-		case "at":
-			e.At = msTime(s)
-		case "step":
-			e.Step = s
-		case "attempt":
-			e.Attempt = atoi(s)
-		default:
-			e.Fields[k] = s
-		}
+		rest[k], _ = v.(string)
 	}
-	return e
+	typ, at = rest["type"], msTime(rest["at"])
+	delete(rest, "type")
+	delete(rest, "at")
+	return typ, at, rest
+}
+
+// take removes field k from m and returns its value.
+func take(m map[string]string, k string) string {
+	v := m[k]
+	delete(m, k)
+	return v
+}
+
+func parseEntry(id string, values map[string]any) Entry {
+	typ, at, rest := streamFields(values)
+	return Entry{ID: id, Type: typ, At: at, Step: take(rest, "step"), Attempt: atoi(take(rest, "attempt")), Fields: rest}
 }
 
 func atoi(s string) int {

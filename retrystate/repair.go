@@ -14,8 +14,10 @@ import (
 type Repair struct {
 	// Outcome is one of the Outcome constants.
 	Outcome string
-	// Dispatch is the task to enqueue (OutcomeDispatch).
+	// Dispatch is the task to enqueue (OutcomeDispatch), of a run of
+	// Workflow.
 	Dispatch *Dispatch
+	Workflow string
 	// Kind names the repair: crashed_attempt, task_missing,
 	// retry_task_missing, task_archived, deadline.
 	Kind string
@@ -58,7 +60,7 @@ func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, reten
 	}
 	switch res[0] {
 	case "redispatched":
-		return Repair{Outcome: OutcomeDispatch, Kind: "crashed_attempt",
+		return Repair{Outcome: OutcomeDispatch, Kind: "crashed_attempt", Workflow: res[7],
 			Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Crashes: atoi(res[6])}, nil
 	case "failed":
 		return Repair{Outcome: OutcomeFailed, Kind: "crashed_attempt", Code: res[1], Reason: res[2]}, nil
@@ -83,7 +85,8 @@ func (s *Store) RepairTask(ctx context.Context, runID, taskID string, archived b
 	}
 	switch res[0] {
 	case "repair":
-		return Repair{Outcome: OutcomeDispatch, Kind: res[7], Dispatch: dispatchOf(res[1], res[2], res[3], res[4], res[5], res[6])}, nil
+		return Repair{Outcome: OutcomeDispatch, Kind: res[7], Workflow: res[8],
+			Dispatch: dispatchOf(res[1], res[2], res[3], res[4], res[5], res[6])}, nil
 	case "attention":
 		return Repair{Outcome: OutcomeAttention, Reason: res[1]}, nil
 	case "noop":
@@ -124,7 +127,7 @@ func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, 
 	}
 	switch res[0] {
 	case "dispatch":
-		return Repair{Outcome: OutcomeDispatch, Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
+		return Repair{Outcome: OutcomeDispatch, Workflow: res[5], Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
 	case "succeeded":
 		return Repair{Outcome: OutcomeSucceeded}, nil
 	case "refused":
@@ -282,15 +285,6 @@ func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
 		FenceExpiresAt: msTime(v[10]),
 		Dispatch:       *dispatchOf(v[3], v[4], v[6], v[7], v[9], v[11]),
 	}, nil
-}
-
-// WorkflowOf returns the workflow name of a run, or ErrRunNotFound.
-func (s *Store) WorkflowOf(ctx context.Context, runID string) (string, error) {
-	wf, err := s.rdb.HGet(ctx, s.keys.run(runID), "workflow").Result()
-	if errors.Is(err, redis.Nil) {
-		return "", ErrRunNotFound
-	}
-	return wf, err
 }
 
 // CountByStatus returns the number of runs of each status, and of runs

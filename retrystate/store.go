@@ -606,23 +606,9 @@ func (s *Store) Notifications(ctx context.Context, after string, count int64) ([
 	}
 	out := make([]Notification, 0, len(xs))
 	for _, x := range xs {
-		n := Notification{ID: x.ID, Fields: map[string]string{}}
-		for k, v := range x.Values {
-			sv, _ := v.(string)
-			switch k {
-			case "type":
-				n.Type = sv
-			case "at":
-				n.At = msTime(sv)
-			case "run":
-				n.RunID = sv
-			case "workflow":
-				n.Workflow = sv
-			default:
-				n.Fields[k] = sv
-			}
-		}
-		out = append(out, n)
+		typ, at, rest := streamFields(x.Values)
+		out = append(out, Notification{ID: x.ID, Type: typ, At: at, RunID: take(rest, "run"),
+			Workflow: take(rest, "workflow"), Fields: rest})
 	}
 	return out, nil
 }

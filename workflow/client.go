@@ -433,11 +433,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	case retrystate.OutcomeRefused:
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
 	case retrystate.OutcomeDispatch:
-		wf, err := c.store.WorkflowOf(ctx, id)
-		if err != nil {
-			return nil, mapNotFound(id, err)
-		}
-		if err := c.disp.enqueue(ctx, id, wf, *res.Dispatch); err != nil {
+		if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 			return nil, fmt.Errorf("run %s was reopened but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
 		}
 		log.Info("operator action applied", AttrStep, res.Dispatch.Name, AttrAttempt, res.Dispatch.Attempt)

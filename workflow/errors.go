@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/cairnhq/cairn/retrystate"
 )
 
 // Errors returned by Client and Engine. They are wrapped with context; test
@@ -33,8 +35,8 @@ var (
 
 // Error classes, as recorded in step records and journals.
 const (
-	ClassTransient = "transient"
-	ClassPermanent = "permanent"
+	ClassTransient = retrystate.ClassTransient
+	ClassPermanent = retrystate.ClassPermanent
 )
 
 type permanentError struct{ err error }

@@ -268,17 +268,16 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		}
 		rep.merge(r.each(ctx, due, r.expire))
 
+		// A run with a scheduled retry is often idle too: check each once.
 		sched, err := r.store.ScheduledRetries(ctx, 10*batch)
 		if err != nil {
 			return err
 		}
-		rep.merge(r.each(ctx, sched, r.checkTask))
-
 		idle, err := r.store.IdleActive(ctx, now.Add(-r.cfg.Grace), 10*batch)
 		if err != nil {
 			return err
 		}
-		rep.merge(r.each(ctx, idle, r.checkTask))
+		rep.merge(r.each(ctx, append(sched, idle...), r.checkTask))
 
 		trimmed, err := r.store.TrimIndexes(ctx, now.Add(-r.eng.cfg.Retention), 10*batch)
 		if err != nil {
@@ -340,12 +339,8 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 	log := r.runLog(id, rp.Dispatch)
 	switch rp.Outcome {
 	case retrystate.OutcomeDispatch:
-		workflow, err := r.store.WorkflowOf(ctx, id)
-		if err != nil {
-			return rep, err
-		}
 		if err := r.eng.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
-			return r.eng.disp.enqueue(ctx, id, workflow, *rp.Dispatch)
+			return r.eng.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
 		}); err != nil {
 			return rep, err
 		}

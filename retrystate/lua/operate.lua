@@ -12,7 +12,7 @@
 -- ARGV[5] step name ("" for recover)
 -- ARGV[6] actor
 -- ARGV[7] retention of a run that ends here (skip of the last step), ms
--- Returns {"dispatch", index, name, attempt, timeout_ms} (enqueue it),
+-- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
 -- {"succeeded"} (skip of the last step ended the run), {"refused", reason},
 -- or {"gone"}.
 
@@ -107,4 +107,4 @@ else
   redis.call("HSET", sk, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
 end
 local _, _, attempt, name, timeout = activate(target)
-return {"dispatch", int(target), name, int(attempt), int(timeout)}
+return {"dispatch", int(target), name, int(attempt), int(timeout), rs[4]}

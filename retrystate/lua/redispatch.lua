@@ -8,12 +8,12 @@
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] max automatic repairs of a run
 -- ARGV[5] retention of a run that ends here, ms
--- Returns {"redispatched", index, name, attempt, gen, timeout_ms, crashes},
+-- Returns {"redispatched", index, name, attempt, gen, timeout_ms, crashes, workflow},
 -- {"failed", code, reason} when the crash budget is spent,
 -- {"attention", reason} when the run was repaired too often, or
 -- {"noop", why} when the attempt is alive or gone (the index is fixed).
 
-local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention")
+local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention", "workflow")
 if not rs[1] or is_terminal(rs[1]) then
   redis.call("ZREM", KEYS[15], RUN_ID)
   return {"noop", "run " .. (rs[1] or "gone")}
@@ -55,4 +55,4 @@ if not ok then
   return {"attention", why}
 end
 journal("repair", "kind", "crashed_attempt", "step", name, "attempt", int(attempt), "task", id)
-return {"redispatched", int(idx), name, int(attempt), int(gen), int(st[7]), int(crashes)}
+return {"redispatched", int(idx), name, int(attempt), int(gen), int(st[7]), int(crashes), rs[4]}

@@ -6,11 +6,11 @@
 -- ARGV[4] the task ID the caller found missing or archived
 -- ARGV[5] "missing" or "archived"
 -- ARGV[6] max automatic repairs of a run
--- Returns {"repair", index, name, attempt, gen, next_attempt_at, timeout_ms, kind}:
+-- Returns {"repair", index, name, attempt, gen, next_attempt_at, timeout_ms, kind, workflow}:
 -- enqueue that dispatch; {"attention", reason} when the run was repaired too
 -- often; {"noop", why} when the state moved on since the caller looked.
 
-local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention")
+local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention", "workflow")
 if not rs[1] or is_terminal(rs[1]) then
   return {"noop", "run " .. (rs[1] or "gone")}
 end
@@ -42,4 +42,4 @@ if ARGV[5] == "archived" then
 end
 touch()
 journal("repair", "kind", kind, "step", st[3], "attempt", st[4], "task", id)
-return {"repair", int(idx), st[3], int(st[4]), int(gen), int(st[6]), int(st[7]), kind}
+return {"repair", int(idx), st[3], int(st[4]), int(gen), int(st[6]), int(st[7]), kind, rs[4]}

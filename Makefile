@@ -18,8 +18,10 @@ build: ## Build the worker and the CLI into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/worker ./cmd/enqueue
 
 .PHONY: test
-test: ## Run every test with the race detector (needs redis-server on PATH)
+test: ## Run every test with the race detector (needs redis-server on PATH), then the fuzz targets briefly
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=5s ./workflow/yamldef/
+	$(GO) test -run='^$$' -fuzz=FuzzRender -fuzztime=5s ./workflow/httpstep/
 
 .PHONY: chaos
 chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (CHAOS_RUNS=n)

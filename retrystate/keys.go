@@ -1,13 +1,12 @@
 package retrystate
 
-import "strconv"
-
 // keys builds every Redis key of one queue's workflow state. It is the only
 // place a Cairn key name is spelled out.
 //
-// Scripts also derive step keys from the step-key prefix of a run (passed as
-// ARGV[2]), as asynq does for task keys; every derived key carries the same
-// hash tag and so lives in the slot of the declared keys.
+// Scripts declare the run's key and derive the journal, index and
+// notification keys from the queue's prefix (passed as ARGV[2]; see
+// lua/common.lua), as asynq derives task keys; every derived key carries the
+// same hash tag and so lives in the slot of the declared keys.
 type keys struct {
 	queue  string
 	prefix string // "cairn:{queue}:"
@@ -21,14 +20,9 @@ func newKeys(queue string) keys {
 // the workers.
 func (k keys) definitions() string { return k.prefix + "defs" }
 
-// Run is the run record hash.
+// Run is the run record hash. Its steps' records are fields of the same
+// hash, named s<idx>.<field> (lua/common.lua).
 func (k keys) run(id string) string { return k.prefix + "run:" + id }
-
-// StepPrefix is the prefix of a run's step record keys; append the index.
-func (k keys) stepPrefix(id string) string { return k.prefix + "run:" + id + ":s:" }
-
-// Step is the record hash of step index idx of run id.
-func (k keys) step(id string, idx int) string { return k.stepPrefix(id) + strconv.Itoa(idx) }
 
 // Journal is the run's journal stream.
 func (k keys) journal(id string) string { return k.prefix + "run:" + id + ":j" }
@@ -85,30 +79,6 @@ func (k keys) asynqTask(id string) string {
 // asynqPending is asynq's list of the queue's pending task IDs.
 func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }
 
-// runKeys is the fixed KEYS layout of every run-level script; common.lua
-// names the positions. step is the step the caller acts on (any step of the
-// run when the script finds the current one itself).
-func (k keys) runKeys(id string, step int, idem string) []string {
-	idemKey := k.idempotencyNone()
-	if idem != "" {
-		idemKey = k.idempotency(idem)
-	}
-	return []string{
-		k.run(id),                   // 1
-		k.step(id, step),            // 2
-		k.journal(id),               // 3
-		k.all(),                     // 4
-		k.active(),                  // 5
-		k.scheduled(),               // 6
-		k.attention(),               // 7
-		k.byStatus(StatusPending),   // 8
-		k.byStatus(StatusRunning),   // 9
-		k.byStatus(StatusSucceeded), // 10
-		k.byStatus(StatusFailed),    // 11
-		k.byStatus(StatusCancelled), // 12
-		k.notifications(),           // 13
-		idemKey,                     // 14
-		k.fences(),                  // 15
-		k.deadlines(),               // 16
-	}
-}
+// Audit is the queue's stream of administrators' actions (restores, actions
+// on other subjects' runs).
+func (k keys) audit() string { return k.prefix + "audit" }

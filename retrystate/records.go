@@ -143,6 +143,57 @@ const (
 	EventDeliveryIgnored  = "delivery_ignored"
 )
 
+// runFields are the fields of a run record that are not step fields; List
+// reads only these.
+var runFields = []string{"workflow", "status", "owner", "input", "idempotency_key", "definition", "current",
+	"steps", "iterations", "max_iterations", "deadline", "created_at", "started_at", "updated_at", "finished_at",
+	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries"}
+
+// splitRunHash splits a run hash (HGETALL) into the run's own fields and
+// each step's, whose fields are named s<idx>.<field> (lua/common.lua).
+func splitRunHash(h map[string]string) (map[string]string, []map[string]string) {
+	run := make(map[string]string, len(runFields))
+	var steps []map[string]string
+	for k, v := range h {
+		idx, field, ok := stepField(k)
+		if !ok {
+			run[k] = v
+			continue
+		}
+		for len(steps) <= idx {
+			steps = append(steps, map[string]string{})
+		}
+		steps[idx][field] = v
+	}
+	if n := atoi(run["steps"]); n < len(steps) && n >= 0 {
+		steps = steps[:n]
+	}
+	return run, steps
+}
+
+// stepField parses a step field name, s<idx>.<field>.
+func stepField(k string) (int, string, bool) {
+	if len(k) < 4 || k[0] != 's' || k[1] < '0' || k[1] > '9' {
+		return 0, "", false
+	}
+	idx := 0
+	for i := 1; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= '0' && c <= '9':
+			idx = idx*10 + int(c-'0')
+			if idx > 1<<20 {
+				return 0, "", false
+			}
+		case c == '.' && i+1 < len(k):
+			return idx, k[i+1:], true
+		default:
+			return 0, "", false
+		}
+	}
+	return 0, "", false
+}
+
 func parseRun(id string, h map[string]string) *Run {
 	return &Run{
 		ID:              id,

@@ -53,7 +53,7 @@ func dispatchOf(index, name, attempt, gen, dueAt, timeout string) *Dispatch {
 // worker died. The crash is counted (the run fails when the step's crash
 // budget is spent) and the attempt gets a new dispatch.
 func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Repair, error) {
-	res, err := s.run(ctx, s.scripts.redispatch, s.keys.runKeys(runID, 0, ""),
+	res, err := s.run(ctx, s.scripts.redispatch, []string{s.keys.run(runID)},
 		s.argv(runID, now, maxAuto, retention.Milliseconds()))
 	if err != nil {
 		return Repair{}, fmt.Errorf("redispatch: %w", err)
@@ -79,7 +79,7 @@ func (s *Store) RepairTask(ctx context.Context, runID, taskID string, archived b
 	if archived {
 		kind = "archived"
 	}
-	res, err := s.run(ctx, s.scripts.repair, s.keys.runKeys(runID, 0, ""), s.argv(runID, now, taskID, kind, maxAuto))
+	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, kind, maxAuto))
 	if err != nil {
 		return Repair{}, fmt.Errorf("repair task: %w", err)
 	}
@@ -97,7 +97,7 @@ func (s *Store) RepairTask(ctx context.Context, runID, taskID string, archived b
 
 // ExpireDeadline fails a run that passed its deadline with run_timeout.
 func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Repair, error) {
-	res, err := s.run(ctx, s.scripts.timeout, s.keys.runKeys(runID, 0, ""), s.argv(runID, now, retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.timeout, []string{s.keys.run(runID)}, s.argv(runID, now, retention.Milliseconds()))
 	if err != nil {
 		return Repair{}, fmt.Errorf("expire deadline: %w", err)
 	}
@@ -120,7 +120,7 @@ const (
 // Operate applies an operator action (ActionRecover, ActionRetry with a
 // step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
 func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Repair, error) {
-	res, err := s.run(ctx, s.scripts.operate, s.keys.runKeys(runID, 0, ""),
+	res, err := s.run(ctx, s.scripts.operate, []string{s.keys.run(runID)},
 		s.argv(runID, now, action, step, actor, retention.Milliseconds()))
 	if err != nil {
 		return Repair{}, fmt.Errorf("%s: %w", action, err)
@@ -268,7 +268,7 @@ type Current struct {
 // Peek reads a run's status and current dispatch in one round trip. It
 // returns ErrRunNotFound for an unknown run.
 func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
-	res, err := s.scripts.peek.Run(ctx, s.rdb, []string{s.keys.run(runID)}, runID, s.keys.prefix).Result()
+	res, err := s.scripts.peek.Run(ctx, s.rdb, []string{s.keys.run(runID)}).Result()
 	if err != nil {
 		return Current{}, fmt.Errorf("peek: %w", err)
 	}

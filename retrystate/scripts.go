@@ -14,7 +14,7 @@ var luaFS embed.FS
 type scripts struct {
 	create, begin, complete, fail, cancel, renew *redis.Script
 	redispatch, repair, timeout, operate         *redis.Script
-	unlock, peek, read                           *redis.Script
+	unlock, peek                                 *redis.Script
 }
 
 func loadScripts() scripts {
@@ -35,7 +35,6 @@ func loadScripts() scripts {
 		operate:    withCommon("operate.lua"),
 		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
 		peek:       redis.NewScript(mustRead("lua/peek.lua")),
-		read:       redis.NewScript(mustRead("lua/read.lua")),
 	}
 }
 

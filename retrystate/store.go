@@ -101,6 +101,12 @@ type NewStep struct {
 	MaxCrashes  int
 	Timeout     time.Duration
 	Policy      string // JSON of the effective policy
+	// RunTimeout and MaxIterations are the run's limits while this step is
+	// current (the step's effective policy: the most specific level wins);
+	// zero for none. The run's deadline is its creation (or a recovery
+	// past its deadline) plus RunTimeout.
+	RunTimeout    time.Duration
+	MaxIterations int
 }
 
 // Created is the result of CreateRun.
@@ -131,9 +137,13 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Created, error) {
 		r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
 	for _, st := range r.Steps {
 		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
-			st.Timeout.Milliseconds(), st.Policy)
+			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations)
 	}
-	res, err := s.run(ctx, s.scripts.create, s.keys.runKeys(r.ID, 0, r.IdempotencyKey), argv)
+	idem := s.keys.idempotencyNone()
+	if r.IdempotencyKey != "" {
+		idem = s.keys.idempotency(r.IdempotencyKey)
+	}
+	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem}, argv)
 	if err != nil {
 		return Created{}, fmt.Errorf("create run: %w", err)
 	}
@@ -211,7 +221,7 @@ type Checkpoint struct {
 
 // Begin starts an attempt for a delivered task, or tells the caller why not.
 func (s *Store) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
-	res, err := s.run(ctx, s.scripts.begin, s.keys.runKeys(a.RunID, a.Index, ""),
+	res, err := s.run(ctx, s.scripts.begin, []string{s.keys.run(a.RunID)},
 		s.argv(a.RunID, a.Now, a.TaskID, a.Token, a.FenceTTL.Milliseconds(), a.Index, a.Retention.Milliseconds()))
 	if err != nil {
 		return Begun{}, fmt.Errorf("begin: %w", err)
@@ -284,7 +294,7 @@ type Completed struct {
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
 func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Completed, error) {
-	keys := append(s.keys.runKeys(a.RunID, a.Index, ""), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending())
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending()}
 	res, err := s.run(ctx, s.scripts.complete, keys,
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage))
 	if err != nil {
@@ -332,7 +342,7 @@ type FailResult struct {
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
 func (s *Store) Fail(ctx context.Context, a FailArgs) (FailResult, error) {
-	res, err := s.run(ctx, s.scripts.fail, s.keys.runKeys(a.RunID, a.Index, ""),
+	res, err := s.run(ctx, s.scripts.fail, []string{s.keys.run(a.RunID)},
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Error, a.Class, a.Delay.Milliseconds(),
 			a.Retention.Milliseconds(), a.Code))
 	if err != nil {
@@ -362,7 +372,7 @@ type CancelResult struct {
 // Cancel ends a pending or running run as cancelled. It returns
 // ErrRunNotFound for an unknown run.
 func (s *Store) Cancel(ctx context.Context, runID, actor string, retention time.Duration, now time.Time) (CancelResult, error) {
-	res, err := s.run(ctx, s.scripts.cancel, s.keys.runKeys(runID, 0, ""),
+	res, err := s.run(ctx, s.scripts.cancel, []string{s.keys.run(runID)},
 		s.argv(runID, now, actor, retention.Milliseconds()))
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel: %w", err)
@@ -392,8 +402,8 @@ const (
 
 // Renew extends the fence of a running attempt to now+ttl.
 func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, ttl time.Duration, now time.Time) (Renewal, error) {
-	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.step(runID, idx), s.keys.fences()},
-		token, ms(now), ttl.Milliseconds(), runID).Int()
+	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.fences()},
+		token, ms(now), ttl.Milliseconds(), runID, idx).Int()
 	if err != nil {
 		return FenceLost, fmt.Errorf("renew: %w", err)
 	}
@@ -402,26 +412,18 @@ func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, 
 
 // Run returns a run with its steps, read at one instant, or ErrRunNotFound.
 func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
-	res, err := s.scripts.read.Run(ctx, s.rdb, []string{s.keys.run(id)}, id, s.keys.prefix).Result()
+	// One command: the run and its steps are one hash, read at one instant.
+	h, err := s.rdb.HGetAll(ctx, s.keys.run(id)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read run: %w", err)
 	}
-	hashes, ok := res.([]any)
-	if !ok {
-		return nil, fmt.Errorf("read run: unexpected reply %T", res)
-	}
-	if len(hashes) == 0 {
+	if len(h) == 0 {
 		return nil, ErrRunNotFound
 	}
-	maps := make([]map[string]string, len(hashes))
-	for i, h := range hashes {
-		if maps[i], err = hashOf(h); err != nil {
-			return nil, fmt.Errorf("read run: %w", err)
-		}
-	}
-	r := parseRun(id, maps[0])
-	r.Steps = make([]Step, len(maps)-1)
-	for i, m := range maps[1:] {
+	runHash, stepHashes := splitRunHash(h)
+	r := parseRun(id, runHash)
+	r.Steps = make([]Step, len(stepHashes))
+	for i, m := range stepHashes {
 		r.Steps[i] = parseStep(i, m)
 	}
 	return r, nil
@@ -432,6 +434,12 @@ type ListQuery struct {
 	Status string // "" for every status
 	Limit  int    // default 50, at most 1000
 	Cursor string // from the previous page; "" for the first
+	// Owner and Workflow, when set, keep only the runs of that owner and
+	// workflow. A filtered listing examines a bounded number of index
+	// entries per page (see scanRuns): a page may then hold fewer than
+	// Limit runs, or none, with a next cursor to go on from.
+	Owner    string
+	Workflow string
 }
 
 // ErrBadCursor is returned by ListRuns for a cursor it did not make.
@@ -440,6 +448,9 @@ var ErrBadCursor = errors.New("malformed cursor")
 // ListRuns returns a page of runs (without their steps) and the cursor of
 // the next page ("" after the last).
 func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, error) {
+	if q.Owner != "" || q.Workflow != "" {
+		return s.listFiltered(ctx, q)
+	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
@@ -485,9 +496,9 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 		ids = ids[:limit]
 	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, z := range ids {
-		cmds[i] = pipe.HGetAll(ctx, s.keys.run(z.Member.(string)))
+		cmds[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), runFields...)
 	}
 	if len(cmds) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -496,10 +507,16 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 	}
 	runs := make([]*Run, 0, len(ids))
 	for i, c := range cmds {
-		if len(c.Val()) == 0 { // expired; its index entry is trimmed by the reconciler
+		h := make(map[string]string, len(runFields))
+		for j, v := range c.Val() {
+			if v, ok := v.(string); ok {
+				h[runFields[j]] = v
+			}
+		}
+		if h["status"] == "" { // expired; its index entry is trimmed by the reconciler
 			continue
 		}
-		runs = append(runs, parseRun(ids[i].Member.(string), c.Val()))
+		runs = append(runs, parseRun(ids[i].Member.(string), h))
 	}
 	return runs, next, nil
 }
@@ -533,21 +550,6 @@ func (s *Store) Journal(ctx context.Context, id string) ([]Entry, error) {
 		out = append(out, parseEntry(x.ID, x.Values))
 	}
 	return out, nil
-}
-
-// hashOf converts an HGETALL reply returned by a script to a map.
-func hashOf(v any) (map[string]string, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr)%2 != 0 {
-		return nil, fmt.Errorf("retrystate: unexpected hash reply %v", v)
-	}
-	m := make(map[string]string, len(arr)/2)
-	for j := 0; j < len(arr); j += 2 {
-		k, _ := arr[j].(string)
-		val, _ := arr[j+1].(string)
-		m[k] = val
-	}
-	return m, nil
 }
 
 func boolArg(b bool) string {

@@ -247,8 +247,8 @@ func TestFinishedRunsExpire(t *testing.T) {
 			}
 		}
 	}
-	if perRun != 4 { // run, step, journal, idempotency key
-		t.Errorf("%d per-run keys (%v), want 4", perRun, keys)
+	if perRun != 3 { // run (steps included), journal, idempotency key
+		t.Errorf("%d per-run keys (%v), want 3", perRun, keys)
 	}
 }
 

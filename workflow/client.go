@@ -29,6 +29,9 @@ type ClientConfig struct {
 	Clock Clock
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Observer is told of the runs the client's actions end (cancel, skip
+	// of a last step), for metrics. Default NopObserver.
+	Observer Observer
 }
 
 // Client starts runs and reads and steers them. It needs no workflow code:
@@ -58,6 +61,7 @@ func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Observer = orNop(cfg.Observer)
 	return &Client{
 		cfg:   cfg,
 		store: retrystate.New(rdb, cfg.Queue),
@@ -119,7 +123,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		}
 		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: s.Name, Optional: s.Optional,
 			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
-			Policy: string(pol)})
+			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations})
 	}
 	created, err := c.store.CreateRun(ctx, nr)
 	if err != nil {
@@ -238,20 +242,31 @@ type ListOptions struct {
 	Limit int
 	// Cursor continues a listing from the page before.
 	Cursor string
+	// Owner, when set, lists only the runs started by that owner (see
+	// StartOptions.Owner).
+	Owner string
+	// Workflow, when set, lists only the runs of that workflow.
+	//
+	// With Owner or Workflow set, a page examines a bounded number of runs
+	// (at least 1,000, or 10 per run of Limit): when few runs match, a page
+	// may hold fewer than Limit runs, even none, with a cursor to go on.
+	Workflow string
 }
 
 // ErrInvalidStatus is returned by List for an unknown status filter.
 var ErrInvalidStatus = errors.New("invalid status (want pending, running, succeeded, failed or cancelled)")
 
 // List returns a page of runs, newest first, without their steps, and the
-// cursor of the next page ("" after the last).
+// cursor of the next page ("" after the last). It returns ErrInvalidStatus
+// or ErrInvalidCursor for a bad filter or cursor.
 func (c *Client) List(ctx context.Context, opts ListOptions) ([]*Run, string, error) {
 	switch opts.Status {
 	case "", StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
 	default:
 		return nil, "", fmt.Errorf("%w: %q", ErrInvalidStatus, opts.Status)
 	}
-	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor})
+	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
+		Owner: opts.Owner, Workflow: opts.Workflow})
 	if err != nil {
 		return nil, "", err
 	}
@@ -312,7 +327,11 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
 	}
-	return c.Get(ctx, id)
+	run, err := c.Get(ctx, id)
+	if res.Cancelled && err == nil {
+		c.cfg.Observer.RunFinished(run.Workflow, StatusCancelled, CodeCancelled)
+	}
+	return run, err
 }
 
 // Wait polls a run every interval (default 250ms) until it ends or ctx is
@@ -355,17 +374,22 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 	return out, nil
 }
 
-// Notification is a run-level event from the queue's notification stream:
+// Notification is an event from the queue's notification stream:
 // run_failed (with the failed step, code, reason and the message "step
 // failed after multiple attempts" or "step failed with a permanent error"),
-// run_succeeded, run_cancelled.
+// step_failed (the step that failed the run: step, attempt, optional "1" or
+// "0", code, reason), retry_scheduled (step, attempt, due_at, delay_ms,
+// error), run_succeeded, run_cancelled, run_recovered (action recover,
+// retry, skip or restore, step, actor) and run_needs_attention.
 type Notification struct {
-	ID       string            `json:"id"`
-	Type     string            `json:"type"`
-	At       time.Time         `json:"at"`
-	RunID    string            `json:"run_id"`
-	Workflow string            `json:"workflow"`
-	Details  map[string]string `json:"details,omitempty"`
+	ID       string    `json:"id"`
+	Type     string    `json:"type"`
+	At       time.Time `json:"at"`
+	RunID    string    `json:"run_id"`
+	Workflow string    `json:"workflow"`
+	// Owner is the owner of the run (see StartOptions.Owner).
+	Owner   string            `json:"owner,omitempty"`
+	Details map[string]string `json:"details,omitempty"`
 }
 
 // Notifications returns up to limit notifications after the one with ID
@@ -381,7 +405,7 @@ func (c *Client) Notifications(ctx context.Context, after string, limit int) ([]
 	}
 	out := make([]Notification, len(ns))
 	for i, n := range ns {
-		out[i] = Notification{ID: n.ID, Type: n.Type, At: n.At.UTC(), RunID: n.RunID, Workflow: n.Workflow, Details: n.Fields}
+		out[i] = notificationFrom(n)
 	}
 	return out, nil
 }
@@ -440,7 +464,11 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	default:
 		log.Info("operator action applied; run succeeded")
 	}
-	return c.Get(ctx, id)
+	run, err := c.Get(ctx, id)
+	if res.Outcome == retrystate.OutcomeSucceeded && err == nil {
+		c.cfg.Observer.RunFinished(run.Workflow, StatusSucceeded, "")
+	}
+	return run, err
 }
 
 // Counts returns how many runs the queue holds in each status, and under

@@ -40,7 +40,9 @@ type Step struct {
 // A run keeps the step list and the effective policies it started with, even
 // when the workers are redeployed with a changed definition.
 type Definition struct {
-	// Name identifies the workflow: letters, digits, '.', '_' (at most 64).
+	// Name identifies the workflow: letters, digits, '.', '_', '-' (at most
+	// 64), starting with a letter or digit. Task IDs never contain it, so a
+	// '-' does not reach asynqmon's task IDs.
 	Name string
 	// Steps run in order; each starts when the one before succeeds.
 	Steps []Step
@@ -49,9 +51,19 @@ type Definition struct {
 	Policy Policy
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._]{0,63}$`)
+// nameRE matches workflow names; stepNameRE step names, which have no '-'
+// (a template reads a step's output as .steps.<name>).
+var (
+	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	stepNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._]{0,63}$`)
+)
 
-// Validate checks the definition: a valid name, at least one step, unique
+// MaxSteps bounds the steps of a workflow. A run is one Redis hash holding
+// every step's record, and an attempt reads the checkpoints of all earlier
+// steps in one command.
+const MaxSteps = 1000
+
+// Validate checks the definition: a valid name, 1 to MaxSteps steps, unique
 // valid step names, a body for each step, valid policies.
 func (d *Definition) Validate() error {
 	var errs []error
@@ -59,10 +71,13 @@ func (d *Definition) Validate() error {
 		errs = append(errs, fmt.Errorf("%w %q: "+format, append([]any{ErrInvalidDefinition, d.Name}, args...)...))
 	}
 	if !nameRE.MatchString(d.Name) {
-		bad("name must be 1-64 letters, digits, '.' or '_', starting with a letter or digit")
+		bad("name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	if len(d.Steps) == 0 {
 		bad("no steps")
+	}
+	if len(d.Steps) > MaxSteps {
+		bad("%d steps; at most %d", len(d.Steps), MaxSteps)
 	}
 	if err := d.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w %q: %w", ErrInvalidDefinition, d.Name, err))
@@ -70,7 +85,7 @@ func (d *Definition) Validate() error {
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		switch {
-		case !nameRE.MatchString(s.Name):
+		case !stepNameRE.MatchString(s.Name):
 			bad("step %d: name %q must be 1-64 letters, digits, '.' or '_'", i, s.Name)
 		case seen[s.Name]:
 			bad("step %d: duplicate step name %q", i, s.Name)
@@ -81,9 +96,6 @@ func (d *Definition) Validate() error {
 		}
 		if err := s.Policy.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%w %q: step %q: %w", ErrInvalidDefinition, d.Name, s.Name, err))
-		}
-		if s.Policy.RunTimeout != 0 || s.Policy.MaxIterations != 0 {
-			bad("step %q: run_timeout and max_iterations apply to a whole run; set them on the workflow", s.Name)
 		}
 	}
 	return errors.Join(errs...)

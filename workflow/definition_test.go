@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,8 @@ func TestDefinitionValidate(t *testing.T) {
 
 		{"empty name", Definition{Steps: []Step{step("s")}}, []string{"name must be"}},
 		{"65-character name", Definition{Name: long + "a", Steps: []Step{step("s")}}, []string{"name must be"}},
-		{"name with dash", Definition{Name: "send-email", Steps: []Step{step("s")}}, []string{"name must be"}},
+		{"workflow name with dash", Definition{Name: "send-email", Steps: []Step{step("s")}}, nil},
+		{"name starting with dash", Definition{Name: "-send", Steps: []Step{step("s")}}, []string{"name must be"}},
 		{"name starting with dot", Definition{Name: ".hidden", Steps: []Step{step("s")}}, []string{"name must be"}},
 		{"name starting with underscore", Definition{Name: "_x", Steps: []Step{step("s")}}, []string{"name must be"}},
 		{"name with colon", Definition{Name: "a:b", Steps: []Step{step("s")}}, []string{"name must be"}},
@@ -119,32 +121,33 @@ func TestResolve(t *testing.T) {
 	wantWF := Policy{
 		MaxAttempts:        5,               // workflow
 		InitialInterval:    2 * time.Second, // workflow
-		BackoffCoefficient: 2,               // default
-		MaxInterval:        time.Minute,     // global
-		Jitter:             JitterEqual,     // default
+		Backoff:            BackoffExponential,
+		BackoffCoefficient: 2,           // default
+		MaxInterval:        time.Minute, // global
+		Jitter:             JitterEqual, // default
 		UnknownErrors:      UnknownPermanent,
 		StepTimeout:        15 * time.Minute,
 		RunTimeout:         time.Hour,
 		MaxIterations:      50,
 		MaxCrashes:         3,
 	}
-	if s.Name != "w" || s.Policy != wantWF {
+	if s.Name != "w" || !s.Policy.Equal(wantWF) {
 		t.Errorf("workflow policy:\n got %+v\nwant %+v", s.Policy, wantWF)
 	}
 	if len(s.Steps) != 2 {
 		t.Fatalf("snapshot has %d steps, want 2", len(s.Steps))
 	}
-	if st := s.Steps[0]; st.Name != "inherits" || st.Optional || st.Policy != wantWF {
+	if st := s.Steps[0]; st.Name != "inherits" || st.Optional || !st.Policy.Equal(wantWF) {
 		t.Errorf("step 0 = %+v, want the workflow policy %+v", st, wantWF)
 	}
 	wantStep := wantWF
 	wantStep.MaxAttempts, wantStep.Jitter, wantStep.StepTimeout, wantStep.UnknownErrors = 2, JitterNone, time.Second, UnknownTransient
-	if st := s.Steps[1]; st.Name != "overrides" || !st.Optional || st.Policy != wantStep {
+	if st := s.Steps[1]; st.Name != "overrides" || !st.Optional || !st.Policy.Equal(wantStep) {
 		t.Errorf("step 1 = %+v, want optional with %+v", st, wantStep)
 	}
 
 	// With no global policy, the defaults fill in.
-	if got := (&Definition{Name: "x", Steps: []Step{{Name: "s", Run: defNoop}}}).resolve(Policy{}); got.Steps[0].Policy != DefaultPolicy() {
+	if got := (&Definition{Name: "x", Steps: []Step{{Name: "s", Run: defNoop}}}).resolve(Policy{}); !got.Steps[0].Policy.Equal(DefaultPolicy()) {
 		t.Errorf("zero policies resolve to %+v, want DefaultPolicy", got.Steps[0].Policy)
 	}
 }
@@ -165,11 +168,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Name != s.Name || got.Policy != s.Policy || len(got.Steps) != len(s.Steps) {
+	if got.Name != s.Name || !got.Policy.Equal(s.Policy) || len(got.Steps) != len(s.Steps) {
 		t.Fatalf("parseSnapshot = %+v, want %+v", got, s)
 	}
 	for i := range s.Steps {
-		if got.Steps[i] != s.Steps[i] {
+		if !reflect.DeepEqual(got.Steps[i], s.Steps[i]) {
 			t.Errorf("step %d = %+v, want %+v", i, got.Steps[i], s.Steps[i])
 		}
 	}

@@ -57,6 +57,9 @@ type EngineConfig struct {
 	// Rand returns uniform numbers in [0, 1) for retry jitter. Default
 	// math/rand/v2.Float64.
 	Rand func() float64
+	// Observer is told of runs, attempts and retries, for metrics (see
+	// package metrics). Default NopObserver.
+	Observer Observer
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -84,6 +87,7 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	if c.Rand == nil {
 		c.Rand = randv2.Float64
 	}
+	c.Observer = orNop(c.Observer)
 	return c
 }
 
@@ -247,12 +251,15 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	switch b.Outcome {
 	case retrystate.BeginGone:
 		log.Warn("acknowledged a task of an unknown run")
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
 	case retrystate.BeginEnded:
 		log.Info("acknowledged a task of a finished run", "status", b.Status)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
 	case retrystate.BeginStale:
 		log.Info("acknowledged a stale or duplicate delivery")
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
 		if b.Pending != nil {
 			// The run waits for another task; make sure it exists (a no-op
 			// when it does). This repairs an enqueue lost after a state write.
@@ -269,6 +276,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return &redeliverError{after: b.Wait, why: "attempt not due"}
 	case retrystate.BeginFailed:
 		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
+		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)
 		return nil
 	}
 	return e.execute(ctx, log, p, token, fn, b)
@@ -279,8 +287,12 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	pol := e.policy(log, b.Policy)
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeCrashed, 0)
 	} else {
 		log.Debug("attempt started")
+		if p.Index == 0 && b.Attempt == 1 {
+			e.cfg.Observer.RunStarted(p.Workflow)
+		}
 	}
 
 	sc := &StepContext{
@@ -347,12 +359,16 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		return err
 	case res.Fenced:
 		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	case res.Succeeded:
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
 		return nil
 	}
 	log.Debug("step succeeded", AttrDuration, elapsed)
+	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 	if res.Enqueued {
 		return nil
 	}
@@ -368,6 +384,7 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 }
 
 func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
+	runErr = pol.markNonRetryable(runErr) // a code in NonRetryableCodes makes it permanent
 	class := Classify(runErr, pol.UnknownErrors)
 	delay := pol.Delay(used, e.cfg.Rand)
 	if d, ok := RetryDelayOf(runErr); ok {
@@ -386,12 +403,17 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 		return err
 	case res.Fenced:
 		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	case res.RunFailed:
 		log.Error("step failed; run failed", AttrError, runErr, AttrClass, class, AttrCode, res.Code,
 			AttrReason, res.Reason, AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, res.Code)
 		return nil
 	}
+	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
+	e.cfg.Observer.RetryScheduled(p.Workflow, p.Name, delay)
 	next := *res.Retry
 	next.Name = p.Name
 	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,

@@ -198,9 +198,16 @@ func TestExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ns) != 1 || ns[0].Type != "run_failed" || ns[0].RunID != run.ID ||
-		ns[0].Details["message"] != "step failed after multiple attempts" || ns[0].Details["step"] != "transform" {
-		t.Errorf("notifications: %+v", ns)
+	// Two retries scheduled, then the step failed, then the run failed.
+	if types := notificationTypes(ns); types != "retry_scheduled retry_scheduled step_failed run_failed" {
+		t.Errorf("notification types %q: %+v", types, ns)
+	}
+	if last := ns[len(ns)-1]; last.RunID != run.ID ||
+		last.Details["message"] != "step failed after multiple attempts" || last.Details["step"] != "transform" {
+		t.Errorf("run_failed notification: %+v", last)
+	}
+	if sf := ns[len(ns)-2]; sf.Details["step"] != "transform" || sf.Details["code"] != workflow.CodeRetriesExhausted {
+		t.Errorf("step_failed notification: %+v", sf)
 	}
 	failedRuns, _, err := e.client.List(ctxb, workflow.ListOptions{Status: workflow.StatusFailed})
 	if err != nil || len(failedRuns) != 1 || failedRuns[0].ID != run.ID {
@@ -231,8 +238,8 @@ func TestPermanentFailsFast(t *testing.T) {
 		t.Errorf("journal: %+v", evs)
 	}
 	ns, _ := e.client.Notifications(ctxb, "", 10)
-	if len(ns) != 1 || ns[0].Type != "run_failed" || ns[0].Details["code"] != workflow.CodePermanentError {
-		t.Errorf("notifications: %+v", ns)
+	if types := notificationTypes(ns); types != "step_failed run_failed" || ns[1].Details["code"] != workflow.CodePermanentError {
+		t.Errorf("notifications %q: %+v", types, ns)
 	}
 }
 
@@ -780,8 +787,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 	}
 }
 
-// Register checks the policies in force after precedence, and run-level
-// limits set on a step.
+// Register checks the policies in force after precedence.
 func TestRegisterChecksEffectivePolicy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -797,10 +803,10 @@ func TestRegisterChecksEffectivePolicy(t *testing.T) {
 		!strings.Contains(err.Error(), "max_interval 30s is shorter than initial_interval 1m0s") {
 		t.Errorf("register: %v", err)
 	}
-	stepLimit := workflow.Definition{Name: "steplimit",
-		Steps: []workflow.Step{{Name: "s", Run: noop, Policy: workflow.Policy{RunTimeout: time.Hour}}}}
-	if err := eng.Register(stepLimit); !errors.Is(err, workflow.ErrInvalidDefinition) || !strings.Contains(err.Error(), "set them on the workflow") {
-		t.Errorf("register with a step-level run timeout: %v", err)
+	negative := workflow.Definition{Name: "negative",
+		Steps: []workflow.Step{{Name: "s", Run: noop, Policy: workflow.Policy{RunTimeout: -time.Hour}}}}
+	if err := eng.Register(negative); !errors.Is(err, workflow.ErrInvalidPolicy) {
+		t.Errorf("register with a negative step-level run timeout: %v", err)
 	}
 	ok := workflow.Definition{Name: "ok", Policy: workflow.Policy{InitialInterval: time.Minute, MaxInterval: time.Hour},
 		Steps: []workflow.Step{{Name: "s", Run: noop}}}
@@ -810,4 +816,13 @@ func TestRegisterChecksEffectivePolicy(t *testing.T) {
 	if err := eng.Register(ok); !errors.Is(err, workflow.ErrInvalidDefinition) {
 		t.Errorf("registering a name twice: %v", err)
 	}
+}
+
+// notificationTypes lists the types of notifications, space-separated.
+func notificationTypes(ns []workflow.Notification) string {
+	types := make([]string, len(ns))
+	for i, n := range ns {
+		types[i] = n.Type
+	}
+	return strings.Join(types, " ")
 }

@@ -71,6 +71,22 @@ func RetryAfter(err error, d time.Duration) error {
 	return &retryAfterError{err: err, delay: max(d, 0)}
 }
 
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// Transient marks err as transient: the step is retried with the policy's
+// backoff (within the budget), even under UnknownErrors: permanent (for a
+// 503, say). Permanent and a code listed in NonRetryableCodes still win. It
+// returns nil for a nil err.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
 type codedError struct {
 	err  error
 	code string
@@ -113,7 +129,7 @@ func RetryDelayOf(err error) (time.Duration, bool) {
 }
 
 // IsTransient reports whether err is known to be transient: marked with
-// RetryAfter, a timeout (context deadline, os deadline, a net.Error that
+// Transient or RetryAfter, a timeout (context deadline, os deadline, a net.Error that
 // timed out), a refused or reset connection, a broken pipe, or an unexpected
 // EOF. Wrapping never hides any of them.
 func IsTransient(err error) bool {
@@ -121,6 +137,10 @@ func IsTransient(err error) bool {
 		return false
 	}
 	if _, ok := RetryDelayOf(err); ok {
+		return true
+	}
+	var t *transientError
+	if errors.As(err, &t) {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
@@ -135,7 +155,9 @@ func IsTransient(err error) bool {
 
 // Classify returns ClassPermanent or ClassTransient for a step error:
 // permanent when marked with Permanent; transient when IsTransient; otherwise
-// as mode says (UnknownTransient unless set to UnknownPermanent).
+// as mode says (UnknownTransient unless set to UnknownPermanent). The engine
+// first marks an error Permanent when its code (see WithCode) is listed in
+// the step policy's NonRetryableCodes.
 func Classify(err error, mode ErrorMode) string {
 	switch {
 	case IsPermanent(err):

@@ -5,7 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"time"
+)
+
+// Backoff says how the retry delay grows from one retry to the next.
+type Backoff string
+
+// Backoff modes. With n the number of the failed attempt within the budget
+// (1 for the first), each delay is capped at MaxInterval:
+const (
+	// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
+	// (the default).
+	BackoffExponential Backoff = "exponential"
+	// BackoffLinear waits InitialInterval * n.
+	BackoffLinear Backoff = "linear"
+	// BackoffFixed always waits InitialInterval.
+	BackoffFixed Backoff = "fixed"
 )
 
 // Jitter says how a retry delay is randomised.
@@ -43,7 +60,11 @@ type Policy struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// InitialInterval is the delay before the first retry. Default 1s.
 	InitialInterval time.Duration `json:"initial_interval,omitempty"`
-	// BackoffCoefficient multiplies the delay after each retry. Default 2.
+	// Backoff says how the delay grows: BackoffExponential,
+	// BackoffLinear or BackoffFixed. Default BackoffExponential.
+	Backoff Backoff `json:"backoff,omitempty"`
+	// BackoffCoefficient multiplies the delay after each retry (with
+	// BackoffExponential; the other modes ignore it). Default 2.
 	BackoffCoefficient float64 `json:"backoff_coefficient,omitempty"`
 	// MaxInterval caps the delay (before jitter). Default 30s.
 	MaxInterval time.Duration `json:"max_interval,omitempty"`
@@ -52,15 +73,27 @@ type Policy struct {
 	// UnknownErrors classifies errors that are neither marked nor known to
 	// be transient. Default UnknownTransient.
 	UnknownErrors ErrorMode `json:"unknown_errors,omitempty"`
+	// NonRetryableCodes lists error codes (see WithCode) that fail a step
+	// at once, like errors marked with Permanent: the run fails with
+	// permanent_error and the recorded error says the code is not
+	// retryable. Unlike the other fields, the most specific level that sets
+	// the list wins as a whole (lists are not merged): nil inherits, and an
+	// empty non-nil list means "no code is non-retryable here", overriding
+	// a list set at a less specific level. Default: none.
+	NonRetryableCodes []string `json:"non_retryable_codes,omitempty"`
 	// StepTimeout bounds one attempt; an attempt that runs out of time fails
 	// transiently and is retried. Default 15m.
 	StepTimeout time.Duration `json:"step_timeout,omitempty"`
-	// RunTimeout bounds a whole run from its creation; a run past it fails
-	// with reason run_timeout. Taken from the workflow and global levels.
+	// RunTimeout bounds a whole run from its creation (or from a recovery
+	// of a run past its deadline); a run past it fails with reason
+	// run_timeout. A step-level value is the run's deadline while that step
+	// is current, so one step may tighten (or loosen) the workflow's.
 	// Default: none.
 	RunTimeout time.Duration `json:"run_timeout,omitempty"`
-	// MaxIterations bounds the step executions of a run, retries included.
-	// Taken from the workflow and global levels. Default: none.
+	// MaxIterations bounds the step executions of a run, retries included;
+	// the attempt that would exceed it is not started and the run fails with
+	// reason max_iterations_exceeded. A step-level value is the ceiling
+	// while that step is current. Default: none.
 	MaxIterations int `json:"max_iterations,omitempty"`
 	// MaxCrashes is how many worker crashes one step survives; the next
 	// crash fails the run with reason crash_budget_exhausted. Crashes never
@@ -73,6 +106,7 @@ func DefaultPolicy() Policy {
 	return Policy{
 		MaxAttempts:        4,
 		InitialInterval:    time.Second,
+		Backoff:            BackoffExponential,
 		BackoffCoefficient: 2,
 		MaxInterval:        30 * time.Second,
 		Jitter:             JitterEqual,
@@ -90,6 +124,9 @@ func (p Policy) Or(fallback Policy) Policy {
 	if p.InitialInterval == 0 {
 		p.InitialInterval = fallback.InitialInterval
 	}
+	if p.Backoff == "" {
+		p.Backoff = fallback.Backoff
+	}
 	if p.BackoffCoefficient == 0 {
 		p.BackoffCoefficient = fallback.BackoffCoefficient
 	}
@@ -101,6 +138,9 @@ func (p Policy) Or(fallback Policy) Policy {
 	}
 	if p.UnknownErrors == "" {
 		p.UnknownErrors = fallback.UnknownErrors
+	}
+	if p.NonRetryableCodes == nil {
+		p.NonRetryableCodes = slices.Clone(fallback.NonRetryableCodes)
 	}
 	if p.StepTimeout == 0 {
 		p.StepTimeout = fallback.StepTimeout
@@ -117,6 +157,27 @@ func (p Policy) Or(fallback Policy) Policy {
 	return p
 }
 
+// Equal reports whether p and q set the same fields to the same values. A
+// nil and an empty NonRetryableCodes differ: nil inherits, empty does not.
+func (p Policy) Equal(q Policy) bool { return reflect.DeepEqual(p, q) }
+
+// NonRetryable reports whether err carries a code (see WithCode) that the
+// policy lists in NonRetryableCodes.
+func (p Policy) NonRetryable(err error) bool {
+	c := Code(err)
+	return c != "" && slices.Contains(p.NonRetryableCodes, c)
+}
+
+// markNonRetryable returns err marked Permanent, with a message saying why,
+// when its code is listed in NonRetryableCodes and it is not permanent
+// already; otherwise err unchanged.
+func (p Policy) markNonRetryable(err error) error {
+	if err == nil || IsPermanent(err) || !p.NonRetryable(err) {
+		return err
+	}
+	return Permanent(fmt.Errorf("error code %q is non-retryable: %w", Code(err), err))
+}
+
 // ErrInvalidPolicy is wrapped by every policy validation error.
 var ErrInvalidPolicy = errors.New("invalid policy")
 
@@ -131,6 +192,11 @@ func (p Policy) Validate() error {
 	}
 	if p.InitialInterval < 0 {
 		bad("initial_interval %s is negative", p.InitialInterval)
+	}
+	switch p.Backoff {
+	case "", BackoffExponential, BackoffLinear, BackoffFixed:
+	default:
+		bad("backoff %q is not one of exponential, linear, fixed", p.Backoff)
 	}
 	if p.BackoffCoefficient != 0 && (p.BackoffCoefficient < 1 || math.IsNaN(p.BackoffCoefficient) || math.IsInf(p.BackoffCoefficient, 0)) {
 		bad("backoff_coefficient %v must be at least 1", p.BackoffCoefficient)
@@ -151,6 +217,14 @@ func (p Policy) Validate() error {
 	default:
 		bad("unknown_errors %q is not one of transient, permanent", p.UnknownErrors)
 	}
+	for i, c := range p.NonRetryableCodes {
+		switch {
+		case c == "":
+			bad("non_retryable_codes[%d] is empty", i)
+		case slices.Index(p.NonRetryableCodes, c) < i:
+			bad("non_retryable_codes lists %q twice", c)
+		}
+	}
 	if p.StepTimeout < 0 {
 		bad("step_timeout %s is negative", p.StepTimeout)
 	}
@@ -167,13 +241,23 @@ func (p Policy) Validate() error {
 }
 
 // BaseDelay is the delay before the retry that follows failed attempt n
-// (n >= 1 within the current budget), before jitter:
-// InitialInterval * BackoffCoefficient^(n-1), capped at MaxInterval.
+// (n >= 1 within the current budget), before jitter, capped at MaxInterval:
+// InitialInterval * BackoffCoefficient^(n-1) with BackoffExponential (or
+// Backoff unset), InitialInterval * n with BackoffLinear, InitialInterval
+// with BackoffFixed.
 func (p Policy) BaseDelay(n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(n-1))
+	var d float64
+	switch p.Backoff {
+	case BackoffFixed:
+		d = float64(p.InitialInterval)
+	case BackoffLinear:
+		d = float64(p.InitialInterval) * float64(n)
+	default:
+		d = float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(n-1))
+	}
 	if p.MaxInterval > 0 && (d >= float64(p.MaxInterval) || math.IsNaN(d)) {
 		return p.MaxInterval
 	}
@@ -200,13 +284,18 @@ func (p Policy) Delay(n int, rnd func() float64) time.Duration {
 
 // policyJSON is the persisted and displayed form of a Policy, durations
 // written as Go duration strings ("1.5s").
+//
+// NonRetryableCodes is a pointer so that nil (inherit; omitted) and an empty
+// list (none; written as []) survive a round trip.
 type policyJSON struct {
 	MaxAttempts        int       `json:"max_attempts,omitempty"`
 	InitialInterval    string    `json:"initial_interval,omitempty"`
+	Backoff            Backoff   `json:"backoff,omitempty"`
 	BackoffCoefficient float64   `json:"backoff_coefficient,omitempty"`
 	MaxInterval        string    `json:"max_interval,omitempty"`
 	Jitter             Jitter    `json:"jitter,omitempty"`
 	UnknownErrors      ErrorMode `json:"unknown_errors,omitempty"`
+	NonRetryableCodes  *[]string `json:"non_retryable_codes,omitempty"`
 	StepTimeout        string    `json:"step_timeout,omitempty"`
 	RunTimeout         string    `json:"run_timeout,omitempty"`
 	MaxIterations      int       `json:"max_iterations,omitempty"`
@@ -233,9 +322,10 @@ func parseDur(field, s string) (time.Duration, error) {
 
 // MarshalJSON writes durations as Go duration strings.
 func (p Policy) MarshalJSON() ([]byte, error) {
-	return json.Marshal(policyJSON{
+	j := policyJSON{
 		MaxAttempts:        p.MaxAttempts,
 		InitialInterval:    durString(p.InitialInterval),
+		Backoff:            p.Backoff,
 		BackoffCoefficient: p.BackoffCoefficient,
 		MaxInterval:        durString(p.MaxInterval),
 		Jitter:             p.Jitter,
@@ -244,7 +334,11 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		RunTimeout:         durString(p.RunTimeout),
 		MaxIterations:      p.MaxIterations,
 		MaxCrashes:         p.MaxCrashes,
-	})
+	}
+	if p.NonRetryableCodes != nil {
+		j.NonRetryableCodes = &p.NonRetryableCodes
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -255,11 +349,15 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	out := Policy{
 		MaxAttempts:        j.MaxAttempts,
+		Backoff:            j.Backoff,
 		BackoffCoefficient: j.BackoffCoefficient,
 		Jitter:             j.Jitter,
 		UnknownErrors:      j.UnknownErrors,
 		MaxIterations:      j.MaxIterations,
 		MaxCrashes:         j.MaxCrashes,
+	}
+	if j.NonRetryableCodes != nil {
+		out.NonRetryableCodes = *j.NonRetryableCodes
 	}
 	var err error
 	for _, f := range []struct {

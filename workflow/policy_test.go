@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -30,6 +31,9 @@ var policyFields = []policyField{
 	{"InitialInterval",
 		func(p *workflow.Policy, l int) { p.InitialInterval = time.Duration(100+l) * time.Millisecond },
 		func(p workflow.Policy) any { return p.InitialInterval }},
+	{"Backoff",
+		func(p *workflow.Policy, l int) { p.Backoff = []workflow.Backoff{"", "step", "workflow", "global"}[l] },
+		func(p workflow.Policy) any { return p.Backoff }},
 	{"BackoffCoefficient",
 		func(p *workflow.Policy, l int) { p.BackoffCoefficient = 10 + float64(l) },
 		func(p workflow.Policy) any { return p.BackoffCoefficient }},
@@ -44,6 +48,9 @@ var policyFields = []policyField{
 			p.UnknownErrors = []workflow.ErrorMode{"", "step", "workflow", "global"}[l]
 		},
 		func(p workflow.Policy) any { return p.UnknownErrors }},
+	{"NonRetryableCodes",
+		func(p *workflow.Policy, l int) { p.NonRetryableCodes = []string{fmt.Sprint("code", l)} },
+		func(p workflow.Policy) any { return codesString(p.NonRetryableCodes) }},
 	{"StepTimeout",
 		func(p *workflow.Policy, l int) { p.StepTimeout = time.Duration(l) * time.Hour },
 		func(p workflow.Policy) any { return p.StepTimeout }},
@@ -109,13 +116,13 @@ func TestPolicyOrKeepsSetFields(t *testing.T) {
 		f.set(&step, 1)
 		f.set(&other, 2)
 	}
-	if got := step.Or(other); got != step {
+	if got := step.Or(other); !got.Equal(step) {
 		t.Errorf("fully set policy changed by Or:\n got %+v\nwant %+v", got, step)
 	}
-	if got := (workflow.Policy{}).Or(other); got != other {
+	if got := (workflow.Policy{}).Or(other); !got.Equal(other) {
 		t.Errorf("zero.Or(p) = %+v, want p %+v", got, other)
 	}
-	if got := (workflow.Policy{}).Or(workflow.DefaultPolicy()); got != workflow.DefaultPolicy() {
+	if got := (workflow.Policy{}).Or(workflow.DefaultPolicy()); !got.Equal(workflow.DefaultPolicy()) {
 		t.Errorf("zero.Or(DefaultPolicy()) = %+v", got)
 	}
 }
@@ -123,11 +130,12 @@ func TestPolicyOrKeepsSetFields(t *testing.T) {
 func TestDefaultPolicy(t *testing.T) {
 	t.Parallel()
 	want := workflow.Policy{
-		MaxAttempts: 4, InitialInterval: time.Second, BackoffCoefficient: 2, MaxInterval: 30 * time.Second,
+		MaxAttempts: 4, InitialInterval: time.Second, Backoff: workflow.BackoffExponential,
+		BackoffCoefficient: 2, MaxInterval: 30 * time.Second,
 		Jitter: workflow.JitterEqual, UnknownErrors: workflow.UnknownTransient, StepTimeout: 15 * time.Minute,
 		MaxCrashes: 3,
 	}
-	if got := workflow.DefaultPolicy(); got != want {
+	if got := workflow.DefaultPolicy(); !got.Equal(want) {
 		t.Errorf("DefaultPolicy() = %+v, want the documented %+v", got, want)
 	}
 	if err := workflow.DefaultPolicy().Validate(); err != nil {
@@ -164,6 +172,13 @@ func TestPolicyValidate(t *testing.T) {
 		{"negative run_timeout", workflow.Policy{RunTimeout: -time.Hour}, "run_timeout"},
 		{"negative max_iterations", workflow.Policy{MaxIterations: -5}, "max_iterations"},
 		{"negative max_crashes", workflow.Policy{MaxCrashes: -1}, "max_crashes"},
+		{"unknown backoff", workflow.Policy{Backoff: "quadratic"}, "backoff"},
+		{"backoff in capitals", workflow.Policy{Backoff: "LINEAR"}, "backoff"},
+		{"empty code", workflow.Policy{NonRetryableCodes: []string{"a", ""}}, "non_retryable_codes[1] is empty"},
+		{"duplicate code", workflow.Policy{NonRetryableCodes: []string{"a", "b", "a"}}, `lists "a" twice`},
+		{"fixed backoff is valid", workflow.Policy{Backoff: workflow.BackoffFixed}, ""},
+		{"linear backoff is valid", workflow.Policy{Backoff: workflow.BackoffLinear}, ""},
+		{"empty code list is valid", workflow.Policy{NonRetryableCodes: []string{}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,13 +205,15 @@ func TestPolicyValidateReportsEveryBadField(t *testing.T) {
 	p := workflow.Policy{
 		MaxAttempts: -1, InitialInterval: -1, BackoffCoefficient: 0.1, MaxInterval: -1, Jitter: "x",
 		UnknownErrors: "y", StepTimeout: -1, RunTimeout: -1, MaxIterations: -1, MaxCrashes: -1,
+		Backoff: "z", NonRetryableCodes: []string{""},
 	}
 	err := p.Validate()
 	if !errors.Is(err, workflow.ErrInvalidPolicy) {
 		t.Fatalf("Validate() = %v, want ErrInvalidPolicy", err)
 	}
 	for _, field := range []string{"max_attempts", "initial_interval", "backoff_coefficient", "max_interval",
-		"jitter", "unknown_errors", "step_timeout", "run_timeout", "max_iterations", "max_crashes"} {
+		"jitter", "unknown_errors", "step_timeout", "run_timeout", "max_iterations", "max_crashes", "backoff",
+		"non_retryable_codes"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("Validate() does not name %s: %q", field, err)
 		}
@@ -209,6 +226,15 @@ func TestPolicyBaseDelay(t *testing.T) {
 	constant := workflow.Policy{InitialInterval: 3 * time.Second, BackoffCoefficient: 1, MaxInterval: time.Minute}
 	slow := workflow.Policy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1.5, MaxInterval: time.Hour}
 	uncapped := workflow.Policy{InitialInterval: time.Second, BackoffCoefficient: 2}
+	expl := workflow.Policy{InitialInterval: time.Second, Backoff: workflow.BackoffExponential, BackoffCoefficient: 2,
+		MaxInterval: 30 * time.Second}
+	linear := workflow.Policy{InitialInterval: time.Second, Backoff: workflow.BackoffLinear, BackoffCoefficient: 5,
+		MaxInterval: 10 * time.Second}
+	linearUncapped := workflow.Policy{InitialInterval: time.Second, Backoff: workflow.BackoffLinear}
+	fixed := workflow.Policy{InitialInterval: 3 * time.Second, Backoff: workflow.BackoffFixed, BackoffCoefficient: 2,
+		MaxInterval: time.Minute}
+	// Not valid (max below initial), but BaseDelay still never exceeds the cap.
+	fixedCapped := workflow.Policy{InitialInterval: 3 * time.Second, Backoff: workflow.BackoffFixed, MaxInterval: time.Second}
 	tests := []struct {
 		name string
 		p    workflow.Policy
@@ -236,6 +262,17 @@ func TestPolicyBaseDelay(t *testing.T) {
 		{"uncapped 10", uncapped, 10, 512 * time.Second},
 		{"uncapped overflow", uncapped, 1000, time.Duration(math.MaxInt64)},
 		{"uncapped MaxInt", uncapped, math.MaxInt, time.Duration(math.MaxInt64)},
+		{"explicit exponential", expl, 3, 4 * time.Second},
+		{"linear 1", linear, 1, time.Second},
+		{"linear 2", linear, 2, 2 * time.Second},
+		{"linear 3 ignores the coefficient", linear, 3, 3 * time.Second},
+		{"linear capped", linear, 11, 10 * time.Second},
+		{"linear MaxInt capped", linear, math.MaxInt, 10 * time.Second},
+		{"linear uncapped MaxInt", linearUncapped, math.MaxInt, time.Duration(math.MaxInt64)},
+		{"fixed 1", fixed, 1, 3 * time.Second},
+		{"fixed 7 ignores the coefficient", fixed, 7, 3 * time.Second},
+		{"fixed MaxInt", fixed, math.MaxInt, 3 * time.Second},
+		{"fixed above the cap", fixedCapped, 1, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,6 +290,9 @@ func TestPolicyBaseDelayMonotonic(t *testing.T) {
 	t.Parallel()
 	for _, p := range []workflow.Policy{
 		workflow.DefaultPolicy(),
+		{InitialInterval: time.Millisecond, Backoff: workflow.BackoffLinear, MaxInterval: 24 * time.Hour},
+		{InitialInterval: time.Millisecond, Backoff: workflow.BackoffLinear},
+		{InitialInterval: time.Millisecond, Backoff: workflow.BackoffFixed},
 		{InitialInterval: time.Millisecond, BackoffCoefficient: 1.1, MaxInterval: 24 * time.Hour},
 		{InitialInterval: time.Second, BackoffCoefficient: 1e9, MaxInterval: time.Hour},
 		{InitialInterval: time.Second, BackoffCoefficient: 3},
@@ -379,6 +419,9 @@ func TestPolicyJSONRoundTrip(t *testing.T) {
 			`"jitter":"full","unknown_errors":"permanent","step_timeout":"1m30s","run_timeout":"24h0m0s",` +
 			`"max_iterations":100,"max_crashes":2}`},
 		{"sub-microsecond", workflow.Policy{StepTimeout: 1500 * time.Nanosecond}, `{"step_timeout":"1.5µs"}`},
+		{"backoff and codes", workflow.Policy{Backoff: workflow.BackoffLinear, NonRetryableCodes: []string{"http_409", "card_declined"}},
+			`{"backoff":"linear","non_retryable_codes":["http_409","card_declined"]}`},
+		{"empty code list survives", workflow.Policy{NonRetryableCodes: []string{}}, `{"non_retryable_codes":[]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,7 +437,7 @@ func TestPolicyJSONRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(b, &got); err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.p {
+			if !got.Equal(tt.p) {
 				t.Errorf("round trip = %+v, want %+v", got, tt.p)
 			}
 			// A pointer and a field of a struct marshal the same way.
@@ -418,6 +461,8 @@ func TestPolicyUnmarshalJSON(t *testing.T) {
 			workflow.Policy{InitialInterval: 1500 * time.Millisecond, RunTimeout: 90 * time.Minute}, ""},
 		{"empty string is unset", `{"max_interval":""}`, workflow.Policy{}, ""},
 		{"unknown fields ignored", `{"max_attempts":2,"colour":"blue"}`, workflow.Policy{MaxAttempts: 2}, ""},
+		{"null codes inherit", `{"non_retryable_codes":null}`, workflow.Policy{}, ""},
+		{"codes not strings", `{"non_retryable_codes":[1]}`, workflow.Policy{}, "json"},
 		{"bad initial_interval", `{"initial_interval":"soon"}`, workflow.Policy{}, "initial_interval"},
 		{"bad max_interval", `{"max_interval":"5 seconds"}`, workflow.Policy{}, "max_interval"},
 		{"bad step_timeout", `{"step_timeout":"10"}`, workflow.Policy{}, "step_timeout"},
@@ -433,7 +478,7 @@ func TestPolicyUnmarshalJSON(t *testing.T) {
 				if err := json.Unmarshal([]byte(tt.in), &got); err != nil {
 					t.Fatalf("Unmarshal(%s) = %v", tt.in, err)
 				}
-				if got != tt.want {
+				if !got.Equal(tt.want) {
 					t.Fatalf("Unmarshal(%s) = %+v, want %+v", tt.in, got, tt.want)
 				}
 				return
@@ -451,9 +496,95 @@ func TestPolicyUnmarshalJSON(t *testing.T) {
 					t.Fatalf("Unmarshal(%s) = %v, want ErrInvalidPolicy naming %s", tt.in, err, tt.wantErr)
 				}
 			}
-			if got != before {
+			if !got.Equal(before) {
 				t.Errorf("failed Unmarshal changed the policy to %+v", got)
 			}
 		})
+	}
+}
+
+// codesString shows a code list for comparison, telling nil from empty.
+func codesString(c []string) string {
+	if c == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%q", c)
+}
+
+// TestPolicyNonRetryableCodesPrecedence: the most specific level that sets
+// the list wins as a whole; an empty list turns off the less specific
+// levels' lists; nil inherits.
+func TestPolicyNonRetryableCodesPrecedence(t *testing.T) {
+	t.Parallel()
+	global := workflow.Policy{NonRetryableCodes: []string{"g1", "g2"}}
+	wf := workflow.Policy{NonRetryableCodes: []string{"w"}}
+	tests := []struct {
+		name           string
+		step, workflow workflow.Policy
+		want           []string
+	}{
+		{"nothing set", workflow.Policy{}, workflow.Policy{}, []string{"g1", "g2"}},
+		{"workflow replaces global", workflow.Policy{}, wf, []string{"w"}},
+		{"step replaces workflow", workflow.Policy{NonRetryableCodes: []string{"s"}}, wf, []string{"s"}},
+		{"empty at step means none", workflow.Policy{NonRetryableCodes: []string{}}, wf, []string{}},
+		{"empty at workflow means none", workflow.Policy{}, workflow.Policy{NonRetryableCodes: []string{}}, []string{}},
+	}
+	for _, tt := range tests {
+		got := tt.step.Or(tt.workflow).Or(global).Or(workflow.DefaultPolicy())
+		if codesString(got.NonRetryableCodes) != codesString(tt.want) {
+			t.Errorf("%s: codes %s, want %s", tt.name, codesString(got.NonRetryableCodes), codesString(tt.want))
+		}
+	}
+	// Or copies: changing the result leaves the fallback alone.
+	got := workflow.Policy{}.Or(global)
+	got.NonRetryableCodes[0] = "changed"
+	if global.NonRetryableCodes[0] != "g1" {
+		t.Errorf("Or shares the fallback's list: %v", global.NonRetryableCodes)
+	}
+}
+
+func TestPolicyNonRetryable(t *testing.T) {
+	t.Parallel()
+	p := workflow.Policy{NonRetryableCodes: []string{"http_409", "card_declined"}}
+	base := errors.New("boom")
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{base, false},
+		{workflow.WithCode(base, "http_409"), true},
+		{fmt.Errorf("wrapped: %w", workflow.WithCode(base, "card_declined")), true},
+		{workflow.WithCode(base, "http_500"), false},
+		{workflow.WithCode(base, ""), false},
+	}
+	for _, tt := range tests {
+		if got := p.NonRetryable(tt.err); got != tt.want {
+			t.Errorf("NonRetryable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+	if (workflow.Policy{}).NonRetryable(workflow.WithCode(base, "http_409")) {
+		t.Error("a policy without codes calls a coded error non-retryable")
+	}
+}
+
+func TestPolicyEqual(t *testing.T) {
+	t.Parallel()
+	a := workflow.Policy{MaxAttempts: 3, NonRetryableCodes: []string{"x"}}
+	if !a.Equal(workflow.Policy{MaxAttempts: 3, NonRetryableCodes: []string{"x"}}) {
+		t.Error("equal policies differ")
+	}
+	for _, b := range []workflow.Policy{
+		{MaxAttempts: 3},
+		{MaxAttempts: 3, NonRetryableCodes: []string{"y"}},
+		{MaxAttempts: 4, NonRetryableCodes: []string{"x"}},
+		{MaxAttempts: 3, NonRetryableCodes: []string{"x"}, Backoff: workflow.BackoffFixed},
+	} {
+		if a.Equal(b) {
+			t.Errorf("%+v equals %+v", a, b)
+		}
+	}
+	if (workflow.Policy{}).Equal(workflow.Policy{NonRetryableCodes: []string{}}) {
+		t.Error("nil and empty code lists are equal, but they mean inherit and none")
 	}
 }

@@ -33,6 +33,9 @@ type ReconcilerConfig struct {
 	// Grace leaves a run that changed less than this long ago to the
 	// engine, which may be about to enqueue its next task. Default 10s.
 	Grace time.Duration
+	// Observer is told of each repair and of the runs a repair fails.
+	// Default: the engine's EngineConfig.Observer.
+	Observer Observer
 }
 
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
@@ -78,6 +81,9 @@ type Reconciler struct {
 
 // NewReconciler returns a reconciler for the engine's queue and state.
 func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
+	if cfg.Observer == nil {
+		cfg.Observer = e.cfg.Observer
+	}
 	return &Reconciler{
 		cfg:   cfg.withDefaults(),
 		eng:   e,
@@ -284,6 +290,9 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 			return err
 		}
 		rep.add("trimmed", trimmed)
+		for range trimmed {
+			r.cfg.Observer.Repair("trimmed")
+		}
 		return nil
 	})
 	rep.Locked = locked
@@ -346,14 +355,17 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 		}
 		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, AttrDueAt, rp.Dispatch.DueAt)
 		rep.add(rp.Kind, 1)
+		r.cfg.Observer.Repair(rp.Kind)
 	case retrystate.OutcomeFailed:
 		log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason)
 		rep.add(rp.Kind, 1)
 		rep.Failed++
 		r.eng.disp.stop(log, rp.Task, rp.StepStatus)
+		r.observeFailed(ctx, id, rp)
 	case retrystate.OutcomeAttention:
 		log.Error("run needs attention: repaired automatically too often", AttrReason, rp.Reason)
 		rep.Attention++
+		r.cfg.Observer.Repair("needs_attention")
 	}
 	return rep, nil
 }
@@ -415,4 +427,18 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 		return Report{}, err
 	}
 	return r.outcome(ctx, id, rp)
+}
+
+// observeFailed tells the observer of a repair that failed a run (reading
+// the run's workflow name only when an observer listens).
+func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Repair) {
+	r.cfg.Observer.Repair(rp.Kind)
+	if _, nop := r.cfg.Observer.(NopObserver); nop {
+		return
+	}
+	wf, err := r.store.RunWorkflow(ctx, id)
+	if err != nil {
+		r.log.Debug("cannot read the workflow of a failed run for metrics", AttrRunID, id, AttrError, err)
+	}
+	r.cfg.Observer.RunFinished(wf, StatusFailed, rp.Code)
 }

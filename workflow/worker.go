@@ -38,6 +38,9 @@ type WorkerConfig struct {
 	// and eviction settings (for stores without CONFIG, like the embedded
 	// one).
 	SkipRedisChecks bool
+	// Webhook, when set, delivers the queue's notifications to a URL (see
+	// Notifier and WebhookHandler). Nil: no webhooks.
+	Webhook *WebhookConfig
 }
 
 // Worker runs registered workflows: it executes step attempts from the
@@ -67,6 +70,11 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	e, err := NewEngine(rdb, cfg.EngineConfig)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Webhook != nil {
+		if err := cfg.Webhook.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	return &Worker{cfg: cfg, rdb: rdb, engine: e, log: e.log, ready: make(chan struct{})}, nil
 }
@@ -102,13 +110,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		TaskCheckInterval:        w.cfg.TaskCheckInterval,
 		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
 		ShutdownTimeout:          w.cfg.ShutdownTimeout,
-		RetryDelayFunc:           RetryDelay,
+		RetryDelayFunc:           retryDelay,
 		IsFailure:                IsFailure,
 		Logger:                   asynqLogger{w.log.With("component", "asynq")},
 		LogLevel:                 asynq.InfoLevel,
 	})
 	mux := asynq.NewServeMux()
 	mux.Handle(tasks.TypeStep, w.engine)
+	notifier := w.webhooks(mux)
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
@@ -121,6 +130,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(recDone)
 		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
 	}()
+	notifierDone := make(chan struct{})
+	if notifier != nil {
+		go func() {
+			defer close(notifierDone)
+			notifier.Run(recCtx)
+		}()
+	} else {
+		close(notifierDone)
+	}
 	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
 	close(w.ready)
 	<-ctx.Done()
@@ -128,6 +146,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopRec()
 	srv.Shutdown()
 	<-recDone
+	<-notifierDone
 	w.log.Info("worker stopped")
 	return nil
 }
@@ -167,4 +186,28 @@ func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...))
 	os.Exit(1)
+}
+
+// webhooks registers the webhook delivery handler on mux and returns the
+// notifier to run, when webhooks are configured.
+func (w *Worker) webhooks(mux *asynq.ServeMux) *Notifier {
+	if w.cfg.Webhook == nil {
+		return nil
+	}
+	cfg := *w.cfg.Webhook
+	if cfg.Clock == nil {
+		cfg.Clock = w.engine.cfg.Clock
+	}
+	h, _ := NewWebhookHandler(cfg, w.log) // validated by NewWorker
+	mux.Handle(tasks.TypeWebhook, h)
+	return newNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue, cfg, w.log)
+}
+
+// retryDelay is the worker's asynq RetryDelayFunc: WebhookRetryDelay for
+// webhook deliveries, RetryDelay for step attempts.
+func retryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if t != nil && t.Type() == tasks.TypeWebhook {
+		return WebhookRetryDelay(n, err, t)
+	}
+	return RetryDelay(n, err, t)
 }

@@ -1,7 +1,9 @@
 // Command worker runs Cairn workflows: it executes step attempts from the
 // queue, with the demo workflow registered. Configuration comes from the
 // environment (see the README). With CAIRN_REDIS_URL unset it starts the
-// embedded, non-durable development store.
+// embedded, non-durable development store. It also serves the HTTP API and
+// dashboard (package dashboard) on CAIRN_HTTP_ADDR; with --dashboard-only
+// it serves only those.
 package main
 
 import (
@@ -15,6 +17,11 @@ import (
 )
 
 func main() {
+	opts, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cairn worker: %v\n%s\n", err, usage)
+		os.Exit(2)
+	}
 	cfg, err := config.Load(os.Environ())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cairn worker: bad configuration:\n%v\n", err)
@@ -22,8 +29,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stderr); err != nil {
+	serve := run
+	if opts.dashboardOnly {
+		serve = runDashboardOnly
+	}
+	if err := serve(ctx, cfg, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "cairn worker: %v\n", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

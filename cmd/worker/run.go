@@ -8,8 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/config"
 	"github.com/cairnhq/cairn/internal/embedded"
+	"github.com/cairnhq/cairn/metrics"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -18,6 +20,10 @@ import (
 func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log := cfg.Logger(stderr)
 	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
+	fileDefs, err := loadWorkflows(cfg) // CAIRN_WORKFLOWS_FILE, checked before anything starts
+	if err != nil {
+		return err
+	}
 	if cfg.Embedded() {
 		store, err := embedded.Start(cfg.EmbeddedAddr)
 		if err != nil {
@@ -44,6 +50,17 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 
+	mx, err := metrics.New(metrics.NewRegistry(), metrics.Config{Redis: rdb, Queue: cfg.Queue})
+	if err != nil {
+		return err
+	}
+	var httpSrv *dashboard.Server // the HTTP API (http.go); nil when CAIRN_HTTP_ADDR is empty
+	if cfg.HTTPAddr != "" {
+		if httpSrv, err = newDashboard(cfg, rdb, opts, log, mx.Handler(), mx); err != nil {
+			return err
+		}
+	}
+
 	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
 		EngineConfig: workflow.EngineConfig{
 			Queue:     cfg.Queue,
@@ -51,6 +68,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			Retention: cfg.Retention,
 			FenceTTL:  cfg.FenceTTL,
 			Logger:    log,
+			Observer:  mx,
 		},
 		Concurrency:              cfg.Concurrency,
 		TaskCheckInterval:        cfg.TaskCheckInterval,
@@ -63,6 +81,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			MaxAutoRecoveries: cfg.MaxAutoRecoveries,
 		},
 		SkipRedisChecks: cfg.Embedded(),
+		Webhook:         cfg.Webhook(),
 	})
 	if err != nil {
 		return err
@@ -77,8 +96,19 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			return err
 		}
 	}
+	for _, d := range fileDefs {
+		names = append(names, d.Name)
+		if err := w.Register(d); err != nil {
+			return &startError{fmt.Errorf("CAIRN_WORKFLOWS_FILE %s: %w", cfg.WorkflowsFile, err)}
+		}
+	}
 	log.Info("starting worker", "redis", redactedAddr(opts), "queue", cfg.Queue, "concurrency", cfg.Concurrency,
 		"workflows", names)
+	if httpSrv != nil {
+		httpCtx, stopHTTP := context.WithCancel(ctx)
+		wait := serveHTTP(httpCtx, httpSrv, cfg.HTTPAddr, log)
+		defer func() { stopHTTP(); wait() }()
+	}
 	return w.Run(ctx)
 }
 

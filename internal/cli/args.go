@@ -20,6 +20,9 @@ type command struct {
 	// parse checks the arguments (flags may come before or after the
 	// positional ones) and returns the action to run once connected.
 	parse func(c *CLI, args []string) (action, error)
+	// offline: the action needs no Redis (its session has only the
+	// configuration).
+	offline bool
 }
 
 // commands lists the subcommands in the order the usage shows them.
@@ -83,6 +86,11 @@ func init() {
 			summary: "skip the failed optional step of a failed run and continue with the next",
 			flags:   []string{"--step NAME	the failed optional step (required)", "--json	print the run as JSON"},
 			parse:   parseOperator("skip"),
+		},
+		{
+			name: "validate", synopsis: "validate <file>",
+			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE) without a worker or Redis",
+			parse:   parseValidate, offline: true,
 		},
 	}
 }
@@ -156,13 +164,15 @@ Exit codes:
   0  success
   1  the run ended failed or cancelled (start --wait), or an operational
      error: Redis unreachable, cancel of a finished run, a recover, retry
-     or skip the run's state refuses
+     or skip the run's state refuses; validate found problems (each is a
+     FILE:LINE:COL: line on stderr before the summary)
   2  usage error or bad input: unknown command or flag, missing or extra
      argument, malformed --input, unreadable @file, unknown workflow,
      invalid or unknown run ID, invalid --status or --limit, bad
-     configuration
+     configuration, a validate file that cannot be read
 
-Every error is one line on stderr starting with "enqueue: ".
+Every error is one line on stderr starting with "enqueue: " (validate
+first lists the file's problems, one FILE:LINE:COL: line each).
 
 Environment:
   CAIRN_REDIS_URL      redis://[user:password@]host:port[/db], or rediss://

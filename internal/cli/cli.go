@@ -151,6 +151,9 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.configFail(err)
 	}
+	if cmd.offline {
+		return c.fail(act(ctx, &session{cli: c, cfg: cfg}))
+	}
 	s, err := c.connect(ctx, cfg)
 	if err != nil {
 		return c.fail(err)

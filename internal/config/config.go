@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ type Config struct {
 	// The global retry policy; workflows and steps override it.
 	RetryMaxAttempts        int           `env:"CAIRN_RETRY_MAX_ATTEMPTS" envDefault:"4"`
 	RetryInitialInterval    time.Duration `env:"CAIRN_RETRY_INITIAL_INTERVAL" envDefault:"1s"`
+	RetryBackoff            string        `env:"CAIRN_RETRY_BACKOFF" envDefault:"exponential"`
 	RetryBackoffCoefficient float64       `env:"CAIRN_RETRY_BACKOFF_COEFFICIENT" envDefault:"2"`
 	RetryMaxInterval        time.Duration `env:"CAIRN_RETRY_MAX_INTERVAL" envDefault:"30s"`
 	RetryJitter             string        `env:"CAIRN_RETRY_JITTER" envDefault:"equal"`
@@ -79,6 +81,34 @@ type Config struct {
 
 	// DemoChaos also registers the chaos demo workflow (for the chaos suite).
 	DemoChaos bool `env:"CAIRN_DEMO_CHAOS" envDefault:"false"`
+
+	// WorkflowsFile is a YAML file of workflow definitions (see package
+	// workflow/yamldef) the worker loads at start; empty: none.
+	WorkflowsFile string `env:"CAIRN_WORKFLOWS_FILE"`
+	// HTTPStepMaxBody caps the response body an http step reads, in bytes.
+	HTTPStepMaxBody int `env:"CAIRN_HTTP_STEP_MAX_BODY" envDefault:"1048576"`
+
+	// WebhookURL receives the run notifications, signed (http or https);
+	// empty: no webhooks.
+	WebhookURL string `env:"CAIRN_WEBHOOK_URL"`
+	// WebhookSecret keys the signature of webhook deliveries; required
+	// with WebhookURL.
+	WebhookSecret string `env:"CAIRN_WEBHOOK_SECRET"`
+	// WebhookEvents are the notification types delivered (comma-separated);
+	// empty: run_failed, run_succeeded, run_cancelled, run_recovered,
+	// run_needs_attention.
+	WebhookEvents string `env:"CAIRN_WEBHOOK_EVENTS"`
+
+	// HTTPAddr is where the worker serves the HTTP API, asynqmon and the
+	// dashboard (package dashboard). Set but empty: no HTTP server. Not a
+	// loopback address: needs APITokensFile.
+	HTTPAddr string `env:"CAIRN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// APITokensFile is the file of API tokens ("<token> <subject> <role>"
+	// per line); empty: authentication is disabled (loopback only).
+	APITokensFile string `env:"CAIRN_API_TOKENS_FILE"`
+	// MonitoringWrite lets admins change tasks and queues in asynqmon at
+	// /monitoring; default read-only.
+	MonitoringWrite bool `env:"CAIRN_MONITORING_WRITE" envDefault:"false"`
 }
 
 // Error is a configuration error naming its variable.
@@ -100,6 +130,9 @@ func Load(environ []string) (Config, error) {
 	}
 	var c Config
 	perr := env.ParseWithOptions(&c, env.Options{Environment: m})
+	if v, set := m["CAIRN_HTTP_ADDR"]; set && v == "" {
+		c.HTTPAddr = "" // unlike the others, set but empty is not the default: it is "off"
+	}
 	if perr == nil {
 		return c, c.Validate()
 	}
@@ -235,6 +268,11 @@ func (c Config) Validate() error {
 	if c.RetryMaxInterval < c.RetryInitialInterval {
 		bad("CAIRN_RETRY_MAX_INTERVAL", "%s: want at least CAIRN_RETRY_INITIAL_INTERVAL (%s)", c.RetryMaxInterval, c.RetryInitialInterval)
 	}
+	switch workflow.Backoff(strings.ToLower(c.RetryBackoff)) {
+	case workflow.BackoffExponential, workflow.BackoffLinear, workflow.BackoffFixed:
+	default:
+		bad("CAIRN_RETRY_BACKOFF", "%q: want exponential, linear or fixed", c.RetryBackoff)
+	}
 	switch workflow.Jitter(strings.ToLower(c.RetryJitter)) {
 	case workflow.JitterNone, workflow.JitterFull, workflow.JitterEqual:
 	default:
@@ -278,6 +316,11 @@ func (c Config) Validate() error {
 	if c.MaxCrashes < 1 {
 		bad("CAIRN_MAX_CRASHES", "%d: want at least 1", c.MaxCrashes)
 	}
+	if c.HTTPStepMaxBody < 1 {
+		bad("CAIRN_HTTP_STEP_MAX_BODY", "%d: want at least 1 (bytes)", c.HTTPStepMaxBody)
+	}
+	c.validateWebhook(bad)
+	c.validateHTTP(bad)
 	return errors.Join(errs...)
 }
 
@@ -293,6 +336,7 @@ func (c Config) Policy() workflow.Policy {
 	return workflow.Policy{
 		MaxAttempts:        c.RetryMaxAttempts,
 		InitialInterval:    c.RetryInitialInterval,
+		Backoff:            workflow.Backoff(strings.ToLower(c.RetryBackoff)),
 		BackoffCoefficient: c.RetryBackoffCoefficient,
 		MaxInterval:        c.RetryMaxInterval,
 		Jitter:             workflow.Jitter(strings.ToLower(c.RetryJitter)),
@@ -336,4 +380,66 @@ func (c Config) RedisOptions() (*redis.Options, error) {
 		return nil, &Error{Var: "CAIRN_REDIS_URL", Msg: err.Error()}
 	}
 	return opts, nil
+}
+
+// validateWebhook checks the CAIRN_WEBHOOK_* variables. A bad URL is
+// reported alone: the secret is checked once the URL is right.
+func (c Config) validateWebhook(bad func(v, format string, args ...any)) {
+	if c.WebhookURL == "" {
+		if c.WebhookSecret != "" {
+			bad("CAIRN_WEBHOOK_SECRET", "set, but CAIRN_WEBHOOK_URL is unset: set the URL to deliver webhooks to")
+		}
+		if c.WebhookEvents != "" {
+			bad("CAIRN_WEBHOOK_EVENTS", "set, but CAIRN_WEBHOOK_URL is unset: set the URL to deliver webhooks to")
+		}
+		return
+	}
+	if err := workflow.ValidateWebhookURL(c.WebhookURL); err != nil {
+		bad("CAIRN_WEBHOOK_URL", "%v", err)
+		return
+	}
+	if c.WebhookSecret == "" {
+		bad("CAIRN_WEBHOOK_SECRET", "unset: a secret is required to sign webhook deliveries when CAIRN_WEBHOOK_URL is set")
+	}
+	for _, ev := range c.webhookEvents() {
+		if (workflow.WebhookConfig{URL: c.WebhookURL, Secret: "x", Events: []string{ev}}).Validate() != nil {
+			bad("CAIRN_WEBHOOK_EVENTS", "%q: want comma-separated notification types like run_failed,run_succeeded", ev)
+		}
+	}
+}
+
+// Webhook returns the webhook configuration, or nil when CAIRN_WEBHOOK_URL
+// is unset.
+func (c Config) Webhook() *workflow.WebhookConfig {
+	if c.WebhookURL == "" {
+		return nil
+	}
+	return &workflow.WebhookConfig{URL: c.WebhookURL, Secret: c.WebhookSecret, Events: c.webhookEvents()}
+}
+
+// webhookEvents splits CAIRN_WEBHOOK_EVENTS.
+func (c Config) webhookEvents() []string {
+	var out []string
+	for ev := range strings.SplitSeq(c.WebhookEvents, ",") {
+		if ev = strings.TrimSpace(ev); ev != "" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// validateHTTP checks CAIRN_HTTP_ADDR. Whether an address without tokens is
+// allowed (loopback only) is the dashboard's check, at start.
+func (c Config) validateHTTP(bad func(v, format string, args ...any)) {
+	if c.HTTPAddr == "" {
+		return
+	}
+	_, port, err := net.SplitHostPort(c.HTTPAddr)
+	if err != nil {
+		bad("CAIRN_HTTP_ADDR", "%q: want host:port, like 127.0.0.1:8080 (%v); empty disables the HTTP API", c.HTTPAddr, err)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		bad("CAIRN_HTTP_ADDR", "%q: port %q is not a number from 0 to 65535", c.HTTPAddr, port)
+	}
 }

@@ -76,6 +76,7 @@ func TestLoadDefaults(t *testing.T) {
 			LogFormat:                "text",
 			RetryMaxAttempts:         4,
 			RetryInitialInterval:     time.Second,
+			RetryBackoff:             "exponential",
 			RetryBackoffCoefficient:  2,
 			RetryMaxInterval:         30 * time.Second,
 			RetryJitter:              "equal",
@@ -93,6 +94,8 @@ func TestLoadDefaults(t *testing.T) {
 			MaxAutoRecoveries:        3,
 			FenceTTL:                 10 * time.Second,
 			SweepInterval:            2 * time.Second,
+			HTTPStepMaxBody:          1 << 20,
+			HTTPAddr:                 "127.0.0.1:8080",
 		}
 		if c != want {
 			t.Errorf("Load(%q) =\n%+v\nwant\n%+v", environ, c, want)
@@ -153,7 +156,7 @@ func TestDefaultPolicyAgreesWithWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Policy(), workflow.DefaultPolicy(); got != want {
+	if got, want := c.Policy(), workflow.DefaultPolicy(); !got.Equal(want) {
 		t.Errorf("default configuration's Policy() = %+v, workflow.DefaultPolicy() = %+v", got, want)
 	}
 }
@@ -186,6 +189,12 @@ func TestLoadOverrides(t *testing.T) {
 		"CAIRN_MAX_AUTO_RECOVERIES=7",
 		"CAIRN_FENCE_TTL=300ms",
 		"CAIRN_SWEEP_INTERVAL=500ms",
+		"CAIRN_RETRY_BACKOFF=linear",
+		"CAIRN_WORKFLOWS_FILE=/etc/cairn/workflows.yaml",
+		"CAIRN_HTTP_STEP_MAX_BODY=4096",
+		"CAIRN_HTTP_ADDR=0.0.0.0:9090",
+		"CAIRN_API_TOKENS_FILE=/etc/cairn/tokens",
+		"CAIRN_MONITORING_WRITE=true",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -198,17 +207,20 @@ func TestLoadOverrides(t *testing.T) {
 		MaxIterations: 500, MaxCrashes: 1, Retention: 24 * time.Hour, TaskCheckInterval: 5 * time.Millisecond,
 		DelayedTaskCheckInterval: time.Second, ShutdownTimeout: time.Minute, ReconcileInterval: 5 * time.Minute,
 		RecoveryConcurrency: 20, MaxAutoRecoveries: 7, FenceTTL: 300 * time.Millisecond, SweepInterval: 500 * time.Millisecond,
+		RetryBackoff: "linear", WorkflowsFile: "/etc/cairn/workflows.yaml", HTTPStepMaxBody: 4096,
+		HTTPAddr: "0.0.0.0:9090", APITokensFile: "/etc/cairn/tokens", MonitoringWrite: true,
 	}
 	if c != want {
 		t.Fatalf("Load =\n%+v\nwant\n%+v", c, want)
 	}
 
 	wantPolicy := workflow.Policy{
-		MaxAttempts: 9, InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 1.5, MaxInterval: 2 * time.Minute,
+		MaxAttempts: 9, InitialInterval: 250 * time.Millisecond, Backoff: workflow.BackoffLinear,
+		BackoffCoefficient: 1.5, MaxInterval: 2 * time.Minute,
 		Jitter: workflow.JitterFull, UnknownErrors: workflow.UnknownPermanent, StepTimeout: 90 * time.Second,
 		RunTimeout: 48 * time.Hour, MaxIterations: 500, MaxCrashes: 1,
 	}
-	if p := c.Policy(); p != wantPolicy {
+	if p := c.Policy(); !p.Equal(wantPolicy) {
 		t.Errorf("Policy() =\n%+v\nwant\n%+v", p, wantPolicy)
 	}
 	if err := c.Policy().Validate(); err != nil {
@@ -293,6 +305,9 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_RETRY_MAX_INTERVAL", "soon", "duration"},
 		{"CAIRN_RETRY_MAX_INTERVAL", "500ms", "CAIRN_RETRY_INITIAL_INTERVAL"},
 		{"CAIRN_RETRY_JITTER", "sometimes", "none, full or equal"},
+		{"CAIRN_RETRY_BACKOFF", "quadratic", "exponential, linear or fixed"},
+		{"CAIRN_HTTP_STEP_MAX_BODY", "0", "at least 1"},
+		{"CAIRN_HTTP_STEP_MAX_BODY", "1MiB", "integer"},
 		{"CAIRN_RETRY_JITTER", "fully", "none, full or equal"},
 		{"CAIRN_DEMO_CHAOS", "maybe", "true or false"},
 		{"CAIRN_EMBEDDED_ADDR", "0.0.0.0:6390", "loopback"},
@@ -325,11 +340,21 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_FENCE_TTL", "299ms", "at least 300ms"},
 		{"CAIRN_SWEEP_INTERVAL", "x", "duration"},
 		{"CAIRN_SWEEP_INTERVAL", "-2s", "positive"},
+		{"CAIRN_WEBHOOK_URL", "ftp://hooks.example.com/cairn", "http:// or https://"},
+		{"CAIRN_WEBHOOK_URL", "https://", "no host"},
+		{"CAIRN_WEBHOOK_URL", "hooks.example.com/cairn", "http:// or https://"},
+		{"CAIRN_WEBHOOK_SECRET", "s3cret", "CAIRN_WEBHOOK_URL is unset"},
+		{"CAIRN_WEBHOOK_EVENTS", "run_failed", "CAIRN_WEBHOOK_URL is unset"},
+		{"CAIRN_HTTP_ADDR", "8080", "host:port"},
+		{"CAIRN_HTTP_ADDR", "127.0.0.1:http", "port"},
+		{"CAIRN_MONITORING_WRITE", "maybe", "true or false"},
 	}
 
-	// Every variable with a rule is covered. CAIRN_EMBEDDED_ADDR has none.
+	// Every variable with a rule is covered. CAIRN_EMBEDDED_ADDR has none;
+	// CAIRN_WORKFLOWS_FILE and CAIRN_API_TOKENS_FILE are read (and
+	// checked) by the worker at start.
 	for _, v := range allVars() {
-		if v != "CAIRN_EMBEDDED_ADDR" && !slices.ContainsFunc(tests, func(tt struct{ variable, value, msg string }) bool {
+		if v != "CAIRN_EMBEDDED_ADDR" && v != "CAIRN_WORKFLOWS_FILE" && v != "CAIRN_API_TOKENS_FILE" && !slices.ContainsFunc(tests, func(tt struct{ variable, value, msg string }) bool {
 			return tt.variable == v
 		}) {
 			t.Errorf("no invalid value of %s is tested", v)
@@ -536,5 +561,54 @@ func TestEnumsAreCaseInsensitive(t *testing.T) {
 	c.Logger(&buf).Info("hello")
 	if !strings.HasPrefix(buf.String(), "{") {
 		t.Errorf("CAIRN_LOG_FORMAT=JSON logged %q", buf.String())
+	}
+}
+
+func TestWebhookConfig(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(nil)
+	if err != nil || c.Webhook() != nil {
+		t.Fatalf("no webhook variables: webhook %+v, %v; want none", c.Webhook(), err)
+	}
+
+	_, err = config.Load([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn"})
+	if got := vars(err); !slices.Equal(got, []string{"CAIRN_WEBHOOK_SECRET"}) || !strings.Contains(err.Error(), "required") {
+		t.Errorf("URL without a secret: %v (vars %q); want CAIRN_WEBHOOK_SECRET required", err, got)
+	}
+
+	_, err = config.Load([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn", "CAIRN_WEBHOOK_SECRET=s",
+		"CAIRN_WEBHOOK_EVENTS=run_failed,Run Failed"})
+	if got := vars(err); !slices.Equal(got, []string{"CAIRN_WEBHOOK_EVENTS"}) || !strings.Contains(err.Error(), `"Run Failed"`) {
+		t.Errorf("bad event name: %v (vars %q); want CAIRN_WEBHOOK_EVENTS naming it", err, got)
+	}
+
+	c, err = config.Load([]string{"CAIRN_WEBHOOK_URL=http://127.0.0.1:9000/hook?x=1", "CAIRN_WEBHOOK_SECRET=s3cret",
+		"CAIRN_WEBHOOK_EVENTS= run_failed , run_succeeded,"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Webhook()
+	if w == nil || w.URL != "http://127.0.0.1:9000/hook?x=1" || w.Secret != "s3cret" ||
+		!slices.Equal(w.Events, []string{"run_failed", "run_succeeded"}) {
+		t.Fatalf("Webhook() = %+v", w)
+	}
+	if err := w.Validate(); err != nil {
+		t.Errorf("the webhook config of an accepted environment is invalid: %v", err)
+	}
+	c, err = config.Load([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn", "CAIRN_WEBHOOK_SECRET=s"})
+	if err != nil || c.Webhook() == nil || c.Webhook().Events != nil {
+		t.Errorf("no CAIRN_WEBHOOK_EVENTS: %+v, %v; want the default events (nil)", c.Webhook(), err)
+	}
+}
+
+// TestHTTPAddrEmptyDisables: unlike the other variables, CAIRN_HTTP_ADDR set
+// but empty is not its default: it turns the HTTP API off.
+func TestHTTPAddrEmptyDisables(t *testing.T) {
+	t.Parallel()
+	for environ, want := range map[string]string{"": "127.0.0.1:8080", "CAIRN_HTTP_ADDR=": "", "CAIRN_HTTP_ADDR=[::1]:80": "[::1]:80"} {
+		c, err := config.Load(strings.Fields(environ))
+		if err != nil || c.HTTPAddr != want {
+			t.Errorf("Load(%q): HTTPAddr %q, %v; want %q", environ, c.HTTPAddr, err, want)
+		}
 	}
 }

@@ -1,6 +1,5 @@
 -- cancel.lua: cancel a run: no further attempts of any step.
--- KEYS: the run-level layout of common.lua (KEYS[2] is ignored: the run's
--- current step is found from the run record).
+-- KEYS[1] the run record (the run's current step is found from it).
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] actor (who cancels)
 -- ARGV[5] retention, ms
@@ -8,7 +7,7 @@
 -- {"already"} when the run was cancelled before, {"ended", status} for another
 -- terminal run, or {"gone"}.
 
-local rs = redis.call("HMGET", KEYS[1], "status", "current", "workflow")
+local rs = redis.call("HMGET", RUN, "status", "current", "workflow")
 if not rs[1] then
   return {"gone"}
 end
@@ -18,11 +17,10 @@ end
 if is_terminal(rs[1]) then
   return {"ended", rs[1]}
 end
-local sk = step_key(rs[2])
-local st = redis.call("HMGET", sk, "status", "task", "name", "attempt")
-set_status(rs[1], "cancelled")
-redis.call("HSET", KEYS[1], "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
-redis.call("HSET", sk, "status", "cancelled", "retry_state", "none", "next_attempt_at", "0",
+local cur = num(rs[2])
+local st = step_get(cur, "status", "task", "name", "attempt")
+set_status(rs[1], "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
+step_set(cur, "status", "cancelled", "retry_state", "none", "next_attempt_at", "0",
   "fence", "", "fence_expires_at", "0", "finished_at", int(NOW))
 journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", ARGV[4])
 notify("run_cancelled", rs[3], "step", st[3], "actor", ARGV[4])

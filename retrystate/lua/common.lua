@@ -1,37 +1,39 @@
 -- common.lua: constants and helpers shared by the run-level scripts. The Go
 -- side prepends this file to each of them before loading it.
 --
--- KEYS layout of every run-level script (keys.go, runKeys):
---   KEYS[1]      cairn:{q}:run:<id>               run record (hash)
---   KEYS[2]      cairn:{q}:run:<id>:s:<idx>       the step the caller acts on (hash)
---   KEYS[3]      cairn:{q}:run:<id>:j             journal (stream)
---   KEYS[4]      cairn:{q}:idx:all                every run, by creation time
---   KEYS[5]      cairn:{q}:idx:active             non-terminal runs, by last update
---   KEYS[6]      cairn:{q}:idx:scheduled          runs with a scheduled retry, by due time
---   KEYS[7]      cairn:{q}:idx:attention          runs needing an operator
---   KEYS[8..12]  cairn:{q}:idx:status:<status>    pending, running, succeeded, failed, cancelled
---   KEYS[13]     cairn:{q}:notifications          run-level events (stream)
---   KEYS[14]     cairn:{q}:idem:<key>             idempotency key, or the never-written cairn:{q}:idem:
---   KEYS[15]     cairn:{q}:idx:fences             runs with a running attempt, by fence expiry
---   KEYS[16]     cairn:{q}:idx:deadlines          non-terminal runs with a deadline, by deadline
+-- A run is one hash: the run's fields (workflow, status, current, ...) and
+-- each step's fields, named s<idx>.<field> (s0.status, s1.output, ...), so a
+-- transition reads and writes the run and its steps in one command each.
+--
+-- KEYS of every run-level script (keys.go):
+--   KEYS[1]  cairn:{q}:run:<id>   the run record (hash)
+--   KEYS[2..] what the script's own header says
 -- ARGV shared by every run-level script:
 --   ARGV[1]  run ID
 --   ARGV[2]  the queue's key prefix, cairn:{q}:
 --   ARGV[3]  now, Unix ms
 -- Each script documents its ARGV from ARGV[4] on.
 --
--- Step keys of other steps and the idempotency key named in the run record
--- are derived here from ARGV[2], mirroring keys.go; they carry the same hash
--- tag, so every key a script touches is in one cluster slot.
+-- The run's journal, the queue's indexes and its notification stream are
+-- derived here from KEYS[1] and ARGV[2], mirroring keys.go; they carry the
+-- queue's hash tag, so every key a script touches is in the slot of KEYS[1].
 
 local RUN_ID = ARGV[1]
 local PREFIX = ARGV[2]
 local NOW = tonumber(ARGV[3])
-local STATUS_KEY = {
-  pending = KEYS[8], running = KEYS[9], succeeded = KEYS[10], failed = KEYS[11], cancelled = KEYS[12],
-}
+local RUN = KEYS[1]
+local JOURNAL = RUN .. ":j"
 local JOURNAL_MAXLEN = "10000"
 local NOTIFY_MAXLEN = "100000"
+
+-- IDX.<name> is the key of index cairn:{q}:idx:<name> (all, active,
+-- scheduled, attention, fences, deadlines, status:<status>), built when first
+-- used.
+local IDX = setmetatable({}, {__index = function(t, name)
+  local k = PREFIX .. "idx:" .. name
+  rawset(t, name, k)
+  return k
+end})
 
 -- int returns n as an integral number. Redis writes an integral Lua number
 -- given to redis.call as its plain decimal digits ("%.17g"), as miniredis
@@ -49,8 +51,31 @@ local function is_terminal(status)
   return status == "succeeded" or status == "failed" or status == "cancelled"
 end
 
-local function step_key(idx)
-  return PREFIX .. "run:" .. RUN_ID .. ":s:" .. int(idx)
+-- sp returns the field name prefix of step idx: "s<idx>.".
+local function sp(idx)
+  return "s" .. int(idx) .. "."
+end
+
+-- step_get reads fields of step idx; step_set writes field/value pairs of
+-- step idx; step_incr increments one of its fields.
+local function step_get(idx, ...)
+  local p, f = sp(idx), {...}
+  for i = 1, #f do
+    f[i] = p .. f[i]
+  end
+  return redis.call("HMGET", RUN, unpack(f))
+end
+
+local function step_set(idx, ...)
+  local p, a = sp(idx), {...}
+  for i = 1, #a, 2 do
+    a[i] = p .. a[i]
+  end
+  return redis.call("HSET", RUN, unpack(a))
+end
+
+local function step_incr(idx, field, by)
+  return redis.call("HINCRBY", RUN, sp(idx) .. field, by)
 end
 
 -- task_id mirrors tasks.ID in Go: <run>_s<idx>_a<attempt>, plus _g<gen> for a re-dispatch.
@@ -65,91 +90,156 @@ end
 -- journal appends an entry of type typ to the run's journal, then the given
 -- field/value pairs.
 local function journal(typ, ...)
-  return redis.call("XADD", KEYS[3], "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", typ, "at", int(NOW), ...)
+  return redis.call("XADD", JOURNAL, "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", typ, "at", int(NOW), ...)
 end
 
--- notify appends a run-level event to the queue's notification stream.
+-- notify appends a run-level event to the queue's notification stream,
+-- with the run's owner (so that subscribers can show each subject its own
+-- runs).
 local function notify(typ, workflow, ...)
-  return redis.call("XADD", KEYS[13], "MAXLEN", "~", NOTIFY_MAXLEN, "*",
-    "type", typ, "at", int(NOW), "run", RUN_ID, "workflow", workflow, ...)
+  return redis.call("XADD", PREFIX .. "notifications", "MAXLEN", "~", NOTIFY_MAXLEN, "*",
+    "type", typ, "at", int(NOW), "run", RUN_ID, "workflow", workflow, "owner", redis.call("HGET", RUN, "owner") or "",
+    ...)
 end
 
 -- set_status records the run's new status and moves it between indexes.
-local function set_status(old, new)
+-- created is the run's created_at when the caller has it (nil: read here).
+-- Fields to write to the run hash along with the status may follow.
+local function set_status(old, new, created, ...)
   if old == new then
+    if select("#", ...) > 0 then
+      redis.call("HSET", RUN, ...)
+    end
     return
   end
-  local created = redis.call("HGET", KEYS[1], "created_at")
-  if old and STATUS_KEY[old] then
-    redis.call("ZREM", STATUS_KEY[old], RUN_ID)
+  if not created then
+    created = redis.call("HGET", RUN, "created_at")
   end
-  redis.call("ZADD", STATUS_KEY[new], created, RUN_ID)
-  redis.call("HSET", KEYS[1], "status", new, "updated_at", int(NOW))
+  if old then
+    redis.call("ZREM", IDX["status:" .. old], RUN_ID)
+  end
+  redis.call("ZADD", IDX["status:" .. new], created, RUN_ID)
   if is_terminal(new) then
-    redis.call("ZREM", KEYS[5], RUN_ID)
-    redis.call("ZREM", KEYS[6], RUN_ID)
-    redis.call("ZREM", KEYS[15], RUN_ID)
-    redis.call("ZREM", KEYS[16], RUN_ID)
-    redis.call("HSET", KEYS[1], "finished_at", int(NOW), "warning", "")
+    redis.call("ZREM", IDX.active, RUN_ID)
+    redis.call("ZREM", IDX.scheduled, RUN_ID)
+    redis.call("ZREM", IDX.fences, RUN_ID)
+    redis.call("ZREM", IDX.deadlines, RUN_ID)
+    redis.call("HSET", RUN, "status", new, "updated_at", int(NOW), "finished_at", int(NOW), "warning", "", ...)
   else
-    redis.call("ZADD", KEYS[5], NOW, RUN_ID)
+    redis.call("ZADD", IDX.active, NOW, RUN_ID)
+    redis.call("HSET", RUN, "status", new, "updated_at", int(NOW), ...)
   end
 end
 
 -- touch records activity on a non-terminal run.
 local function touch()
-  redis.call("HSET", KEYS[1], "updated_at", int(NOW))
-  redis.call("ZADD", KEYS[5], NOW, RUN_ID)
+  redis.call("HSET", RUN, "updated_at", int(NOW))
+  redis.call("ZADD", IDX.active, NOW, RUN_ID)
 end
 
--- activate makes step idx the run's current step, due now, with a new
--- attempt number and a fresh retry budget, and records activity on the run.
--- Returns the step key, its task ID, the attempt number, the step's name and
--- its timeout (ms).
-local function activate(idx)
-  local key = step_key(idx)
-  local s = redis.call("HMGET", key, "attempt", "name", "timeout_ms")
-  local attempt = num(s[1]) + 1
+-- activation returns the field/value pairs that make step idx, whose
+-- attempt counter is attempt_before, the run's current step, due now, with a
+-- new attempt number and a fresh retry budget; the caller writes them (with
+-- its own) and records activity on the run (ZADD IDX.active). Returns the
+-- pairs, the task ID and the new attempt number.
+local function activation(idx, attempt_before)
+  local attempt = num(attempt_before) + 1
   local id = task_id(idx, attempt, 0)
-  redis.call("HSET", key,
-    "attempt", int(attempt), "status", "pending", "budget_base", int(attempt - 1), "retry_attempts", "0",
-    "retry_state", "none", "next_attempt_at", "0", "gen", "0", "task", id,
-    "fence", "", "fence_expires_at", "0")
-  redis.call("HSET", KEYS[1], "current", int(idx), "updated_at", int(NOW))
-  redis.call("ZADD", KEYS[5], NOW, RUN_ID)
-  return key, id, attempt, s[2], s[3]
+  local p = sp(idx)
+  return {
+    p .. "attempt", int(attempt), p .. "status", "pending", p .. "budget_base", int(attempt - 1),
+    p .. "retry_attempts", "0", p .. "retry_state", "none", p .. "next_attempt_at", "0", p .. "gen", "0",
+    p .. "task", id, p .. "fence", "", p .. "fence_expires_at", "0",
+    "current", int(idx), "updated_at", int(NOW),
+  }, id, attempt
+end
+
+-- step_deadline appends to the writes w the run's deadline while a step
+-- whose effective run timeout is rt_ms (0 or false: the run's own, run_ms) is
+-- current: base (the run's deadline_base: its creation, or a recovery past
+-- the deadline) plus that timeout, 0 for none. The most specific run timeout
+-- wins: a step may tighten or loosen it. old is the deadline now; when it
+-- changes (or old is nil: always), the deadline index follows.
+local function step_deadline(w, base, rt_ms, run_ms, old)
+  local rt = num(rt_ms)
+  if rt == 0 then
+    rt = num(run_ms)
+  end
+  local d = 0
+  if rt > 0 then
+    d = num(base) + rt
+  end
+  if old ~= nil and d == num(old) then
+    return d
+  end
+  w[#w + 1] = "deadline"
+  w[#w + 1] = int(d)
+  if d > 0 then
+    redis.call("ZADD", IDX.deadlines, d, RUN_ID)
+  else
+    redis.call("ZREM", IDX.deadlines, RUN_ID)
+  end
+  return d
+end
+
+-- timeout_limit describes the run timeout in force while step idx is
+-- current, for failure reasons: "run_timeout 1500ms".
+local function timeout_limit(idx)
+  local ms = num(step_get(idx, "run_timeout_ms")[1])
+  if ms == 0 then
+    ms = num(redis.call("HGET", RUN, "run_timeout_ms"))
+  end
+  if ms % 1000 == 0 then
+    return string.format("run_timeout %ds", ms / 1000)
+  end
+  return string.format("run_timeout %dms", ms)
+end
+
+-- activate makes step idx the run's current step (see activation) and writes
+-- it, with the run's deadline under that step's run timeout. Returns the
+-- task ID, the attempt number, the step's name and its timeout (ms).
+local function activate(idx)
+  local s = step_get(idx, "attempt", "name", "timeout_ms", "run_timeout_ms")
+  local r = redis.call("HMGET", RUN, "deadline_base", "run_timeout_ms", "created_at")
+  local w, id, attempt = activation(idx, s[1])
+  step_deadline(w, r[1] or r[3], s[4], r[2], nil)
+  redis.call("HSET", RUN, unpack(w))
+  redis.call("ZADD", IDX.active, NOW, RUN_ID)
+  return id, attempt, s[2], s[3]
 end
 
 -- expire_run gives a terminal run's keys their retention.
-local function expire_run(retention_ms)
+local function expire_run(retention_ms, idem)
   local ms = num(retention_ms)
   if ms <= 0 then
     return
   end
-  local r = redis.call("HMGET", KEYS[1], "steps", "idempotency_key")
-  redis.call("PEXPIRE", KEYS[1], ms)
-  redis.call("PEXPIRE", KEYS[3], ms)
-  for i = 0, num(r[1]) - 1 do
-    redis.call("PEXPIRE", step_key(i), ms)
+  if idem == nil then
+    idem = redis.call("HGET", RUN, "idempotency_key")
   end
-  if r[2] and r[2] ~= "" then
-    redis.call("PEXPIRE", PREFIX .. "idem:" .. r[2], ms)
+  redis.call("PEXPIRE", RUN, ms)
+  redis.call("PEXPIRE", JOURNAL, ms)
+  if idem and idem ~= "" then
+    redis.call("PEXPIRE", PREFIX .. "idem:" .. idem, ms)
   end
 end
 
--- fail_run ends the run as failed, needing attention, because of step key sk.
-local function fail_run(sk, code, reason, message, retention_ms)
-  local r = redis.call("HMGET", KEYS[1], "status", "workflow")
-  local s = redis.call("HMGET", sk, "name", "attempt")
-  set_status(r[1], "failed")
-  redis.call("HSET", KEYS[1], "failure_code", code, "failure_reason", reason, "needs_attention", "1")
-  redis.call("ZADD", KEYS[7], NOW, RUN_ID)
-  redis.call("HSET", sk, "status", "failed", "fence", "", "fence_expires_at", "0", "finished_at", int(NOW),
-    "next_attempt_at", "0")
-  if redis.call("HGET", sk, "retry_state") == "scheduled" then
-    redis.call("HSET", sk, "retry_state", "none")
+-- fail_run ends the run as failed, needing attention, because of step idx.
+local function fail_run(idx, code, reason, message, retention_ms)
+  local r = redis.call("HMGET", RUN, "status", "workflow")
+  local s = step_get(idx, "name", "attempt", "retry_state", "optional")
+  local p = sp(idx)
+  local w = {"failure_code", code, "failure_reason", reason, "needs_attention", "1",
+    p .. "status", "failed", p .. "fence", "", p .. "fence_expires_at", "0", p .. "finished_at", int(NOW),
+    p .. "next_attempt_at", "0"}
+  if s[3] == "scheduled" then
+    w[#w + 1] = p .. "retry_state"
+    w[#w + 1] = "none"
   end
+  set_status(r[1], "failed", nil, unpack(w))
+  redis.call("ZADD", IDX.attention, NOW, RUN_ID)
   journal("run_failed", "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
+  notify("step_failed", r[2], "step", s[1], "attempt", s[2], "optional", s[4] or "0", "code", code, "reason", reason)
   notify("run_failed", r[2], "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   expire_run(retention_ms)
 end
@@ -158,16 +248,16 @@ end
 -- it marks the run as needing attention instead, so the reconciler leaves it
 -- to an operator rather than loop, and returns false and the reason.
 local function auto_repair(max_auto, kind)
-  local n = redis.call("HINCRBY", KEYS[1], "auto_recoveries", 1)
+  local n = redis.call("HINCRBY", RUN, "auto_recoveries", 1)
   if n <= num(max_auto) then
     return true, ""
   end
   local reason = string.format("repaired automatically %d times (max_auto_recoveries %d); left for an operator (last: %s)",
     n - 1, num(max_auto), kind)
-  redis.call("HSET", KEYS[1], "needs_attention", "1", "attention_reason", reason)
-  redis.call("ZADD", KEYS[7], NOW, RUN_ID)
-  redis.call("ZREM", KEYS[15], RUN_ID)
+  redis.call("HSET", RUN, "needs_attention", "1", "attention_reason", reason)
+  redis.call("ZADD", IDX.attention, NOW, RUN_ID)
+  redis.call("ZREM", IDX.fences, RUN_ID)
   journal("needs_attention", "code", "auto_recovery_exhausted", "reason", reason)
-  notify("run_needs_attention", redis.call("HGET", KEYS[1], "workflow"), "code", "auto_recovery_exhausted", "reason", reason)
+  notify("run_needs_attention", redis.call("HGET", RUN, "workflow"), "code", "auto_recovery_exhausted", "reason", reason)
   return false, reason
 end

@@ -1,5 +1,7 @@
 -- complete.lua: checkpoint a step's output and advance the run.
--- KEYS: the run-level layout of common.lua; KEYS[2] is the completed step.
+-- KEYS[1] the run record
+-- KEYS[2] asynq:{q}:t:<the next step's task ID> (or any key of the slot when ARGV[8] is "")
+-- KEYS[3] asynq:{q}:pending
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
@@ -7,47 +9,53 @@
 -- ARGV[7] retention of a run that ends here, ms
 -- ARGV[8] task ID the caller expects for the next step's first dispatch, or ""
 -- ARGV[9] that task's asynq message (tasks.AsynqMessage)
--- KEYS[17] asynq:{q}:t:<that task ID> (or any key of the slot when ARGV[8] is "")
--- KEYS[18] asynq:{q}:pending
 -- When the next step's task is the one expected, the script creates it as
 -- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
 -- as the checkpoint.
 -- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
 -- next step is due now, {"succeeded"} when this was the last step, or
--- {"fenced", why} when this attempt no longer owns the step (run ended, fence
--- taken over): nothing written.
+-- {"fenced", why} when this attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
-local rs = redis.call("HMGET", KEYS[1], "status", "steps", "workflow")
-if not rs[1] then
+local p, q = sp(idx), sp(idx + 1)
+local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
+  p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
+  q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
+  "deadline")
+if not v[1] then
   return {"fenced", "run gone"}
 end
-if rs[1] ~= "running" then
-  return {"fenced", "run " .. rs[1]}
+if v[1] ~= "running" then
+  return {"fenced", "run " .. v[1]}
 end
-local st = redis.call("HMGET", KEYS[2], "status", "fence", "name", "attempt", "attempt_started_at")
-if st[1] ~= "running" or st[2] ~= ARGV[4] then
+if v[6] ~= "running" or v[7] ~= ARGV[4] then
   return {"fenced", "fence lost"}
 end
 
-redis.call("ZREM", KEYS[15], RUN_ID)
-redis.call("HSET", KEYS[2], "status", "succeeded", "output", ARGV[6], "finished_at", int(NOW),
-  "fence", "", "fence_expires_at", "0", "retry_state", "none", "next_attempt_at", "0")
-journal("attempt_succeeded", "step", st[3], "attempt", st[4], "duration_ms", int(NOW - num(st[5])))
+redis.call("ZREM", IDX.fences, RUN_ID)
+journal("attempt_succeeded", "step", v[8], "attempt", v[9], "duration_ms", int(NOW - num(v[10])))
+local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", int(NOW),
+  p .. "fence", "", p .. "fence_expires_at", "0", p .. "retry_state", "none", p .. "next_attempt_at", "0"}
 
 local nxt = idx + 1
-if nxt < num(rs[2]) then
-  local _, id, attempt, name, timeout = activate(nxt)
+if nxt < num(v[2]) then
+  local w, id, attempt = activation(nxt, v[11])
+  step_deadline(w, v[15] or v[4], v[14], v[16], v[17])
+  for i = 1, #done do
+    w[#w + 1] = done[i]
+  end
+  redis.call("HSET", RUN, unpack(w))
+  redis.call("ZADD", IDX.active, NOW, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if ARGV[8] ~= "" and ARGV[8] == id then
-    redis.call("HSET", KEYS[17], "msg", ARGV[9], "state", "pending", "pending_since", int(NOW) .. "000000")
-    redis.call("LPUSH", KEYS[18], id)
-    return {"next", int(nxt), name, int(attempt), int(timeout), "1"}
+    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", int(NOW) .. "000000")
+    redis.call("LPUSH", KEYS[3], id)
+    return {"next", int(nxt), v[12], int(attempt), int(v[13]), "1"}
   end
-  return {"next", int(nxt), name, int(attempt), int(timeout), "0"}
+  return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}
 end
-set_status("running", "succeeded")
+set_status("running", "succeeded", v[4], unpack(done))
 journal("run_succeeded")
-notify("run_succeeded", rs[3])
-expire_run(ARGV[7])
+notify("run_succeeded", v[3])
+expire_run(ARGV[7], v[5] or "")
 return {"succeeded"}

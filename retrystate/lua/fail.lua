@@ -1,5 +1,5 @@
 -- fail.lua: record a failed attempt; schedule the next one or fail the run.
--- KEYS: the run-level layout of common.lua; KEYS[2] is the failed step.
+-- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
@@ -17,14 +17,14 @@
 
 local idx = tonumber(ARGV[5])
 local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]
-local rs = redis.call("HMGET", KEYS[1], "status", "deadline")
+local rs = redis.call("HMGET", RUN, "status", "deadline", "workflow")
 if not rs[1] then
   return {"fenced", "run gone"}
 end
 if rs[1] ~= "running" then
   return {"fenced", "run " .. rs[1]}
 end
-local st = redis.call("HMGET", KEYS[2], "status", "fence", "name", "attempt", "budget_base", "max_attempts",
+local st = step_get(idx, "status", "fence", "name", "attempt", "budget_base", "max_attempts",
   "timeout_ms", "attempt_started_at")
 if st[1] ~= "running" or st[2] ~= ARGV[4] then
   return {"fenced", "fence lost"}
@@ -35,38 +35,40 @@ local max_attempts = num(st[6])
 local deadline = num(rs[2])
 local due = NOW + delay
 
-redis.call("ZREM", KEYS[15], RUN_ID)
-redis.call("HSET", KEYS[2], "last_error", msg, "last_error_class", class, "last_error_code", code,
+redis.call("ZREM", IDX.fences, RUN_ID)
+step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
   "last_error_at", int(NOW), "fence", "", "fence_expires_at", "0")
 journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
   "duration_ms", int(NOW - num(st[8])))
 
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d: %s", name, used, msg)
-  fail_run(KEYS[2], "permanent_error", reason, "step failed with a permanent error", ARGV[9])
+  fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9])
   return {"failed", "permanent_error", reason}
 end
 if used >= max_attempts then
-  redis.call("HSET", KEYS[2], "retry_state", "exhausted")
+  step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", name, used, max_attempts, msg)
-  fail_run(KEYS[2], "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9])
+  fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9])
   return {"failed", "retries_exhausted", reason}
 end
 if deadline > 0 and due >= deadline then
-  local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline: %s",
-    name, used, msg)
-  fail_run(KEYS[2], "run_timeout", reason, "run timed out", ARGV[9])
+  local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
+    name, used, timeout_limit(idx), msg)
+  fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9])
   return {"failed", "run_timeout", reason}
 end
 
-local next_attempt = redis.call("HINCRBY", KEYS[2], "attempt", 1)
+local next_attempt = step_incr(idx, "attempt", 1)
 local id = task_id(idx, next_attempt, 0)
-redis.call("HINCRBY", KEYS[2], "retry_attempts", 1)
-redis.call("HSET", KEYS[2], "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
+step_incr(idx, "retry_attempts", 1)
+step_set(idx, "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
   "task", id, "gen", "0")
-redis.call("ZADD", KEYS[6], due, RUN_ID)
-redis.call("HSET", KEYS[1], "warning", "retry_pending")
+redis.call("ZADD", IDX.scheduled, due, RUN_ID)
+redis.call("HSET", RUN, "warning", "retry_pending")
 touch()
 journal("retry_scheduled", "step", name, "attempt", int(next_attempt), "task", id, "due_at", int(due),
   "delay_ms", int(delay))
+notify("retry_scheduled", rs[3], "step", name, "attempt", int(next_attempt), "due_at", int(due),
+  "delay_ms", int(delay), "error", msg)
 return {"retry", int(due), int(next_attempt), int(st[7])}

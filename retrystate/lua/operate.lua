@@ -6,7 +6,7 @@
 --            skipped, and continue with the next step.
 -- Completed steps are never re-run. The run's keys lose their expiry, its
 -- deadline (if passed) and iteration count start afresh.
--- KEYS: the run-level layout of common.lua (KEYS[2] unused).
+-- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] action: "recover", "retry" or "skip"
 -- ARGV[5] step name ("" for recover)
@@ -17,7 +17,7 @@
 -- or {"gone"}.
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
-local rs = redis.call("HMGET", KEYS[1], "status", "needs_attention", "steps", "workflow", "deadline",
+local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "deadline",
   "run_timeout_ms", "started_at")
 local status = rs[1]
 if not status then
@@ -30,7 +30,7 @@ end
 local n = num(rs[3])
 local first = -1
 for i = 0, n - 1 do
-  local s = redis.call("HGET", step_key(i), "status")
+  local s = step_get(i, "status")[1]
   if s ~= "succeeded" and s ~= "skipped" then
     first = i
     break
@@ -40,13 +40,12 @@ if first < 0 then
   return {"refused", "every step has already succeeded or been skipped"}
 end
 local target = first
-local sk = step_key(target)
-local st = redis.call("HMGET", sk, "name", "status", "optional", "fence_expires_at")
+local st = step_get(target, "name", "status", "optional", "fence_expires_at")
 if action ~= "recover" then
   if st[1] ~= step_name then
     local found = false
     for i = 0, n - 1 do
-      local s = redis.call("HMGET", step_key(i), "name", "status")
+      local s = step_get(i, "name", "status")
       if s[1] == step_name then
         return {"refused", string.format("step %q is %s; only the step the run stopped at (%q) can be %s",
           step_name, s[2], st[1], action == "retry" and "retried" or "skipped")}
@@ -67,32 +66,26 @@ local to = "running"
 if num(rs[7]) == 0 then
   to = "pending"
 end
-set_status(status, to)
-redis.call("HSET", KEYS[1], "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
+set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
   "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
-redis.call("ZREM", KEYS[7], RUN_ID)
-redis.call("PERSIST", KEYS[1])
-redis.call("PERSIST", KEYS[3])
-for i = 0, n - 1 do
-  redis.call("PERSIST", step_key(i))
-end
-local idem = redis.call("HGET", KEYS[1], "idempotency_key")
+redis.call("ZREM", IDX.attention, RUN_ID)
+redis.call("PERSIST", RUN)
+redis.call("PERSIST", JOURNAL)
+local idem = redis.call("HGET", RUN, "idempotency_key")
 if idem and idem ~= "" then
   redis.call("PERSIST", PREFIX .. "idem:" .. idem)
 end
+-- A deadline that has passed starts afresh from now; activate (below) sets
+-- the deadline of the step the run resumes at.
 local deadline = num(rs[5])
-if deadline > 0 then
-  if deadline <= NOW then
-    deadline = NOW + num(rs[6])
-    redis.call("HSET", KEYS[1], "deadline", int(deadline))
-  end
-  redis.call("ZADD", KEYS[16], deadline, RUN_ID)
+if deadline > 0 and deadline <= NOW then
+  redis.call("HSET", RUN, "deadline_base", int(NOW))
 end
 journal("run_recovered", "action", action, "step", st[1], "actor", actor)
 notify("run_recovered", rs[4], "action", action, "step", st[1], "actor", actor)
 
 if action == "skip" then
-  redis.call("HSET", sk, "status", "skipped", "finished_at", int(NOW), "retry_state", "none", "next_attempt_at", "0",
+  step_set(target, "status", "skipped", "finished_at", int(NOW), "retry_state", "none", "next_attempt_at", "0",
     "fence", "", "fence_expires_at", "0")
   journal("step_skipped", "step", st[1], "actor", actor)
   target = target + 1
@@ -104,7 +97,7 @@ if action == "skip" then
     return {"succeeded"}
   end
 else
-  redis.call("HSET", sk, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
+  step_set(target, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
 end
-local _, _, attempt, name, timeout = activate(target)
+local _, attempt, name, timeout = activate(target)
 return {"dispatch", int(target), name, int(attempt), int(timeout), rs[4]}

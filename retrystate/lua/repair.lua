@@ -1,7 +1,7 @@
 -- repair.lua: re-create the task of a run's current step, which the caller
 -- found missing in asynq (lost after a state write, or deleted) or archived
 -- (asynq gave up delivering it, and its ID stays taken).
--- KEYS: the run-level layout of common.lua (KEYS[2] unused).
+-- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] the task ID the caller found missing or archived
 -- ARGV[5] "missing" or "archived"
@@ -10,7 +10,7 @@
 -- enqueue that dispatch; {"attention", reason} when the run was repaired too
 -- often; {"noop", why} when the state moved on since the caller looked.
 
-local rs = redis.call("HMGET", KEYS[1], "status", "current", "needs_attention", "workflow")
+local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
 if not rs[1] or is_terminal(rs[1]) then
   return {"noop", "run " .. (rs[1] or "gone")}
 end
@@ -18,8 +18,7 @@ if rs[3] == "1" then
   return {"noop", "needs attention"}
 end
 local idx = num(rs[2])
-local sk = step_key(idx)
-local st = redis.call("HMGET", sk, "status", "task", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
+local st = step_get(idx, "status", "task", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
 if st[1] ~= "pending" or st[2] ~= ARGV[4] then
   return {"noop", "state moved on"}
 end
@@ -36,9 +35,9 @@ if not ok then
 end
 local gen, id = num(st[5]), st[2]
 if ARGV[5] == "archived" then
-  gen = redis.call("HINCRBY", sk, "gen", 1)
+  gen = step_incr(idx, "gen", 1)
   id = task_id(idx, st[4], gen)
-  redis.call("HSET", sk, "task", id)
+  step_set(idx, "task", id)
 end
 touch()
 journal("repair", "kind", kind, "step", st[3], "attempt", st[4], "task", id)

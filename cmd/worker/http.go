@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/metrics"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// options are the command-line flags.
+type options struct {
+	// dashboardOnly serves the HTTP API and dashboard alone: no asynq
+	// server, engine or reconciler (a separate deployment).
+	dashboardOnly bool
+}
+
+const usage = "usage: worker [--dashboard-only]"
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.dashboardOnly, "dashboard-only", false, "")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, nil
+}
+
+// startError is a configuration problem found at start (a tokens file, an
+// HTTP address without tokens): the worker exits with code 2, as for a bad
+// variable.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// exitCode is the exit code of run's error.
+func exitCode(err error) int {
+	var se *startError
+	if errors.As(err, &se) {
+		return 2
+	}
+	return 1
+}
+
+// newDashboard builds the HTTP server the configuration asks for: the API
+// on the workflow state in rdb, asynqmon on the same Redis, and metrics.
+func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Options, log *slog.Logger,
+	metricsHandler http.Handler, obs workflow.Observer) (*dashboard.Server, error) {
+	var tokens *dashboard.Tokens
+	if cfg.APITokensFile != "" {
+		t, err := dashboard.LoadTokens(cfg.APITokensFile)
+		if err != nil {
+			return nil, &startError{fmt.Errorf("CAIRN_API_TOKENS_FILE: %w", err)}
+		}
+		tokens = t
+	}
+	log = log.With("component", "http")
+	s, err := dashboard.New(dashboard.Config{
+		Client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue, Retention: cfg.Retention,
+			Logger: log, Observer: obs}),
+		Redis:           rdb,
+		Addr:            cfg.HTTPAddr,
+		Tokens:          tokens,
+		Monitoring:      asynqConnOpt(ropts),
+		MonitoringWrite: cfg.MonitoringWrite,
+		Metrics:         metricsHandler,
+		Logger:          log,
+		UI:              dashboard.WebUI,
+	})
+	var ce *dashboard.ConfigError
+	if errors.As(err, &ce) {
+		return nil, &startError{err}
+	}
+	return s, err
+}
+
+// asynqConnOpt is the asynq connection (for asynqmon) to the Redis of ropts.
+func asynqConnOpt(o *redis.Options) asynq.RedisConnOpt {
+	return asynq.RedisClientOpt{Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password,
+		DB: o.DB, TLSConfig: o.TLSConfig}
+}
+
+// serveHTTP starts s on its address in the background and returns a
+// function that waits for it to stop, which it does gracefully once ctx is
+// done. The worker runs on without HTTP when the address cannot be bound
+// (the failure is logged as an error; a readiness probe on the address
+// notices it).
+func serveHTTP(ctx context.Context, s *dashboard.Server, addr string, log *slog.Logger) (wait func()) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("HTTP API not started: the worker runs on without it", "addr", addr, "error", err)
+		_ = s.Close()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Serve(ctx, ln); err != nil {
+			log.Error("HTTP API stopped", "error", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// runDashboardOnly serves the HTTP API and dashboard on the configured
+// Redis until ctx is done: no asynq server, engine or reconciler. With
+// CAIRN_REDIS_URL unset it talks to the embedded store of a worker on this
+// host, as the CLI does, rather than start one.
+func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	log := cfg.Logger(stderr)
+	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
+	if cfg.HTTPAddr == "" {
+		return &startError{errors.New("--dashboard-only: CAIRN_HTTP_ADDR is empty, so there is nothing to serve")}
+	}
+	opts, err := cfg.RedisOptions()
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	mx, err := metrics.New(metrics.NewRegistry(), metrics.Config{Redis: rdb, Queue: cfg.Queue})
+	if err != nil {
+		return err
+	}
+	s, err := newDashboard(cfg, rdb, opts, log, mx.Handler(), mx)
+	if err != nil {
+		return err
+	}
+	log.Info("serving the dashboard only", "redis", redactedAddr(opts), "queue", cfg.Queue, "addr", cfg.HTTPAddr)
+	return s.ListenAndServe(ctx)
+}

@@ -1,0 +1,415 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// routes registers every endpoint on the mux.
+func (s *Server) routes() {
+	user := func(h http.HandlerFunc) http.Handler { return s.RequireAuth(false, h) }
+	admin := func(h http.HandlerFunc) http.Handler { return s.RequireAuth(true, h) }
+	m := s.mux
+
+	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /readyz", s.readyz)
+	m.Handle("GET /metrics", user(s.cfg.Metrics.ServeHTTP))
+
+	m.Handle("GET /api/v1/me", user(s.me))
+	m.Handle("POST /api/v1/workflows", user(s.startRun))
+	m.Handle("GET /api/v1/workflows", user(s.listRuns))
+	m.Handle("GET /api/v1/workflows/{id}", user(s.getRun))
+	m.Handle("GET /api/v1/workflows/{id}/events", user(s.runEvents))
+	m.Handle("POST /api/v1/workflows/{id}/recover", user(s.action(actionRecover)))
+	m.Handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
+	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
+	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
+	m.Handle("GET /api/v1/events", user(s.events))
+
+	m.Handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
+	m.Handle("POST /api/v1/admin/workflows/{id}/restore", admin(s.restore))
+	m.Handle("GET /api/v1/admin/audit", admin(s.audit))
+
+	s.mountMonitoring()
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Redis.Ping(ctx).Err(); err != nil {
+		reqLog(r).Warn("not ready: Redis does not answer", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not answer PING")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// principal returns the caller; RequireAuth put it in the context.
+func principal(r *http.Request) Principal {
+	p, _ := PrincipalFrom(r.Context())
+	return p
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	p := principal(r)
+	writeJSON(w, http.StatusOK, map[string]any{"subject": p.Subject, "role": p.Role, "auth_disabled": s.AuthDisabled()})
+}
+
+// decodeBody decodes a JSON object from the request body into dst,
+// strictly: at most MaxBodyBytes (413), well-formed, no unknown fields,
+// nothing after the object (400). An empty body is allowed unless required.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return problemf(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "request body larger than %d bytes", tooLarge.Limit)
+	}
+	if err != nil {
+		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if required {
+			return problemf(http.StatusBadRequest, ProblemInvalidRequest, "a JSON object is required as the request body")
+		}
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "malformed request body: %v", jsonError(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "malformed request body: data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("field %q: want %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("want %s, got %s", te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of JSON"
+	}
+	return err.Error()
+}
+
+// loadRun returns the run named in the path, if the caller may see it: a
+// run of another user is "not found" to a user, so that run IDs cannot be
+// probed.
+func (s *Server) loadRun(r *http.Request) (*workflow.Run, error) {
+	id := r.PathValue("id")
+	run, err := s.client.Get(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if !principal(r).CanSee(run.Owner) {
+		return nil, fmt.Errorf("%w: %s", workflow.ErrRunNotFound, id)
+	}
+	return run, nil
+}
+
+type startRequest struct {
+	Workflow       string          `json:"workflow"`
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	var req startRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Workflow == "" {
+		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "field \"workflow\" is required"))
+		return
+	}
+	p := principal(r)
+	var input any // absent or null: {}
+	if len(req.Input) > 0 && string(req.Input) != "null" {
+		input = req.Input
+	}
+	run, err := s.client.Start(r.Context(), req.Workflow, input,
+		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, Owner: p.Subject})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !p.CanSee(run.Owner) {
+		// The key started another subject's run (nothing was written);
+		// do not show it.
+		s.fail(w, r, problemf(http.StatusConflict, ProblemConflict,
+			"idempotency key %q is already used by another subject", req.IdempotencyKey))
+		return
+	}
+	reqLog(r).Info("run started", workflow.AttrRunID, run.ID, workflow.AttrWorkflow, run.Workflow)
+	w.Header().Set("Location", "/api/v1/workflows/"+run.ID)
+	writeJSON(w, http.StatusCreated, run)
+}
+
+// RunList is the answer of GET /api/v1/workflows and GET
+// /api/v1/admin/workflows/failed.
+type RunList struct {
+	Runs []*workflow.Run `json:"runs"`
+	// NextCursor continues the listing ("" after the last page).
+	NextCursor string `json:"next_cursor"`
+}
+
+var workflowNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// pageParams reads the cursor and limit query parameters.
+func pageParams(r *http.Request) (cursor string, limit int, err error) {
+	q := r.URL.Query()
+	cursor = q.Get("cursor")
+	if len(cursor) > 200 {
+		return "", 0, problemf(http.StatusBadRequest, ProblemInvalidRequest, "cursor longer than 200 bytes")
+	}
+	limit = 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return "", 0, problemf(http.StatusBadRequest, ProblemInvalidRequest, "limit %q: want an integer from 1 to 1000", v)
+		}
+		limit = n
+	}
+	return cursor, limit, nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	opts := workflow.ListOptions{Status: q.Get("status"), Workflow: q.Get("workflow"), Owner: q.Get("owner"),
+		Cursor: cursor, Limit: limit}
+	if opts.Workflow != "" && !workflowNameRE.MatchString(opts.Workflow) {
+		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "workflow %q: not a workflow name", opts.Workflow))
+		return
+	}
+	if p := principal(r); !p.IsAdmin() {
+		if opts.Owner != "" && opts.Owner != p.Subject {
+			s.fail(w, r, problemf(http.StatusForbidden, ProblemForbidden, "only admins list other subjects' runs"))
+			return
+		}
+		opts.Owner = p.Subject
+	}
+	runs, next, err := s.client.List(r.Context(), opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []*workflow.Run{}
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: runs, NextCursor: next})
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.loadRun(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+// EventList is the answer of GET /api/v1/workflows/{id}/events: the run's
+// journal, oldest first.
+type EventList struct {
+	RunID  string           `json:"run_id"`
+	Events []workflow.Event `json:"events"`
+}
+
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	run, err := s.loadRun(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	evs, err := s.client.Events(r.Context(), run.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []workflow.Event{}
+	}
+	writeJSON(w, http.StatusOK, EventList{RunID: run.ID, Events: evs})
+}
+
+// Operator actions of the run endpoints.
+const (
+	actionRecover = "recover"
+	actionCancel  = "cancel"
+	actionRetry   = "retry"
+	actionSkip    = "skip"
+)
+
+// emptyBody is the body of an action: none, or an empty JSON object.
+type emptyBody struct{}
+
+// action returns the handler of an operator action on a run. The actor is
+// the caller; an admin's action on another subject's run is also recorded
+// in the audit stream.
+func (s *Server) action(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := decodeBody(w, r, &emptyBody{}, false); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		step := r.PathValue("step")
+		if len(step) > 128 {
+			s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "step name longer than 128 bytes"))
+			return
+		}
+		run, err := s.loadRun(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		p := principal(r)
+		opts := &workflow.ActionOptions{Actor: p.Subject}
+		ctx := r.Context()
+		var after *workflow.Run
+		switch name {
+		case actionRecover:
+			after, err = s.client.Recover(ctx, run.ID, opts)
+		case actionCancel:
+			after, err = s.client.Cancel(ctx, run.ID, opts)
+		case actionRetry:
+			after, err = s.client.RetryStep(ctx, run.ID, step, opts)
+		case actionSkip:
+			after, err = s.client.SkipStep(ctx, run.ID, step, opts)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		reqLog(r).Info("operator action applied", workflow.AttrRunID, run.ID, workflow.AttrActor, p.Subject,
+			"action", name, workflow.AttrStep, step)
+		if p.IsAdmin() && run.Owner != p.Subject {
+			s.recordAudit(r, workflow.AuditEntry{Actor: p.Subject, Action: name, RunID: run.ID, Workflow: run.Workflow,
+				Owner: run.Owner, Step: step, Detail: "action on another subject's run"})
+		}
+		writeJSON(w, http.StatusOK, after)
+	}
+}
+
+// recordAudit records an applied admin action. The action has happened: a
+// failure to record it is logged, not answered.
+func (s *Server) recordAudit(r *http.Request, e workflow.AuditEntry) {
+	// The request's context may end with the response; the record should not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if _, err := s.client.RecordAudit(ctx, e); err != nil {
+		reqLog(r).Error("audit entry not recorded", "error", err, workflow.AttrRunID, e.RunID, "action", e.Action,
+			workflow.AttrActor, e.Actor)
+	}
+}
+
+func (s *Server) attention(w http.ResponseWriter, r *http.Request) {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	runs, next, err := s.client.NeedingAttention(r.Context(), cursor, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []*workflow.Run{}
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: runs, NextCursor: next})
+}
+
+type restoreRequest struct {
+	FromStep string `json:"from_step"`
+}
+
+func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
+	var req restoreRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.FromStep) == "" || len(req.FromStep) > 128 {
+		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "field \"from_step\" is required (a step name)"))
+		return
+	}
+	p := principal(r)
+	run, err := s.client.Restore(r.Context(), r.PathValue("id"), req.FromStep, &workflow.ActionOptions{Actor: p.Subject})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reqLog(r).Info("run restored", workflow.AttrRunID, run.ID, workflow.AttrActor, p.Subject, workflow.AttrStep, req.FromStep)
+	writeJSON(w, http.StatusOK, run)
+}
+
+// AuditList is the answer of GET /api/v1/admin/audit.
+type AuditList struct {
+	Entries []workflow.AuditEntry `json:"entries"`
+	// Next is the after parameter of the next page: the last entry's ID,
+	// or the after given when there was none.
+	Next string `json:"next"`
+}
+
+var streamIDRE = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after := q.Get("after")
+	if after != "" && !streamIDRE.MatchString(after) {
+		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "after %q: want an entry ID like 1700000000000-0", after))
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "limit %q: want an integer from 1 to 1000", v))
+			return
+		}
+		limit = n
+	}
+	es, err := s.client.Audit(r.Context(), after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if es == nil {
+		es = []workflow.AuditEntry{}
+	}
+	next := after
+	if len(es) > 0 {
+		next = es[len(es)-1].ID
+	}
+	writeJSON(w, http.StatusOK, AuditList{Entries: es, Next: next})
+}

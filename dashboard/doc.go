@@ -1,0 +1,51 @@
+// Package dashboard is Cairn's HTTP surface: a JSON API under /api/v1 to
+// start, list, inspect and steer workflow runs, a Server-Sent Events stream
+// of run transitions, health, readiness and metrics endpoints, asynqmon
+// under /monitoring, and a hook (Config.UI) for the web UI's pages.
+//
+// # Authentication and authorization
+//
+// Callers present a bearer token ("Authorization: Bearer <token>") or, from
+// a browser, the HttpOnly cookie cairn_token. Tokens come from a file (see
+// ParseTokens): "<token> <subject> <role>" per line, role user or admin.
+// Tokens are kept as SHA-256 hashes and compared in constant time. A run is
+// owned by the subject that started it: a user sees and steers only their
+// own runs (another user's run is 404, so IDs cannot be probed); an admin
+// sees and steers all, and alone reaches /api/v1/admin/... and /monitoring.
+// A missing or unknown token is 401 (with WWW-Authenticate: Bearer), a role
+// that does not allow the request 403. Every action is journaled with the
+// caller as actor; an admin's action on another subject's run, and every
+// restore, also goes to the audit stream (GET /api/v1/admin/audit).
+//
+// A state-changing request authenticated by the cookie must carry the
+// header X-CSRF-Token with Server.CSRFToken(cookie token); on top of that,
+// any browser request from another site that would change state is refused
+// (http.CrossOriginProtection), which is what guards asynqmon's own write
+// requests.
+//
+// Without tokens, authentication is disabled: every caller is the admin
+// "anonymous", the server refuses to listen on anything but loopback, and
+// Server.AuthDisabled tells the UI to show a banner.
+//
+// # Errors
+//
+// Errors are RFC 7807 problems (application/problem+json; see Problem) with
+// a correlation ID, which is also in the X-Request-ID response header (the
+// request's own X-Request-ID when it is sane) and on the server's log lines
+// about the request. Request bodies are JSON objects of at most 1 MiB (413
+// beyond), decoded strictly: malformed JSON, unknown fields or trailing data
+// are 400, and nothing is written for a rejected request. An unknown
+// workflow is 422 (the request is well-formed, but names nothing that can
+// run; 404 is kept for resources in the URL). An action the run's state
+// refuses is 409, with the reason.
+//
+// # Event stream
+//
+// GET /api/v1/events streams the queue's notifications (see
+// workflow.Notification) of the caller's runs: step_failed (with can_retry
+// and can_skip), run_failed, retry_scheduled, run_recovered, run_succeeded,
+// run_cancelled, run_needs_attention. One goroutine per server waits on the
+// stream (XREAD BLOCK) and wakes the open streams, so a transition reaches
+// clients within milliseconds, and an open stream costs no Redis connection
+// of its own. Last-Event-ID resumes a stream.
+package dashboard

@@ -1,0 +1,211 @@
+package dashboard_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+type caller struct {
+	name  string
+	token string
+}
+
+// The callers of the matrix, in the order of endpoint.want. Runs belong
+// to alice, the owner.
+var callers = []caller{
+	{"no token", ""},
+	{"wrong token", wrongToken},
+	{"owner", aliceToken},
+	{"other user", bobToken},
+	{"admin", rootToken},
+}
+
+// TestAuthorizationMatrix calls every endpoint as each caller and checks the
+// status, and that a refused request changes nothing: not the run (its JSON
+// and journal length), not the number of runs, not the audit stream.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	shared := e.failedRun("alice") // for the endpoints that change nothing
+
+	type endpoint struct {
+		method, path string // {id} is replaced by the run's ID
+		body         string
+		stream       bool
+		// run returns the run the request is about: a fresh one for the
+		// endpoints that change it, so that each caller finds it as new.
+		run  func() *workflow.Run
+		want [5]int // by caller
+		// changes: a successful request changes the run (it is then an
+		// admin action on alice's run, which is audited).
+		changes bool
+	}
+	sharedRun := func() *workflow.Run { return shared }
+	failed := func() *workflow.Run { return e.failedRun("alice") }
+	running := func() *workflow.Run { return e.runningRun("alice") }
+	const (
+		unauth    = 401
+		forbidden = 403
+		notFound  = 404
+	)
+	endpoints := []endpoint{
+		{method: "GET", path: "/healthz", want: [5]int{200, 200, 200, 200, 200}},
+		{method: "GET", path: "/readyz", want: [5]int{200, 200, 200, 200, 200}},
+		{method: "GET", path: "/metrics", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/me", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/workflows", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "POST", path: "/api/v1/workflows", body: `{"workflow":"demo"}`, want: [5]int{unauth, unauth, 201, 201, 201}},
+		{method: "GET", path: "/api/v1/workflows/{id}", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "GET", path: "/api/v1/workflows/{id}/events", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/recover", run: failed, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/cancel", run: running, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry", run: failed, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// transform is not optional: the owner and the admin are refused
+		// by the run's state, the others before they learn of it.
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
+		{method: "GET", path: "/api/v1/events", stream: true, want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/admin/workflows/failed", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "POST", path: "/api/v1/admin/workflows/{id}/restore", body: `{"from_step":"fetch"}`, run: failed, changes: true,
+			want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "GET", path: "/api/v1/admin/audit", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "GET", path: "/monitoring/", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "GET", path: "/monitoring/api/queues", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+	}
+	for _, ep := range endpoints {
+		for i, c := range callers {
+			name := ep.method + " " + ep.path + " as " + c.name
+			want := ep.want[i]
+			path := ep.path
+			var run *workflow.Run
+			var before snapshot
+			if ep.run != nil {
+				run = ep.run()
+				path = strings.ReplaceAll(path, "{id}", run.ID)
+				before = e.snapshot(run.ID)
+			}
+			runsBefore, auditBefore := e.countRuns(), len(e.audit())
+
+			resp := e.do(req{method: ep.method, path: path, token: c.token, body: ep.body, stream: ep.stream})
+
+			if resp.status != want {
+				t.Errorf("%s: status %d, want %d: %s", name, resp.status, want, resp.body)
+				continue
+			}
+			if want == unauth && !strings.HasPrefix(resp.header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s: WWW-Authenticate %q, want Bearer", name, resp.header.Get("WWW-Authenticate"))
+			}
+			if want >= 400 {
+				if got := resp.problem(t); got.Status != want || got.CorrelationID == "" ||
+					got.CorrelationID != resp.header.Get("X-Request-ID") {
+					t.Errorf("%s: problem %+v (X-Request-ID %q)", name, got, resp.header.Get("X-Request-ID"))
+				}
+				if run != nil {
+					if after := e.snapshot(run.ID); after != before {
+						t.Errorf("%s: refused request changed the run:\nbefore %+v\nafter  %+v", name, before, after)
+					}
+				}
+				if n := e.countRuns(); n != runsBefore {
+					t.Errorf("%s: refused request changed the number of runs: %d, then %d", name, runsBefore, n)
+				}
+			}
+			audited := len(e.audit()) - auditBefore
+			wantAudit := 0
+			if ep.changes && c.name == "admin" {
+				wantAudit = 1 // an admin acted on alice's run
+			}
+			if audited != wantAudit {
+				t.Errorf("%s: %d audit entries recorded, want %d", name, audited, wantAudit)
+			}
+			if ep.run != nil && want < 300 && ep.changes {
+				if after := e.snapshot(run.ID); after == before {
+					t.Errorf("%s: request succeeded but changed nothing", name)
+				}
+			}
+			if run != nil && run.Status == workflow.StatusRunning {
+				// Let the worker go: the slow run's step sleeps a minute.
+				_, _ = e.client.Cancel(context.Background(), run.ID, nil)
+			}
+		}
+	}
+}
+
+// TestListShowsUsersTheirOwnRuns checks the filter behind GET
+// /api/v1/workflows: users see their own runs, admins everyone's, and the
+// owner and workflow filters page correctly.
+func TestListShowsUsersTheirOwnRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorker: true})
+	mine := map[string]bool{}
+	for i := range 5 {
+		mine[e.start("alice", inputOK).ID] = true
+		e.start("bob", inputOK)
+		if i%2 == 0 {
+			e.start("root", inputOK)
+		}
+	}
+	list := func(token, query string) (ids []string, owners map[string]int) {
+		t.Helper()
+		owners = map[string]int{}
+		cursor := ""
+		for page := 0; ; page++ {
+			if page > 20 {
+				t.Fatal("too many pages")
+			}
+			q := "?limit=2" + query
+			if cursor != "" {
+				q += "&cursor=" + cursor
+			}
+			resp := e.do(req{method: "GET", path: "/api/v1/workflows" + q, token: token})
+			if resp.status != 200 {
+				t.Fatalf("list %s: %d %s", q, resp.status, resp.body)
+			}
+			var l struct {
+				Runs       []workflow.Run `json:"runs"`
+				NextCursor string         `json:"next_cursor"`
+			}
+			resp.decode(t, &l)
+			if len(l.Runs) > 2 {
+				t.Fatalf("page of %d runs, limit 2", len(l.Runs))
+			}
+			for _, r := range l.Runs {
+				ids = append(ids, r.ID)
+				owners[r.Owner]++
+			}
+			if l.NextCursor == "" {
+				return ids, owners
+			}
+			cursor = l.NextCursor
+		}
+	}
+	ids, owners := list(aliceToken, "")
+	if len(ids) != 5 || owners["alice"] != 5 {
+		t.Errorf("alice lists %v (owners %v), want her 5 runs", ids, owners)
+	}
+	for _, id := range ids {
+		if !mine[id] {
+			t.Errorf("alice lists run %s, not hers", id)
+		}
+	}
+	if _, owners := list(rootToken, ""); owners["alice"] != 5 || owners["bob"] != 5 || owners["root"] != 3 {
+		t.Errorf("admin lists owners %v, want every run", owners)
+	}
+	if _, owners := list(rootToken, "&owner=bob"); len(owners) != 1 || owners["bob"] != 5 {
+		t.Errorf("admin lists owner=bob: %v", owners)
+	}
+	if ids, _ := list(aliceToken, "&workflow=other"); len(ids) != 0 {
+		t.Errorf("workflow=other lists %v", ids)
+	}
+	if ids, _ := list(aliceToken, "&workflow=demo&status=pending"); len(ids) != 5 {
+		t.Errorf("workflow=demo&status=pending lists %d runs, want 5", len(ids))
+	}
+	if resp := e.do(req{method: "GET", path: "/api/v1/workflows?owner=bob", token: aliceToken}); resp.status != 403 {
+		t.Errorf("alice lists owner=bob: %d, want 403", resp.status)
+	}
+}

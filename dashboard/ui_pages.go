@@ -1,0 +1,319 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// funcs are the template functions of the pages.
+func (u *webUI) funcs() template.FuncMap {
+	return template.FuncMap{
+		"asset": u.assetURL,
+		"ts":    formatTime,
+		"iso": func(t any) string {
+			if tt, ok := timeOf(t); ok {
+				return tt.Format(time.RFC3339Nano)
+			}
+			return ""
+		},
+		"dur":     stepDuration,
+		"until":   secondsUntil,
+		"details": sortedDetails,
+		"json":    prettyJSON,
+		"runURL":  func(id string) string { return "/runs/" + url.PathEscape(id) },
+		"apiRun":  func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
+		"stepAPI": stepActionURL,
+	}
+}
+
+func timeOf(v any) (time.Time, bool) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, !t.IsZero()
+	case *time.Time:
+		if t != nil && !t.IsZero() {
+			return *t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// formatTime shows a time in UTC to the second, "—" for none.
+func formatTime(v any) string {
+	t, ok := timeOf(v)
+	if !ok {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// stepDuration is how long a step took (or has been running, until now).
+func stepDuration(start, end *time.Time, now time.Time) string {
+	if start == nil {
+		return ""
+	}
+	stop := now
+	if end != nil {
+		stop = *end
+	}
+	d := stop.Sub(*start)
+	switch {
+	case d < 0:
+		return ""
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// secondsUntil is the whole seconds from now to t, rounded up, at least 0:
+// the server's first rendering of a countdown the script then ticks.
+func secondsUntil(t *time.Time, now time.Time) int {
+	if t == nil {
+		return 0
+	}
+	return max(0, int(math.Ceil(t.Sub(now).Seconds())))
+}
+
+// detail is one key and value of a journal entry's details.
+type detail struct{ Key, Value string }
+
+func sortedDetails(m map[string]string) []detail {
+	out := make([]detail, 0, len(m))
+	for k, v := range m {
+		out = append(out, detail{k, v})
+	}
+	slices.SortFunc(out, func(a, b detail) int {
+		switch {
+		case a.Key < b.Key:
+			return -1
+		case a.Key > b.Key:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// prettyJSON indents a JSON document for display ("" for none).
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func stepActionURL(id, step, action string) string {
+	return "/api/v1/workflows/" + url.PathEscape(id) + "/steps/" + url.PathEscape(step) + "/" + action
+}
+
+// eventsCursor is where the page's event stream starts: the last
+// notification before the page's data is read, so that no transition after
+// it is missed. "" (the stream's own start) when Redis does not say.
+func (u *webUI) eventsCursor(r *http.Request) string {
+	if isFragment(r) {
+		return ""
+	}
+	_, cursor, err := u.s.client.WatchNotifications(r.Context(), "", 0)
+	if err != nil || !streamIDRE.MatchString(cursor) {
+		return ""
+	}
+	return cursor
+}
+
+// runsData is the data of the runs list.
+type runsData struct {
+	Runs []*workflow.Run
+	// Filters, as given.
+	Status, Workflow, Owner string
+	Statuses                []string
+	Workflows               []string
+	// Cursor is this page's; NextURL the next page's ("" after the last).
+	Cursor  string
+	NextURL string
+}
+
+// runsPage lists the caller's runs (an admin's: every run, or one owner's),
+// newest first, filtered by status and workflow.
+func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	q := r.URL.Query()
+	d := runsData{Status: q.Get("status"), Workflow: q.Get("workflow"), Cursor: cursor,
+		Statuses: []string{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
+			workflow.StatusFailed, workflow.StatusCancelled}}
+	opts := workflow.ListOptions{Status: d.Status, Workflow: d.Workflow, Cursor: cursor, Limit: limit, Owner: p.Subject}
+	if p.IsAdmin() {
+		d.Owner = q.Get("owner")
+		opts.Owner = d.Owner
+	}
+	if d.Workflow != "" && !workflowNameRE.MatchString(d.Workflow) {
+		u.renderError(w, r, p, http.StatusBadRequest, fmt.Sprintf("%q is not a workflow name.", d.Workflow))
+		return
+	}
+	v := u.newView(r, p, "runs", "Runs")
+	v.EventsAfter = u.eventsCursor(r)
+	runs, next, err := u.s.client.List(r.Context(), opts)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	d.Runs = runs
+	if next != "" {
+		nq := url.Values{}
+		for _, k := range []string{"status", "workflow", "owner", "limit"} {
+			if x := q.Get(k); x != "" {
+				nq.Set(k, x)
+			}
+		}
+		nq.Set("cursor", next)
+		d.NextURL = "/?" + nq.Encode()
+	}
+	if names, err := u.s.client.Workflows(r.Context()); err == nil {
+		for name := range names {
+			d.Workflows = append(d.Workflows, name)
+		}
+		slices.Sort(d.Workflows)
+	} else {
+		reqLog(r).Warn("runs page: cannot list the workflows for the filter", "error", err)
+	}
+	if d.Workflow != "" && !slices.Contains(d.Workflows, d.Workflow) {
+		d.Workflows = append(d.Workflows, d.Workflow)
+	}
+	lq := url.Values{}
+	for k, vs := range q {
+		lq[k] = vs
+	}
+	lq.Set(fragmentParam, "1")
+	v.Live = "/?" + lq.Encode()
+	v.Data = d
+	u.render(w, r, http.StatusOK, v)
+}
+
+// stepView is a step of the run page, with the actions it allows.
+type stepView struct {
+	workflow.StepState
+	Index    int
+	Current  bool
+	CanRetry bool
+	CanSkip  bool
+	// MaxAttempts is the step's attempt budget (0: not known).
+	MaxAttempts int
+}
+
+// Scheduled reports whether the step waits for a scheduled retry.
+func (s stepView) Scheduled() bool {
+	return s.RetryState == workflow.RetryScheduled && s.NextAttemptAt != nil
+}
+
+// runData is the data of the run page.
+type runData struct {
+	Run        *workflow.Run
+	Steps      []stepView
+	Events     []workflow.Event // newest first
+	MoreEvents int              // older entries not shown
+	CanRecover bool
+	CanCancel  bool
+	// Next is the step waiting for a scheduled retry, if any.
+	Next *stepView
+}
+
+// maxJournalRows bounds the journal entries the run page shows; the API
+// has them all.
+const maxJournalRows = 200
+
+// runPage shows one run, if the caller may see it (else 404, as the API).
+func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	v := u.newView(r, p, "run", "Run")
+	v.EventsAfter = u.eventsCursor(r)
+	run, err := u.s.loadRun(r)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	evs, err := u.s.client.Events(r.Context(), run.ID)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	d := runData{Run: run,
+		CanRecover: run.Status == workflow.StatusFailed || (run.NeedsAttention && !run.Terminal()),
+		CanCancel:  run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning}
+	for i, st := range run.Steps {
+		sv := stepView{StepState: st, Index: i, Current: st.Name == run.CurrentStep && !run.Terminal()}
+		if st.EffectivePolicy != nil {
+			sv.MaxAttempts = st.EffectivePolicy.MaxAttempts
+		}
+		sv.CanRetry = run.Status == workflow.StatusFailed && st.Status == workflow.StepFailed
+		sv.CanSkip = sv.CanRetry && st.Optional
+		d.Steps = append(d.Steps, sv)
+	}
+	for i := range d.Steps {
+		if d.Steps[i].Scheduled() {
+			d.Next = &d.Steps[i]
+			break
+		}
+	}
+	slices.Reverse(evs)
+	if len(evs) > maxJournalRows {
+		d.MoreEvents = len(evs) - maxJournalRows
+		evs = evs[:maxJournalRows]
+	}
+	d.Events = evs
+	v.Title = "Run " + run.ID
+	v.RunID = run.ID
+	v.Live = "/runs/" + url.PathEscape(run.ID) + "?" + fragmentParam + "=1"
+	v.Data = d
+	u.render(w, r, http.StatusOK, v)
+}
+
+// attentionData is the data of the needs-attention page.
+type attentionData struct {
+	Runs    []*workflow.Run
+	Cursor  string
+	NextURL string
+}
+
+// attentionPage lists, for admins, the runs that need an operator (the
+// data of GET /api/v1/admin/workflows/failed).
+func (u *webUI) attentionPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	cursor, limit, err := pageParams(r)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	v := u.newView(r, p, "attention", "Needs attention")
+	v.EventsAfter = u.eventsCursor(r)
+	runs, next, err := u.s.client.NeedingAttention(r.Context(), cursor, limit)
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	d := attentionData{Runs: runs, Cursor: cursor}
+	if next != "" {
+		d.NextURL = AttentionPath + "?" + url.Values{"cursor": {next}}.Encode()
+	}
+	lq := r.URL.Query()
+	lq.Set(fragmentParam, "1")
+	v.Live = AttentionPath + "?" + lq.Encode()
+	v.Data = d
+	u.render(w, r, http.StatusOK, v)
+}

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// hookRequest is one request the test's webhook receiver got.
+type hookRequest struct {
+	delivery, event string
+	verified        bool
+	note            workflow.Notification
+	status          int
+}
+
+// TestWebhookSurvivesWorkerKill: a run fails permanently and its worker is
+// killed with SIGKILL the moment the failure is recorded, before the
+// webhook can have been delivered (the receiver also fails the first
+// request). A new worker process delivers the signed run_failed event: one
+// delivery ID, answered 2xx once.
+func TestWebhookSurvivesWorkerKill(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
+	bin := proctest.Build(t, workerPkg)
+	const (
+		queue  = "webhook"
+		secret = "e2e-secret"
+	)
+
+	var (
+		mu   sync.Mutex
+		reqs []hookRequest
+	)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
+			verified: workflow.VerifyWebhookSignature(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
+				r.Header.Get(workflow.HeaderWebhookSignature))}
+		_ = json.Unmarshal(body, &h.note)
+		mu.Lock()
+		defer mu.Unlock()
+		h.status = http.StatusOK
+		if len(reqs) == 0 {
+			h.status = http.StatusInternalServerError // the first delivery never succeeds
+		}
+		reqs = append(reqs, h)
+		w.WriteHeader(h.status)
+	}))
+	t.Cleanup(rcv.Close)
+	requests := func() []hookRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]hookRequest(nil), reqs...)
+	}
+
+	env := workerEnv(srv, queue, "CAIRN_WEBHOOK_URL="+rcv.URL+"/hooks/cairn", "CAIRN_WEBHOOK_SECRET="+secret)
+	rdb := srv.Client(t)
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue})
+
+	w1 := startWorker(t, bin, env)
+	// The notifier creates its consumer group at start; wait for it, so
+	// that the group exists before the run's notification is written.
+	w1.WaitForOutput(t, "webhook notifier started", 30*time.Second)
+	run, err := client.Start(ctxb, demo.Name, demo.Input{FailStep: "fetch", Permanent: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the run to fail", func() bool {
+		r, err := client.Get(ctxb, run.ID)
+		return err == nil && r.Status == workflow.StatusFailed
+	})
+	w1.Kill(t)
+	for _, r := range requests() {
+		if r.status < 300 {
+			t.Fatalf("the webhook was delivered before the kill (%+v): the test proves nothing", r)
+		}
+	}
+
+	w2 := startWorker(t, bin, env)
+	var delivered hookRequest
+	eventually(t, 120*time.Second, "a successful delivery", func() bool {
+		for _, r := range requests() {
+			if r.status < 300 {
+				delivered = r
+				return true
+			}
+		}
+		return false
+	})
+	// Wait until nothing more can be delivered: the delivery task is
+	// complete and no notification is left unacknowledged.
+	store := retrystate.New(rdb, queue)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	eventually(t, 30*time.Second, "the delivery to be settled", func() bool {
+		info, err := insp.GetTaskInfo(queue, tasks.WebhookID(delivered.delivery))
+		if err != nil || info.State != asynq.TaskStateCompleted {
+			return false
+		}
+		n, err := store.NotifyPending(ctxb, workflow.DefaultWebhookGroup)
+		return err == nil && n == 0
+	})
+
+	all := requests()
+	successes := map[string]int{}
+	for i, r := range all {
+		if !r.verified {
+			t.Errorf("request %d (%s): the signature does not verify", i, r.delivery)
+		}
+		if r.event != workflow.NotifyRunFailed || r.note.Type != workflow.NotifyRunFailed || r.note.RunID != run.ID {
+			t.Errorf("request %d: event %q, body %+v; want only run_failed of run %s", i, r.event, r.note, run.ID)
+		}
+		if r.delivery != all[0].delivery || r.note.ID != r.delivery {
+			t.Errorf("request %d: delivery ID %q (body %q), want %q on every attempt", i, r.delivery, r.note.ID, all[0].delivery)
+		}
+		if r.status < 300 {
+			successes[r.delivery]++
+		}
+	}
+	if len(all) < 2 || all[0].status != http.StatusInternalServerError {
+		t.Errorf("%d requests; want the failed first one and a retry", len(all))
+	}
+	if len(successes) != 1 {
+		t.Errorf("%d distinct deliveries succeeded, want exactly 1: %v", len(successes), successes)
+	}
+	if delivered.note.Details["code"] != workflow.CodePermanentError || delivered.note.Details["step"] != "fetch" {
+		t.Errorf("delivered details %v, want code permanent_error at step fetch", delivered.note.Details)
+	}
+	t.Logf("%d requests, %d successful, delivery %s; new worker output tail:\n%s", len(all), successes[delivered.delivery],
+		delivered.delivery, tailOf(w2.Output(), 5))
+}
+
+func tailOf(s string, n int) string {
+	lines := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			lines++
+			if lines > n {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}

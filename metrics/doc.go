@@ -1,0 +1,32 @@
+// Package metrics exposes Cairn's Prometheus metrics. [New] registers the
+// collectors and returns a [Metrics], which implements workflow.Observer: set
+// it as the Observer of the EngineConfig (the reconciler inherits it) and of
+// a ClientConfig, and serve [Metrics.Handler] at /metrics.
+//
+// Counters and histograms count what this process did (sum them over the
+// workers):
+//
+//	cairn_runs_started_total{workflow}                  first attempt of a run began
+//	cairn_runs_finished_total{workflow,status,code}     succeeded, failed (code: the failure code), cancelled
+//	cairn_step_attempts_total{workflow,step,outcome}    succeeded, failed_transient, failed_permanent,
+//	                                                    exhausted, crashed, ignored, discarded
+//	cairn_retries_scheduled_total{workflow,step}
+//	cairn_retry_delay_seconds{workflow}                 histogram of scheduled retry delays
+//	cairn_step_duration_seconds{workflow,step}          histogram of step body run times
+//	cairn_reconciler_repairs_total{kind}
+//
+// Gauges read from Redis at scrape time, bounded by Config.Timeout (a read
+// that fails or times out is left out of the scrape and counted in
+// cairn_metrics_collect_errors_total{source}):
+//
+//	cairn_runs{status}                                  runs retained, by status
+//	cairn_runs_needing_attention                        runs an operator must look at
+//	asynq_tasks_enqueued_total{queue,state}             asynq tasks by state (pending, active,
+//	                                                    scheduled, retry, archived, completed)
+//	asynq_queue_size{queue}, asynq_queue_latency_seconds{queue},
+//	asynq_queue_memory_usage_approx_bytes{queue}, asynq_queue_paused_total{queue},
+//	asynq_tasks_processed_total{queue}, asynq_tasks_failed_total{queue}
+//
+// The asynq metrics have the names and labels of asynq's own x/metrics
+// collector, so asynqmon's metrics view works on them.
+package metrics

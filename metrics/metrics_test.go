@@ -1,0 +1,314 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/metrics"
+	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// scrape GETs the handler like Prometheus does and parses the answer.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("scrape: %s\n%s", resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// sample finds the sample of family name with exactly the given labels. A
+// histogram's value is its sample count; sum is its sum.
+func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (value, sum float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, 0, false
+	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+next:
+	for _, m := range f.GetMetric() {
+		if len(m.GetLabel()) != len(want) {
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), 0, true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), 0, true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), m.Histogram.GetSampleSum(), true
+		}
+	}
+	return 0, 0, false
+}
+
+// expect checks samples: name, labels..., want.
+type expectation struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+func check(t *testing.T, fams map[string]*dto.MetricFamily, exps ...expectation) {
+	t.Helper()
+	for _, e := range exps {
+		got, _, ok := sample(fams, e.name, e.labels...)
+		if !ok {
+			t.Errorf("%s%v: missing", e.name, e.labels)
+			continue
+		}
+		if got != e.want {
+			t.Errorf("%s%v = %v, want %v", e.name, e.labels, got, e.want)
+		}
+	}
+}
+
+// TestWorkerMetrics runs a demo run whose transform step is retried once
+// and one whose fetch step fails permanently through a real worker, then
+// scrapes the metrics.
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	rdb := srv.Client(t)
+	queue := fmt.Sprintf("metrics_%d", time.Now().UnixNano()) // -count=n runs on the same Redis
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: queue, Logger: log, Observer: m,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const delay = 300 * time.Millisecond
+	if err := w.Register(demo.Definition(workflow.Policy{MaxAttempts: 3, InitialInterval: delay,
+		Jitter: workflow.JitterNone})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker not ready")
+	}
+
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log, Observer: m})
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	ok, err := client.Start(wctx, demo.Name, demo.Input{FailStep: "transform", FailTimes: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := client.Start(wctx, demo.Name, demo.Input{FailStep: "fetch", Permanent: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{ok.ID: workflow.StatusSucceeded, bad.ID: workflow.StatusFailed} {
+		r, err := client.Wait(wctx, id, 20*time.Millisecond)
+		if err != nil || r.Status != want {
+			t.Fatalf("run %s: %+v, %v; want %s", id, r, err, want)
+		}
+	}
+
+	fams := scrape(t, m.Handler())
+	wf := []string{"workflow", demo.Name}
+	step := func(s string, more ...string) []string {
+		return append([]string{"workflow", demo.Name, "step", s}, more...)
+	}
+	check(t, fams,
+		expectation{"cairn_runs_started_total", wf, 2},
+		expectation{"cairn_runs_finished_total", append(wf, "status", "succeeded", "code", ""), 1},
+		expectation{"cairn_runs_finished_total", append(wf, "status", "failed", "code", workflow.CodePermanentError), 1},
+		expectation{"cairn_step_attempts_total", step("fetch", "outcome", workflow.OutcomeSucceeded), 1},
+		expectation{"cairn_step_attempts_total", step("fetch", "outcome", workflow.OutcomeFailedPermanent), 1},
+		expectation{"cairn_step_attempts_total", step("transform", "outcome", workflow.OutcomeFailedTransient), 1},
+		expectation{"cairn_step_attempts_total", step("transform", "outcome", workflow.OutcomeSucceeded), 1},
+		expectation{"cairn_step_attempts_total", step("deliver", "outcome", workflow.OutcomeSucceeded), 1},
+		expectation{"cairn_retries_scheduled_total", step("transform"), 1},
+		expectation{"cairn_retry_delay_seconds", wf, 1},
+		expectation{"cairn_step_duration_seconds", step("fetch"), 2},
+		expectation{"cairn_step_duration_seconds", step("transform"), 2},
+		expectation{"cairn_step_duration_seconds", step("deliver"), 1},
+		expectation{"cairn_runs", []string{"status", "succeeded"}, 1},
+		expectation{"cairn_runs", []string{"status", "failed"}, 1},
+		expectation{"cairn_runs", []string{"status", "running"}, 0},
+		expectation{"cairn_runs_needing_attention", nil, 1},
+		expectation{"asynq_tasks_enqueued_total", []string{"queue", queue, "state", "pending"}, 0},
+	)
+	if _, sum, _ := sample(fams, "cairn_retry_delay_seconds", wf...); math.Abs(sum-delay.Seconds()) > 1e-9 {
+		t.Errorf("retry delay sum %vs, want %vs", sum, delay.Seconds())
+	}
+	if n := len(fams["cairn_step_attempts_total"].GetMetric()); n != 5 {
+		t.Errorf("%d step attempt series, want 5:\n%v", n, fams["cairn_step_attempts_total"])
+	}
+	// asynq processed the 5 attempts (fetch, transform twice, deliver; fetch).
+	if n, _, ok := sample(fams, "asynq_tasks_processed_total", "queue", queue); !ok || n < 5 {
+		t.Errorf("asynq_tasks_processed_total = %v (present %v), want at least 5", n, ok)
+	}
+	if _, _, ok := sample(fams, "asynq_queue_latency_seconds", "queue", queue); !ok {
+		t.Error("asynq_queue_latency_seconds missing")
+	}
+	if n, _, ok := sample(fams, "cairn_metrics_collect_errors_total", "source", "runs"); ok && n > 0 {
+		t.Errorf("%v collect errors", n)
+	}
+}
+
+type failingCounts struct{}
+
+func (failingCounts) Counts(context.Context) (map[string]int64, error) {
+	return nil, errors.New("redis down")
+}
+
+type slowCounts struct{ release chan struct{} }
+
+func (s slowCounts) Counts(ctx context.Context) (map[string]int64, error) {
+	<-s.release
+	return map[string]int64{"failed": 3}, nil
+}
+
+// TestCollectErrors: a failed or slow read leaves its gauges out of the
+// scrape and is counted; the scrape itself succeeds.
+func TestCollectErrors(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Config{Runs: failingCounts{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, m.Handler())
+	if _, _, ok := sample(fams, "cairn_runs_needing_attention"); ok {
+		t.Error("a gauge was reported although its read failed")
+	}
+	// Collectors are gathered concurrently: a count made during one scrape
+	// shows in that one or the next.
+	if n, _, _ := sample(scrape(t, m.Handler()), "cairn_metrics_collect_errors_total", "source", "runs"); n < 1 || n > 2 {
+		t.Errorf("collect errors (runs) = %v after 2 scrapes, want 1 or 2", n)
+	}
+
+	slow := slowCounts{release: make(chan struct{})}
+	reg2 := prometheus.NewRegistry()
+	m2, err := metrics.New(reg2, metrics.Config{Runs: slow, Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	fams = scrape(t, m2.Handler())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("scrape took %s with a 50ms timeout", d)
+	}
+	if _, _, ok := sample(fams, "cairn_runs", "status", "failed"); ok {
+		t.Error("cairn_runs reported although its read timed out")
+	}
+	// The stuck read is still out: the next scrapes do not start another.
+	scrape(t, m2.Handler())
+	fams = scrape(t, m2.Handler())
+	if n, _, _ := sample(fams, "cairn_metrics_collect_errors_total", "source", "timeout"); n != 1 {
+		t.Errorf("collect errors (timeout) = %v, want 1", n)
+	}
+	if n, _, _ := sample(fams, "cairn_metrics_collect_errors_total", "source", "busy"); n < 1 {
+		t.Errorf("collect errors (busy) = %v, want at least 1", n)
+	}
+	close(slow.release)
+}
+
+func TestObserverDoesNotAllocate(t *testing.T) {
+	m, err := metrics.New(prometheus.NewRegistry(), metrics.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o workflow.Observer = m
+	wf, step := "demo", "fetch"
+	o.StepAttempt(wf, step, workflow.OutcomeSucceeded, time.Millisecond)
+	o.RetryScheduled(wf, step, time.Second)
+	o.RunStarted(wf)
+	o.RunFinished(wf, workflow.StatusSucceeded, "")
+	if n := testing.AllocsPerRun(200, func() {
+		o.StepAttempt(wf, step, workflow.OutcomeSucceeded, time.Millisecond)
+		o.RetryScheduled(wf, step, time.Second)
+		o.RunStarted(wf)
+		o.RunFinished(wf, workflow.StatusSucceeded, "")
+	}); n != 0 {
+		t.Errorf("%v allocations per event batch, want 0", n)
+	}
+	o.Repair("task_missing")
+	o.RunFinished("", workflow.StatusFailed, workflow.CodeRunTimeout)
+	check(t, scrape(t, m.Handler()),
+		expectation{"cairn_reconciler_repairs_total", []string{"kind", "task_missing"}, 1},
+		expectation{"cairn_runs_finished_total", []string{"workflow", "unknown", "status", "failed", "code", "run_timeout"}, 1},
+		expectation{"cairn_step_attempts_total", []string{"workflow", wf, "step", step, "outcome", "succeeded"}, 202})
+}
+
+func ExampleNew() {
+	reg := prometheus.NewRegistry() // metrics.NewRegistry() adds the Go and process collectors
+	// With Config.Redis set, the scrape also reads run counts and asynq's
+	// queue state.
+	m, err := metrics.New(reg, metrics.Config{})
+	if err != nil {
+		panic(err)
+	}
+	// Set m as the Observer of the engine (workflow.EngineConfig.Observer);
+	// here we tell it of one run directly.
+	m.RunStarted("signup")
+	m.StepAttempt("signup", "create_account", workflow.OutcomeSucceeded, 120*time.Millisecond)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, "cairn_runs_started_total") || strings.HasPrefix(line, "cairn_step_attempts_total") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// cairn_runs_started_total{workflow="signup"} 1
+	// cairn_step_attempts_total{outcome="succeeded",step="create_account",workflow="signup"} 1
+}

@@ -1,0 +1,292 @@
+package retrystate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// restoreScript is restore.lua with common.lua before it, as loadScripts
+// builds the run-level scripts. It is built once, at package init, and never
+// assigned again.
+var restoreScript = redis.NewScript(mustRead("lua/common.lua") + "\n" + mustRead("lua/restore.lua"))
+
+// AuditMaxLen is the approximate number of entries the audit stream keeps.
+const AuditMaxLen = 10000
+
+// ActionRestore is the action of Restore, as journaled and audited.
+const ActionRestore = "restore"
+
+// Restore reopens a finished run from the checkpoint before step fromStep:
+// earlier steps keep their outputs, fromStep and later steps start afresh,
+// and fromStep is dispatched (see lua/restore.lua). The restore is recorded
+// in the audit stream with actor. It returns ErrRunNotFound for an unknown
+// run and OutcomeRefused with the reason for a run or step it does not
+// apply to.
+func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Repair, error) {
+	res, err := s.run(ctx, restoreScript, []string{s.keys.run(runID), s.keys.audit()},
+		s.argv(runID, now, fromStep, actor, AuditMaxLen))
+	if err != nil {
+		return Repair{}, fmt.Errorf("restore: %w", err)
+	}
+	switch res[0] {
+	case "dispatch":
+		if len(res) != 6 {
+			return Repair{}, unexpected("restore", res)
+		}
+		return Repair{Outcome: OutcomeDispatch, Workflow: res[5], Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
+	case "refused":
+		return Repair{Outcome: OutcomeRefused, Reason: res[1]}, nil
+	case "gone":
+		return Repair{}, ErrRunNotFound
+	}
+	return Repair{}, unexpected("restore", res)
+}
+
+// AuditEntry is one entry of the queue's audit stream: an administrator's
+// action.
+type AuditEntry struct {
+	ID       string // stream entry ID; "" when appending
+	At       time.Time
+	Actor    string
+	Action   string
+	RunID    string
+	Workflow string
+	Owner    string // the owner of the run acted on
+	Step     string
+	Detail   string
+}
+
+// AppendAudit appends an entry to the audit stream (trimmed to about
+// AuditMaxLen entries) and returns its ID.
+func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) (string, error) {
+	return s.rdb.XAdd(ctx, &redis.XAddArgs{
+		Stream: s.keys.audit(), MaxLen: AuditMaxLen, Approx: true,
+		Values: []any{"at", ms(e.At), "actor", e.Actor, "action", e.Action, "run", e.RunID,
+			"workflow", e.Workflow, "owner", e.Owner, "step", e.Step, "detail", e.Detail},
+	}).Result()
+}
+
+// Audit returns up to count audit entries after the stream ID after ("" for
+// the oldest retained), oldest first.
+func (s *Store) Audit(ctx context.Context, after string, count int64) ([]AuditEntry, error) {
+	start := "-"
+	if after != "" && after != "0" {
+		start = "(" + after
+	}
+	xs, err := s.rdb.XRangeN(ctx, s.keys.audit(), start, "+", count).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AuditEntry, 0, len(xs))
+	for _, x := range xs {
+		_, at, f := streamFields(x.Values)
+		out = append(out, AuditEntry{ID: x.ID, At: at, Actor: f["actor"], Action: f["action"], RunID: f["run"],
+			Workflow: f["workflow"], Owner: f["owner"], Step: f["step"], Detail: f["detail"]})
+	}
+	return out, nil
+}
+
+// WaitNotifications returns up to count notifications after the stream ID
+// after, waiting up to block for the first one when there is none yet
+// (block <= 0: no wait). With after "" it starts after the newest
+// notification at the time of the call. It returns the ID to pass as after
+// next time: the last notification's, or the starting point when none came.
+// A wait ends early when ctx is done.
+func (s *Store) WaitNotifications(ctx context.Context, after string, count int64, block time.Duration) ([]Notification, string, error) {
+	if after == "" {
+		last, err := s.rdb.XRevRangeN(ctx, s.keys.notifications(), "+", "-", 1).Result()
+		if err != nil {
+			return nil, "", err
+		}
+		after = "0-0"
+		if len(last) == 1 {
+			after = last[0].ID
+		}
+	}
+	if block <= 0 {
+		ns, err := s.Notifications(ctx, after, count)
+		if err != nil {
+			return nil, after, err
+		}
+		if len(ns) > 0 {
+			return ns, ns[len(ns)-1].ID, nil
+		}
+		return nil, after, nil
+	}
+	// A block below 1ms would be sent as 0, which is "forever".
+	block = max(block, time.Millisecond)
+	streams, err := s.rdb.XRead(ctx, &redis.XReadArgs{
+		Streams: []string{s.keys.notifications(), after}, Count: count, Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, after, nil
+	}
+	if err != nil {
+		return nil, after, err
+	}
+	var out []Notification
+	for _, st := range streams {
+		for _, x := range st.Messages {
+			out = append(out, notificationOf(x))
+		}
+	}
+	if len(out) > 0 {
+		after = out[len(out)-1].ID
+	}
+	return out, after, nil
+}
+
+// AttentionRuns returns a page of the runs needing an operator, most recent
+// first, without their steps, and the cursor of the next page.
+func (s *Store) AttentionRuns(ctx context.Context, cursor string, limit int) ([]*Run, string, error) {
+	return s.scanRuns(ctx, s.keys.attention(), cursor, limit, "", "")
+}
+
+// listFiltered is ListRuns with an owner or workflow filter (see ListQuery).
+func (s *Store) listFiltered(ctx context.Context, q ListQuery) ([]*Run, string, error) {
+	idx := s.keys.all()
+	if q.Status != "" {
+		idx = s.keys.byStatus(q.Status)
+	}
+	return s.scanRuns(ctx, idx, q.Cursor, q.Limit, q.Owner, q.Workflow)
+}
+
+// Bounds of a filtered scan: at least scanMin index entries are examined for
+// one page, or scanPerRow per row asked for, whichever is more.
+const (
+	scanMin    = 1000
+	scanPerRow = 10
+)
+
+// scanRuns pages through index idx, newest (highest score) first, from
+// cursor ("<score>:<run ID>" of the last entry of the page before), and
+// returns up to limit runs whose owner and workflow match (an empty filter
+// matches every run). The scan is bounded: once it has examined its budget
+// of index entries it returns what it has, possibly fewer than limit runs or
+// none, with the cursor of the last entry examined, so the next page goes on
+// from there. "" as the next cursor means the index is exhausted.
+func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, owner, workflow string) ([]*Run, string, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	filtered := owner != "" || workflow != ""
+	budget := max(scanMin, scanPerRow*limit)
+	batch := int64(limit + 1)
+	if filtered {
+		batch = max(batch, 200)
+	}
+	maxScore, afterID := "+inf", ""
+	if cursor != "" {
+		score, id, ok := splitCursor(cursor)
+		if !ok {
+			return nil, "", ErrBadCursor
+		}
+		maxScore, afterID = strconv.FormatInt(score, 10), id
+	}
+	var (
+		picked    []redis.Z
+		last      redis.Z
+		scanned   int
+		exhausted bool
+	)
+	for offset := int64(0); !filtered || scanned < budget; {
+		page, err := s.rdb.ZRevRangeByScoreWithScores(ctx, idx, &redis.ZRangeBy{
+			Max: maxScore, Min: "-inf", Offset: offset, Count: batch,
+		}).Result()
+		if err != nil {
+			return nil, "", err
+		}
+		offset += int64(len(page))
+		cands := page[:0:0]
+		for _, z := range page {
+			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.Member.(string) >= afterID {
+				continue // at or before the cursor
+			}
+			cands = append(cands, z)
+		}
+		var heads []*redis.SliceCmd
+		if filtered && len(cands) > 0 {
+			pipe := s.rdb.Pipeline()
+			heads = make([]*redis.SliceCmd, len(cands))
+			for i, z := range cands {
+				heads[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), "owner", "workflow")
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return nil, "", err
+			}
+		}
+		stopped := false
+		for i, z := range cands {
+			if len(picked) > limit || (filtered && scanned >= budget) {
+				stopped = true
+				break
+			}
+			scanned++
+			last = z
+			if filtered {
+				v := heads[i].Val()
+				o, _ := v[0].(string)
+				w, _ := v[1].(string)
+				if (owner != "" && o != owner) || (workflow != "" && w != workflow) {
+					continue
+				}
+			}
+			picked = append(picked, z)
+		}
+		if stopped || len(picked) > limit {
+			break
+		}
+		if int64(len(page)) < batch {
+			exhausted = true
+			break
+		}
+	}
+	next := ""
+	switch {
+	case len(picked) > limit:
+		next = cursorOf(picked[limit-1])
+		picked = picked[:limit]
+	case !exhausted && scanned > 0:
+		next = cursorOf(last) // the scan budget ran out: go on from here
+	}
+	runs, err := s.runHeads(ctx, picked)
+	return runs, next, err
+}
+
+func cursorOf(z redis.Z) string { return fmt.Sprintf("%d:%s", int64(z.Score), z.Member.(string)) }
+
+// runHeads reads the runs of index entries, without their steps, skipping
+// runs that have expired.
+func (s *Store) runHeads(ctx context.Context, ids []redis.Z) ([]*Run, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, z := range ids {
+		cmds[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), runFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	runs := make([]*Run, 0, len(ids))
+	for i, c := range cmds {
+		h := make(map[string]string, len(runFields))
+		for j, v := range c.Val() {
+			if v, ok := v.(string); ok {
+				h[runFields[j]] = v
+			}
+		}
+		if h["status"] == "" { // expired; its index entries are trimmed by the reconciler
+			continue
+		}
+		runs = append(runs, parseRun(ids[i].Member.(string), h))
+	}
+	return runs, nil
+}

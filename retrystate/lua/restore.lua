@@ -1,0 +1,86 @@
+-- restore.lua: an administrator's restore of a finished run from the
+-- checkpoint before one of its steps.
+--   The steps before from_step keep their outputs; each must have succeeded
+--   or been skipped. from_step and every later step are reset to pending,
+--   with no output, no last error and a fresh retry and crash budget (their
+--   attempt counters go on, so every new attempt gets a new task ID). The run
+--   becomes running (pending if it never started) with from_step due now.
+-- Only a finished run (succeeded, failed or cancelled) can be restored; a
+-- pending or running run is refused (recover, retry and skip steer those).
+-- As in operate.lua, the run's keys lose their expiry and its deadline (if
+-- passed) and iteration count start afresh. The restore is journaled as
+-- run_recovered (action "restore") with its actor, notified, and recorded in
+-- the queue's audit stream in the same atomic write.
+-- KEYS[1] the run record
+-- KEYS[2] the queue's audit stream, cairn:{q}:audit
+-- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[4] from_step: the name of the first step to run again
+-- ARGV[5] actor
+-- ARGV[6] approximate maximum length of the audit stream
+-- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
+-- {"refused", reason}, or {"gone"}.
+
+local from_name, actor = ARGV[4], ARGV[5]
+local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "deadline", "run_timeout_ms", "started_at",
+  "owner", "idempotency_key")
+local status = rs[1]
+if not status then
+  return {"gone"}
+end
+if not is_terminal(status) then
+  return {"refused", string.format(
+    "run is %s; only a finished run (succeeded, failed or cancelled) can be restored", status)}
+end
+local n = num(rs[2])
+local from = -1
+for i = 0, n - 1 do
+  if step_get(i, "name")[1] == from_name then
+    from = i
+    break
+  end
+end
+if from < 0 then
+  return {"refused", string.format("the run has no step %q", from_name)}
+end
+for i = 0, from - 1 do
+  local s = step_get(i, "name", "status")
+  if s[2] ~= "succeeded" and s[2] ~= "skipped" then
+    return {"refused", string.format("step %q before %q is %s; a run can only be restored from a step whose earlier steps all succeeded or were skipped",
+      s[1], from_name, s[2])}
+  end
+end
+
+-- Reset from_step and the steps after it.
+for i = from, n - 1 do
+  step_set(i, "status", "pending", "output", "", "retry_attempts", "0", "retry_state", "none",
+    "next_attempt_at", "0", "crashes", "0", "gen", "0", "task", "", "fence", "", "fence_expires_at", "0",
+    "resuming", "0", "last_error", "", "last_error_class", "", "last_error_code", "", "last_error_at", "0",
+    "started_at", "0", "finished_at", "0")
+end
+
+-- Reopen the run.
+local to = "running"
+if num(rs[6]) == 0 then
+  to = "pending"
+end
+set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
+  "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
+redis.call("ZREM", IDX.attention, RUN_ID)
+redis.call("PERSIST", RUN)
+redis.call("PERSIST", JOURNAL)
+if rs[8] and rs[8] ~= "" then
+  redis.call("PERSIST", PREFIX .. "idem:" .. rs[8])
+end
+-- A deadline that has passed starts afresh from now; activate (below) sets
+-- the deadline of the step the run resumes at.
+local deadline = num(rs[4])
+if deadline > 0 and deadline <= NOW then
+  redis.call("HSET", RUN, "deadline_base", int(NOW))
+end
+journal("run_recovered", "action", "restore", "step", from_name, "actor", actor, "from_status", status)
+notify("run_recovered", rs[3], "action", "restore", "step", from_name, "actor", actor)
+redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", int(NOW), "actor", actor, "action", "restore",
+  "run", RUN_ID, "workflow", rs[3], "owner", rs[7] or "", "step", from_name, "detail", "restored a " .. status .. " run")
+
+local _, attempt, name, timeout = activate(from)
+return {"dispatch", int(from), name, int(attempt), int(timeout), rs[3]}

@@ -1,0 +1,392 @@
+package httpstep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxBodyBytes caps a response body the step reads.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxRetryAfter caps the delay a Retry-After header asks for.
+	DefaultMaxRetryAfter = time.Hour
+	// ErrorBodyBytes is how much of an error response's body goes into the
+	// error.
+	ErrorBodyBytes = 512
+)
+
+// Error codes (see workflow.Code) of the step's own failures.
+const (
+	// CodeBodyTooLarge: the response body is over Options.MaxBodyBytes.
+	CodeBodyTooLarge = "http_body_too_large"
+	// CodeTemplateError: a field's template failed to render.
+	CodeTemplateError = "template_error"
+)
+
+// Spec describes an http step. Method, URL, the header values and Body are
+// templates (see the package documentation).
+type Spec struct {
+	// Method is the request method, like GET or POST (upper-cased when
+	// rendered). Required.
+	Method string
+	// URL is the request URL, http or https. Required.
+	URL string
+	// Headers are the request headers: name -> value template.
+	Headers map[string]string
+	// Body is the request body; empty sends none. Unless Headers sets
+	// Content-Type, a body that is valid JSON is sent as application/json,
+	// any other as text/plain; charset=utf-8.
+	Body string
+	// Steps names the earlier steps of the workflow, whose outputs the
+	// templates read as .steps.NAME.
+	Steps []string
+}
+
+// Options configure how http steps send requests. A zero field takes the
+// default in its comment.
+type Options struct {
+	// Client sends the requests. Default: a client with no timeout of its
+	// own (the step's context bounds each request) that follows up to 10
+	// redirects.
+	Client *http.Client
+	// MaxBodyBytes caps a response body; a longer one fails the step
+	// permanently with code http_body_too_large. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxRetryAfter caps the delay a Retry-After header may ask for.
+	// Default DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// Now tells the time, to turn a Retry-After date into a delay. Default
+	// time.Now.
+	Now func() time.Time
+}
+
+var defaultClient = &http.Client{}
+
+func (o Options) withDefaults() Options {
+	if o.Client == nil {
+		o.Client = defaultClient
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// ErrBadHeaderName is wrapped by the FieldError of a header name that is not
+// an HTTP token.
+var ErrBadHeaderName = errors.New("is not a valid header name")
+
+// FieldError is an error in one field of a Spec: "method", "url", "body"
+// or "headers.NAME".
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+// Error returns "FIELD: problem".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the problem.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Step is a parsed http step. Its Run method is a workflow.StepFunc.
+type Step struct {
+	method, url, body *Template
+	headers           []header // sorted by name
+	steps             []string
+	opts              Options
+}
+
+type header struct {
+	name string // canonical
+	tmpl *Template
+}
+
+// New parses spec. Its error joins a *FieldError for each bad field: a
+// missing method or URL, a template that does not parse, a constant method
+// that is not an HTTP token, a constant URL that is not http(s), a bad
+// header name, or a template reading .steps.NAME for a NAME not in
+// spec.Steps.
+func New(spec Spec, opts Options) (*Step, error) {
+	s := &Step{steps: slices.Clone(spec.Steps), opts: opts.withDefaults()}
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	parse := func(field, text string) *Template {
+		t, err := ParseTemplate(field, text)
+		if err != nil {
+			bad(field, err)
+			return nil
+		}
+		for _, ref := range t.StepRefs() {
+			if !slices.Contains(spec.Steps, ref) {
+				bad(field, fmt.Errorf("reads .steps.%s, but %q is not an earlier step", ref, ref))
+			}
+		}
+		return t
+	}
+
+	if strings.TrimSpace(spec.Method) == "" {
+		bad("method", errors.New("missing (GET, POST, ...)"))
+	} else if s.method = parse("method", spec.Method); s.method != nil && s.method.IsConstant() {
+		if err := checkMethod(constant(s.method)); err != nil {
+			bad("method", err)
+		}
+	}
+	if strings.TrimSpace(spec.URL) == "" {
+		bad("url", errors.New("missing"))
+	} else if s.url = parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
+		if _, err := checkURL(constant(s.url)); err != nil {
+			bad("url", err)
+		}
+	}
+	s.body = parse("body", spec.Body)
+	names := make([]string, 0, len(spec.Headers))
+	for name := range spec.Headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		field := "headers." + name
+		if !isToken(name) {
+			bad(field, fmt.Errorf("%q %w", name, ErrBadHeaderName))
+			continue
+		}
+		if t := parse(field, spec.Headers[name]); t != nil {
+			s.headers = append(s.headers, header{name: http.CanonicalHeaderKey(name), tmpl: t})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// constant returns what a constant template renders (its text, without
+// comments).
+func constant(t *Template) string {
+	out, _ := t.Execute(nil)
+	return out
+}
+
+func checkMethod(m string) error {
+	if !isToken(strings.TrimSpace(m)) {
+		return fmt.Errorf("%q is not an HTTP method", m)
+	}
+	return nil
+}
+
+func checkURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%q: want an http:// or https:// URL", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%q has no host", u.Redacted())
+	}
+	return u, nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110), as methods and
+// header names are.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || c <= ' ' || strings.IndexByte("\"(),/:;<=>?@[\\]{}\x7f", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Response is the output of a successful http step.
+type Response struct {
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Headers maps lower-case header names to their values, joined with
+	// ", ".
+	Headers map[string]string `json:"headers"`
+	// Body is the decoded JSON body (numbers as json.Number), or the body
+	// as a string when it is not JSON.
+	Body any `json:"body"`
+}
+
+// Run sends the request of the attempt sc describes and returns its
+// *Response. It is a workflow.StepFunc.
+func (s *Step) Run(ctx context.Context, sc *workflow.StepContext) (any, error) {
+	resp, err := s.Do(ctx, AttemptOf(sc, s.steps))
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Do renders the request for attempt a, sends it and returns the response
+// of a 2xx, or an error classified as the package documentation says.
+func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
+	data, err := a.Data()
+	if err != nil {
+		return nil, err
+	}
+	render := func(t *Template) (string, error) {
+		out, err := t.Execute(data)
+		if err != nil {
+			return "", workflow.WithCode(workflow.Permanent(err), CodeTemplateError)
+		}
+		return out, nil
+	}
+	method, err := render(s.method)
+	if err != nil {
+		return nil, err
+	}
+	method = strings.ToUpper(strings.TrimSpace(method))
+	if err := checkMethod(method); err != nil {
+		return nil, workflow.Permanent(fmt.Errorf("method: %w", err))
+	}
+	rawURL, err := render(s.url)
+	if err != nil {
+		return nil, err
+	}
+	u, err := checkURL(rawURL)
+	if err != nil {
+		return nil, workflow.Permanent(fmt.Errorf("url: %w", err))
+	}
+	body, err := render(s.body)
+	if err != nil {
+		return nil, err
+	}
+	var rd io.Reader = http.NoBody
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, workflow.Permanent(err)
+	}
+	for _, h := range s.headers {
+		v, err := render(h.tmpl)
+		if err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return nil, workflow.Permanent(fmt.Errorf("header %s: value contains a line break or NUL", h.name))
+		}
+		req.Header.Set(h.name, v)
+	}
+	if req.Header.Get("Idempotency-Key") == "" && a.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", a.IdempotencyKey)
+	}
+	if body != "" && req.Header.Get("Content-Type") == "" {
+		if json.Valid([]byte(body)) {
+			req.Header.Set("Content-Type", "application/json")
+		} else {
+			req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+		}
+	}
+
+	what := method + " " + u.Redacted()
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		return nil, workflow.Transient(fmt.Errorf("%s: %w", what, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return s.success(what, resp)
+	}
+	return nil, s.failure(what, resp)
+}
+
+func (s *Step) success(what string, resp *http.Response) (*Response, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
+	if err != nil {
+		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, err))
+	}
+	if int64(len(b)) > s.opts.MaxBodyBytes {
+		return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf(
+			"%s: %s: response body larger than the limit of %d bytes (CAIRN_HTTP_STEP_MAX_BODY)",
+			what, resp.Status, s.opts.MaxBodyBytes)), CodeBodyTooLarge)
+	}
+	out := &Response{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header))}
+	for k, v := range resp.Header {
+		out.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	var v any
+	if json.Valid(b) && decodeJSON(b, &v) == nil {
+		out.Body = v
+	} else {
+		out.Body = string(b)
+	}
+	return out, nil
+}
+
+// failure builds the error of a non-2xx response.
+func (s *Step) failure(what string, resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, ErrorBodyBytes))
+	// Drain a little more so the connection can be reused.
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	msg := fmt.Sprintf("%s: %s", what, resp.Status)
+	if snippet := strings.TrimSpace(strings.ToValidUTF8(string(b), string(utf8.RuneError))); snippet != "" {
+		msg += ": " + snippet
+	}
+	err := workflow.WithCode(errors.New(msg), "http_"+strconv.Itoa(resp.StatusCode))
+	code := resp.StatusCode
+	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
+		if d, ok := s.retryAfter(resp.Header.Get("Retry-After")); ok {
+			return workflow.RetryAfter(err, d)
+		}
+		return workflow.Transient(err)
+	}
+	return workflow.Permanent(err)
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
+func (s *Step) retryAfter(v string) (time.Duration, bool) {
+	return ParseRetryAfter(v, s.opts.Now(), s.opts.MaxRetryAfter)
+}
+
+// ParseRetryAfter parses a Retry-After header value, delay-seconds or an
+// HTTP date (a date in the past is no delay), capped at limit. It reports
+// false for an empty or malformed value.
+func ParseRetryAfter(v string, now time.Time, limit time.Duration) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if strings.Trim(v, "0123456789") == "" { // delay-seconds
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || secs > uint64(limit/time.Second) { // err: too many digits
+			return limit, true
+		}
+		return min(time.Duration(secs)*time.Second, limit), true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(t.Sub(now), 0), limit), true
+}

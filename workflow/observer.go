@@ -1,0 +1,93 @@
+package workflow
+
+import "time"
+
+// Observer is told what the engine, the reconciler and the client do, for
+// metrics (package metrics implements it with Prometheus collectors). Its
+// methods are called on the engine's hot path, from many goroutines at once:
+// they must be safe for concurrent use, fast, and must not block or do I/O.
+//
+// The counts are of what this process did: with several workers, sum them.
+// A run is "started" by the worker that begins its first attempt, however it
+// was created; it "finishes" wherever its terminal transition happens (a
+// worker, the reconciler, or the Client of an operator action that had an
+// Observer). A recovered run that ends again is counted again.
+type Observer interface {
+	// RunStarted: the first attempt of a run's first step began.
+	RunStarted(workflow string)
+	// RunFinished: a run ended with status succeeded, failed or cancelled;
+	// failureCode is its failure code (a Code* constant) or "".
+	RunFinished(workflow, status, failureCode string)
+	// StepAttempt: a delivery of a step attempt ended with outcome (an
+	// Outcome* constant). duration is how long the step body ran; zero for
+	// outcomes where it did not run (crashed, ignored).
+	StepAttempt(workflow, step, outcome string, duration time.Duration)
+	// RetryScheduled: a failed attempt's retry was scheduled after delay.
+	RetryScheduled(workflow, step string, delay time.Duration)
+	// Repair: the reconciler made a repair of kind (crashed_attempt,
+	// task_missing, retry_task_missing, task_archived, deadline, trimmed,
+	// needs_attention; see Report.Repairs).
+	Repair(kind string)
+}
+
+// Outcomes of a step attempt delivery, as reported to Observer.StepAttempt.
+const (
+	// OutcomeSucceeded: the step body returned a result and it was
+	// checkpointed.
+	OutcomeSucceeded = "succeeded"
+	// OutcomeFailedTransient: the step failed and a retry was scheduled.
+	OutcomeFailedTransient = "failed_transient"
+	// OutcomeFailedPermanent: the step failed with a permanent error; the
+	// run failed.
+	OutcomeFailedPermanent = "failed_permanent"
+	// OutcomeExhausted: the step failed transiently with no retry left (the
+	// retry budget is spent, or the next attempt would pass the run's
+	// deadline); the run failed.
+	OutcomeExhausted = "exhausted"
+	// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
+	// crash is counted against the step's crash budget). The resumed
+	// attempt reports its own outcome when it ends.
+	OutcomeCrashed = "crashed"
+	// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
+	// or unknown run, acknowledged without running the step.
+	OutcomeIgnored = "ignored"
+	// OutcomeDiscarded: the step body ran but the attempt no longer owned
+	// its step (its fence expired or the run stopped): the result was
+	// discarded.
+	OutcomeDiscarded = "discarded"
+)
+
+// NopObserver is an Observer that does nothing; the default.
+type NopObserver struct{}
+
+// RunStarted does nothing.
+func (NopObserver) RunStarted(string) {}
+
+// RunFinished does nothing.
+func (NopObserver) RunFinished(string, string, string) {}
+
+// StepAttempt does nothing.
+func (NopObserver) StepAttempt(string, string, string, time.Duration) {}
+
+// RetryScheduled does nothing.
+func (NopObserver) RetryScheduled(string, string, time.Duration) {}
+
+// Repair does nothing.
+func (NopObserver) Repair(string) {}
+
+// orNop returns o, or a NopObserver when o is nil.
+func orNop(o Observer) Observer {
+	if o == nil {
+		return NopObserver{}
+	}
+	return o
+}
+
+// failedOutcome is the outcome of an attempt whose failure failed the run
+// with code.
+func failedOutcome(code string) string {
+	if code == CodePermanentError {
+		return OutcomeFailedPermanent
+	}
+	return OutcomeExhausted
+}

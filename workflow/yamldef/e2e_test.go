@@ -1,0 +1,282 @@
+package yamldef_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/workflow/yamldef"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var (
+	queueSeq atomic.Int64
+	nonWord  = regexp.MustCompile(`[^A-Za-z0-9]+`)
+)
+
+// harness is a test's worker and client on its own queue of the shared
+// redis-server.
+type harness struct {
+	t      *testing.T
+	client *workflow.Client
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("CAIRN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startWorker runs a worker with the file's definitions until the test ends.
+func startWorker(t *testing.T, filename, src string) *harness {
+	t.Helper()
+	defs, err := yamldef.Parse(filename, []byte(src), yamldef.Options{})
+	if err != nil {
+		t.Fatalf("parse:\n%v", err)
+	}
+	rdb := redistest.Shared(t).Client(t)
+	q := fmt.Sprintf("y%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
+	if len(q) > 60 {
+		q = q[:60]
+	}
+	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: q, Logger: testLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs {
+		if err := w.Register(*d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker not ready after 10s")
+	}
+	return &harness{t: t, client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: testLogger()})}
+}
+
+// run starts a run and waits for it to end.
+func (h *harness) run(wf string, input any, timeout time.Duration) *workflow.Run {
+	h.t.Helper()
+	run, err := h.client.Start(context.Background(), wf, input, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	run, err = h.client.Wait(ctx, run.ID, 20*time.Millisecond)
+	if err != nil {
+		h.t.Fatalf("waiting for run: %v (last %+v)", err, run)
+	}
+	return run
+}
+
+func (h *harness) events(id string) []workflow.Event {
+	h.t.Helper()
+	evs, err := h.client.Events(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+// hit is one request the test server saw.
+type hit struct {
+	at     time.Time
+	path   string
+	query  string
+	header http.Header
+	body   string
+}
+
+// TestYAMLWorkflowRunsEndToEnd: a workflow loaded from YAML runs on a real
+// engine against a server that answers the first step with 503 twice, then
+// 429 with Retry-After: 2, then 200. The retries follow the YAML policy
+// (200ms, then 400ms), the 429's retry waits the 2s the server asked for,
+// and the second step's request is built from the first step's output.
+func TestYAMLWorkflowRunsEndToEnd(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var fetches, pushes []hit
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h := hit{at: time.Now(), path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(b)}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.URL.Path == "/invoices":
+			fetches = append(fetches, h)
+			switch len(fetches) {
+			case 1, 2:
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			case 3:
+				w.Header().Set("Retry-After", "2")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+			default:
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"batch": "b7", "invoices": [{"id": 1}, {"id": 12345678901234567890}]}`)
+			}
+		case strings.HasPrefix(r.URL.Path, "/push/"):
+			pushes = append(pushes, h)
+			_, _ = io.WriteString(w, `{"accepted": true}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+
+	h := startWorker(t, "workflows.yaml", fmt.Sprintf(`workflows:
+  sync-invoices:
+    resiliency:
+      retry: {max_attempts: 5, backoff: exponential, initial_delay: 200ms, multiplier: 2, max_delay: 5s, jitter: none}
+      timeouts: {step: 10s, total: 2m}
+    steps:
+      - name: fetch
+        type: http
+        with: {method: GET, url: "%[1]s/invoices?since={{.input.since}}"}
+      - name: push
+        type: http
+        with:
+          method: POST
+          url: "%[1]s/push/{{.steps.fetch.body.batch}}"
+          headers: {X-Attempt: "{{.attempt}}"}
+          body: '{"count": {{len .steps.fetch.body.invoices}}, "invoices": {{json .steps.fetch.body.invoices}}}'
+`, srv.URL))
+
+	run := h.run("sync-invoices", map[string]string{"since": "2024-01-01"}, 60*time.Second)
+	if run.Status != workflow.StatusSucceeded {
+		t.Fatalf("run ended %s (%s: %s)", run.Status, run.FailureCode, run.FailureReason)
+	}
+	if s := run.Step("fetch"); s.Attempts != 4 || s.RetryAttempts != 3 {
+		t.Errorf("fetch: %d attempts, %d retries; want 4, 3", s.Attempts, s.RetryAttempts)
+	}
+	if s := run.Step("push"); s.Attempts != 1 {
+		t.Errorf("push: %d attempts, want 1", s.Attempts)
+	}
+
+	// The journal: each failure with its code, each retry with the delay
+	// the policy (or the server) gave.
+	evs := h.events(run.ID)
+	var codes []string
+	var delays []time.Duration
+	due := map[int]time.Time{}
+	for _, ev := range evs {
+		if ev.Step != "fetch" {
+			continue
+		}
+		switch ev.Type {
+		case workflow.EventAttemptFailed:
+			codes = append(codes, ev.Details["code"]+"/"+ev.Details["class"])
+		case workflow.EventRetryScheduled:
+			ms, err := strconv.Atoi(ev.Details["delay_ms"])
+			if err != nil {
+				t.Fatalf("retry_scheduled without delay_ms: %+v", ev)
+			}
+			delays = append(delays, time.Duration(ms)*time.Millisecond)
+			at, ok := ev.DueAt()
+			if !ok || !at.Equal(ev.At.Add(time.Duration(ms)*time.Millisecond)) {
+				t.Errorf("retry of attempt %d: due_at %v, want scheduled time + delay", ev.Attempt, ev.Details["due_at"])
+			}
+			due[ev.Attempt] = at
+		case workflow.EventAttemptStarted:
+			if d, ok := due[ev.Attempt]; ev.Attempt > 1 && (!ok || ev.At.Before(d)) {
+				t.Errorf("attempt %d started at %s, before its due time %s", ev.Attempt, ev.At, d)
+			}
+		}
+	}
+	if got, want := strings.Join(codes, " "), "http_503/transient http_503/transient http_429/transient"; got != want {
+		t.Errorf("fetch failures %s, want %s", got, want)
+	}
+	if want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second}; fmt.Sprint(delays) != fmt.Sprint(want) {
+		t.Errorf("retry delays %v, want %v (the policy's two, then Retry-After)", delays, want)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fetches) != 4 || len(pushes) != 1 {
+		t.Fatalf("server saw %d fetches and %d pushes, want 4 and 1", len(fetches), len(pushes))
+	}
+	for i, f := range fetches {
+		if f.query != "since=2024-01-01" || f.header.Get("Idempotency-Key") != fmt.Sprintf("%s:fetch:%d", run.ID, i+1) {
+			t.Errorf("fetch %d: query %q, Idempotency-Key %q", i+1, f.query, f.header.Get("Idempotency-Key"))
+		}
+	}
+	// Measured at the server: each retry came no sooner than asked.
+	for i, least := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second} {
+		if gap := fetches[i+1].at.Sub(fetches[i].at); gap < least {
+			t.Errorf("fetch %d came %s after fetch %d, want at least %s", i+2, gap, i+1, least)
+		}
+	}
+	p := pushes[0]
+	if p.path != "/push/b7" || p.header.Get("X-Attempt") != "1" || p.header.Get("Idempotency-Key") != run.ID+":push:1" ||
+		p.header.Get("Content-Type") != "application/json" {
+		t.Errorf("push request %s with headers %v", p.path, p.header)
+	}
+	if want := `{"count": 2, "invoices": [{"id":1},{"id":12345678901234567890}]}`; p.body != want {
+		t.Errorf("push body\n got %s\nwant %s", p.body, want)
+	}
+	var out struct {
+		Status int            `json:"status"`
+		Body   map[string]any `json:"body"`
+	}
+	if err := json.Unmarshal(run.Step("push").Output, &out); err != nil || out.Status != 200 || out.Body["accepted"] != true {
+		t.Errorf("push output %s (%v)", run.Step("push").Output, err)
+	}
+}
+
+// TestYAMLNonRetryableCode: a status code listed in non_retryable_codes
+// fails the step on its first attempt, with permanent_error.
+func TestYAMLNonRetryableCode(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		http.Error(w, "maintenance", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	h := startWorker(t, "codes.yaml", fmt.Sprintf(`workflows:
+  strict:
+    resiliency:
+      retry: {max_attempts: 5, initial_delay: 100ms, non_retryable_codes: [http_503]}
+    steps:
+      - {name: call, type: http, with: {method: GET, url: "%s/x"}}
+`, srv.URL))
+	run := h.run("strict", nil, 30*time.Second)
+	if run.Status != workflow.StatusFailed || run.FailureCode != workflow.CodePermanentError {
+		t.Fatalf("run ended %s (%s: %s), want failed with permanent_error", run.Status, run.FailureCode, run.FailureReason)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("server called %d times, want 1", n)
+	}
+	s := run.Step("call")
+	if s.Attempts != 1 || s.LastErrorCode != "http_503" || !strings.Contains(s.LastError, `error code "http_503" is non-retryable`) ||
+		!strings.Contains(s.LastError, "503 Service Unavailable: maintenance") {
+		t.Errorf("step: %d attempts, code %q, error %q", s.Attempts, s.LastErrorCode, s.LastError)
+	}
+}

@@ -1,0 +1,65 @@
+package yamldef_test
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cairnhq/cairn/workflow/yamldef"
+)
+
+// Parse turns a workflows file into definitions to register with a worker.
+func ExampleParse() {
+	defs, err := yamldef.Parse("workflows.yaml", []byte(`
+workflows:
+  sync-invoices:
+    resiliency:
+      retry: {max_attempts: 5, backoff: exponential, initial_delay: 1s, max_delay: 30s, jitter: equal}
+      timeouts: {step: 2m, total: 1h}
+    steps:
+      - name: fetch
+        type: http
+        with: {method: GET, url: "https://billing.internal/invoices?since={{.input.since}}"}
+      - name: notify
+        type: http
+        optional: true
+        retry: {max_attempts: 2, non_retryable_codes: [http_410]}
+        with: {method: POST, url: "https://hooks.internal/done", body: "{{json .steps.fetch.body}}"}
+`), yamldef.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, d := range defs {
+		p, _ := json.Marshal(d.Policy)
+		fmt.Println(d.Name, string(p))
+		for _, s := range d.Steps {
+			p, _ := json.Marshal(s.Policy)
+			fmt.Printf("  %s optional=%v %s\n", s.Name, s.Optional, p)
+		}
+	}
+	// w.Register(*defs[0]) then runs it.
+
+	// Output:
+	// sync-invoices {"max_attempts":5,"initial_interval":"1s","backoff":"exponential","max_interval":"30s","jitter":"equal","step_timeout":"2m0s","run_timeout":"1h0m0s"}
+	//   fetch optional=false {}
+	//   notify optional=true {"max_attempts":2,"non_retryable_codes":["http_410"]}
+}
+
+// Every problem of a file is reported at once, each at its line and column.
+func ExampleParse_errors() {
+	_, err := yamldef.Parse("workflows.yaml", []byte(`workflows:
+  sync-invoices:
+    resiliency:
+      retry: {max_attemps: 5, initial_delay: 1}
+    steps:
+      - {name: fetch, type: htpp}
+      - {name: notify, type: http, with: {url: "https://hooks.internal/{{.steps.fetch.body.id"}}
+`), yamldef.Options{})
+	fmt.Println(err)
+	// Output:
+	// workflows.yaml:4:15: workflow "sync-invoices": resiliency.retry: unknown key "max_attemps" (did you mean "max_attempts"?)
+	// workflows.yaml:4:46: workflow "sync-invoices": resiliency.retry.initial_delay: 1 has no unit: want a duration like 500ms, 30s or 2m
+	// workflows.yaml:6:29: workflow "sync-invoices": step "fetch": unknown step type "htpp" (want one of http)
+	// workflows.yaml:7:42: workflow "sync-invoices": step "notify": with.method: missing (GET, POST, ...)
+	// workflows.yaml:7:48: workflow "sync-invoices": step "notify": with.url: template: url:1: unclosed action
+}

@@ -1,0 +1,68 @@
+package yamldef_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow/yamldef"
+)
+
+// FuzzParse feeds arbitrary files to the loader: it must not panic (the
+// loader turns a panic into an error, which the target fails on), every
+// problem must be an *Error of the file with a message, and whatever loads
+// must be valid definitions.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		fullFile,
+		"",
+		"workflows: {}\n",
+		"workflows:\n  w:\n    steps:\n      - {name: a, type: http, with: {method: GET, url: 'http://x/{{.input.a}}'}}\n",
+		"x-r: &r {max_attempts: 2}\nworkflows:\n  w:\n    resiliency: {retry: {<<: *r, jitter: none}}\n    steps: [{name: a, type: http, with: {method: GET, url: 'http://x'}}]\n",
+		"workflows:\n  w:\n    steps:\n      - &s {name: a, type: http, with: {method: GET, url: 'http://x'}}\n      - *s\n",
+		"workflows:\n  w: [a,\n",
+		"workflows: &a [*a]\n",
+		"a: &a [*a, *a, *a]\nb: &b [*a, *a, *a]\nworkflows: [*b, *b]\n",
+		"workflows:\n  w:\n    resiliency: {retry: {max_attempts: 0x10, multiplier: .nan, max_delay: 1e3s}}\n    steps: []\n",
+		"workflows: {w: {steps: [{name: a, type: http, with: {method: '{{', url: '{{end}}', headers: {'': x}, body: !!binary aGk=}}]}}\n",
+		"---\nworkflows: {}\n---\n",
+		"workflows:\n  w:\n    steps:\n      - name: a\n        type: http\n        with:\n          method: POST\n          url: http://x\n          body: |\n            {{range .input.items}}{{json .}}{{end}}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// A hang would stall the fuzzer silently; crash instead, so that
+		// the input is saved.
+		watchdog := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("Parse ran 10s on %q", data)) })
+		defs, err := yamldef.Parse("f.yaml", data, yamldef.Options{})
+		watchdog.Stop()
+		if err != nil {
+			var list yamldef.ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %v (%T) is not a non-empty ErrorList", err, err)
+			}
+			if defs != nil {
+				t.Fatal("definitions returned with an error")
+			}
+			for _, e := range list {
+				if e.File != "f.yaml" || e.Msg == "" || e.Line < 0 || e.Column < 0 {
+					t.Fatalf("malformed error %+v", e)
+				}
+				if strings.Contains(e.Msg, "cannot parse the file: ") {
+					t.Fatalf("the loader panicked: %v", e)
+				}
+			}
+			return
+		}
+		if len(defs) == 0 {
+			t.Fatal("no definitions and no error")
+		}
+		for _, d := range defs {
+			if err := d.Validate(); err != nil {
+				t.Fatalf("loaded an invalid definition: %v", err)
+			}
+		}
+	})
+}

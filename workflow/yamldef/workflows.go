@@ -1,0 +1,432 @@
+package yamldef
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/workflow/httpstep"
+)
+
+// The keys each mapping allows.
+var (
+	workflowKeys   = []string{"description", "resiliency", "steps"}
+	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes"}
+	retryKeys      = []string{"max_attempts", "backoff", "initial_delay", "multiplier", "max_delay", "jitter",
+		"unknown_errors", "non_retryable_codes"}
+	timeoutKeys = []string{"step", "total"}
+	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
+		"max_crashes", "with"}
+	httpKeys    = []string{"method", "url", "headers", "body"}
+)
+
+// stubStep stands in for a step body when names are checked with the
+// workflow package's own rules.
+func stubStep(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+
+// nameError returns why workflowName or stepName is not a valid name, by
+// the workflow package's rules, or "".
+func nameError(workflowName, stepName string) string {
+	d := workflow.Definition{Name: workflowName, Steps: []workflow.Step{{Name: stepName, Run: stubStep}}}
+	if err := d.Validate(); err != nil {
+		// Drop the "invalid workflow definition "x": [step 0: ]" prefix.
+		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("%v %q: ", workflow.ErrInvalidDefinition, workflowName))
+		return strings.TrimPrefix(msg, "step 0: ")
+	}
+	return ""
+}
+
+// parseWorkflow parses one workflow; nil when it has errors.
+func (p *parser) parseWorkflow(e entry) *workflow.Definition {
+	before := len(p.errs)
+	name := e.name
+	what := fmt.Sprintf("workflow %q", name)
+	if msg := nameError(name, "s"); msg != "" {
+		p.errorf(e.key, "%s: %s", what, msg)
+	}
+	m, ok := p.asMapping(e.val, what)
+	if !ok {
+		return nil
+	}
+	p.unknown(m, what, workflowKeys...)
+	if n := m.get("description"); n != nil {
+		p.scalar(n, what+": description")
+	}
+	def := &workflow.Definition{Name: name}
+	if n := m.get("resiliency"); n != nil {
+		def.Policy = p.parseResiliency(n, what+": resiliency")
+		if len(p.errs) == before {
+			if err := def.Policy.Or(p.opts.Defaults).Or(workflow.DefaultPolicy()).Validate(); err != nil {
+				p.errorf(n, "%s: resiliency: with the worker's defaults: %v", what, policyMsg(err))
+			}
+		}
+	}
+
+	stepsNode := m.get("steps")
+	if stepsNode == nil {
+		p.errorf(e.key, "%s: missing key steps", what)
+		return nil
+	}
+	seq := resolve(stepsNode)
+	if seq == nil || seq.Kind != yaml.SequenceNode {
+		p.errorf(stepsNode, "%s: steps: want a list of steps (- name: ...), got %s", what, kindName(seq))
+		return nil
+	}
+	if len(seq.Content) == 0 {
+		p.errorf(stepsNode, "%s: steps: no steps", what)
+		return nil
+	}
+	seen := map[string]*yaml.Node{}
+	var earlier []string
+	for i, sn := range seq.Content {
+		st, nameNode := p.parseStep(def, i, sn, earlier)
+		if nameNode == nil {
+			continue
+		}
+		if first, dup := seen[st.Name]; dup {
+			p.errorf(nameNode, "%s: duplicate step name %q (first at line %d)", what, st.Name, first.Line)
+			continue
+		}
+		seen[st.Name] = nameNode
+		earlier = append(earlier, st.Name)
+		def.Steps = append(def.Steps, st)
+	}
+	if len(p.errs) > before {
+		return nil
+	}
+	// Everything above mirrors Definition.Validate; anything it still
+	// finds is reported at the workflow's name.
+	if err := def.Validate(); err != nil {
+		p.errorf(e.key, "%s: %v", what, err)
+		return nil
+	}
+	return def
+}
+
+// policyMsg is a policy error without its "invalid policy: " prefixes.
+func policyMsg(err error) string {
+	return strings.ReplaceAll(strings.ReplaceAll(err.Error(), workflow.ErrInvalidPolicy.Error()+": ", ""), "\n", "; ")
+}
+
+// parseResiliency parses a workflow's resiliency mapping.
+func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
+	var pol workflow.Policy
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return pol
+	}
+	p.unknown(m, what, resiliencyKeys...)
+	if r := m.get("retry"); r != nil {
+		p.parseRetry(r, &pol, what+".retry")
+	}
+	if t := m.get("timeouts"); t != nil {
+		if tm, ok := p.asMapping(t, what+".timeouts"); ok {
+			p.unknown(tm, what+".timeouts", timeoutKeys...)
+			if v := tm.get("step"); v != nil {
+				pol.StepTimeout, _ = p.duration(v, what+".timeouts.step")
+			}
+			if v := tm.get("total"); v != nil {
+				pol.RunTimeout, _ = p.duration(v, what+".timeouts.total")
+			}
+		}
+	}
+	if v := m.get("max_iterations"); v != nil {
+		pol.MaxIterations, _ = p.positiveInt(v, what+".max_iterations")
+	}
+	if v := m.get("max_crashes"); v != nil {
+		pol.MaxCrashes, _ = p.positiveInt(v, what+".max_crashes")
+	}
+	return pol
+}
+
+// parseRetry parses a retry mapping into pol.
+func (p *parser) parseRetry(n *yaml.Node, pol *workflow.Policy, what string) {
+	before := len(p.errs)
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return
+	}
+	p.unknown(m, what, retryKeys...)
+	if v := m.get("max_attempts"); v != nil {
+		pol.MaxAttempts, _ = p.positiveInt(v, what+".max_attempts")
+	}
+	if v := m.get("backoff"); v != nil {
+		s, _ := p.enum(v, what+".backoff", string(workflow.BackoffExponential), string(workflow.BackoffLinear),
+			string(workflow.BackoffFixed))
+		pol.Backoff = workflow.Backoff(s)
+	}
+	if v := m.get("initial_delay"); v != nil {
+		pol.InitialInterval, _ = p.duration(v, what+".initial_delay")
+	}
+	if v := m.get("multiplier"); v != nil {
+		pol.BackoffCoefficient, _ = p.multiplier(v, what+".multiplier")
+	}
+	if v := m.get("max_delay"); v != nil {
+		pol.MaxInterval, _ = p.duration(v, what+".max_delay")
+		if pol.InitialInterval > 0 && pol.MaxInterval > 0 && pol.MaxInterval < pol.InitialInterval {
+			p.errorf(v, "%s.max_delay: %s is shorter than initial_delay %s", what, pol.MaxInterval, pol.InitialInterval)
+		}
+	}
+	if v := m.get("jitter"); v != nil {
+		s, _ := p.enum(v, what+".jitter", string(workflow.JitterNone), string(workflow.JitterFull),
+			string(workflow.JitterEqual))
+		pol.Jitter = workflow.Jitter(s)
+	}
+	if v := m.get("unknown_errors"); v != nil {
+		s, _ := p.enum(v, what+".unknown_errors", string(workflow.UnknownTransient), string(workflow.UnknownPermanent))
+		pol.UnknownErrors = workflow.ErrorMode(s)
+	}
+	if v := m.get("non_retryable_codes"); v != nil {
+		if codes, ok := p.stringList(v, what+".non_retryable_codes"); ok {
+			pol.NonRetryableCodes = codes
+		}
+	}
+	if len(p.errs) == before {
+		if err := pol.Validate(); err != nil {
+			p.errorf(n, "%s: %s", what, policyMsg(err))
+		}
+	}
+}
+
+// parseStep parses step i of def. It returns the step and its name's node
+// (nil when the step has no usable name).
+func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier []string) (workflow.Step, *yaml.Node) {
+	var st workflow.Step
+	what := fmt.Sprintf("workflow %q: step %d", def.Name, i+1)
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return st, nil
+	}
+	nameNode := m.get("name")
+	if nameNode == nil {
+		p.errorf(m.node, "%s: missing key name", what)
+	} else if name, ok := p.scalar(nameNode, what+": name"); ok {
+		if msg := nameError("w", name); msg != "" {
+			p.errorf(nameNode, "%s: %s", what, msg)
+			nameNode = nil
+		} else {
+			st.Name = name
+			what = fmt.Sprintf("workflow %q: step %q", def.Name, name)
+		}
+	} else {
+		nameNode = nil
+	}
+	p.unknown(m, what, stepKeys...)
+	if v := m.get("description"); v != nil {
+		p.scalar(v, what+": description")
+	}
+	if v := m.get("optional"); v != nil {
+		st.Optional, _ = p.boolean(v, what+": optional")
+	}
+	before := len(p.errs)
+	var polNode *yaml.Node
+	if v := m.get("retry"); v != nil {
+		polNode = v
+		p.parseRetry(v, &st.Policy, what+": retry")
+	}
+	if v := m.get("timeout"); v != nil {
+		polNode = cmpNode(polNode, v)
+		st.Policy.StepTimeout, _ = p.duration(v, what+": timeout")
+	}
+	if t := m.get("timeouts"); t != nil {
+		polNode = cmpNode(polNode, t)
+		if tm, ok := p.asMapping(t, what+": timeouts"); ok {
+			p.unknown(tm, what+": timeouts", timeoutKeys...)
+			if v := tm.get("step"); v != nil {
+				if m.get("timeout") != nil {
+					p.errorf(v, "%s: timeouts.step and timeout both set the step timeout; keep one", what)
+				}
+				st.Policy.StepTimeout, _ = p.duration(v, what+": timeouts.step")
+			}
+			// A step's total is the run's deadline while the step is current
+			// (the most specific run timeout wins).
+			if v := tm.get("total"); v != nil {
+				st.Policy.RunTimeout, _ = p.duration(v, what+": timeouts.total")
+			}
+		}
+	}
+	if v := m.get("max_iterations"); v != nil {
+		polNode = cmpNode(polNode, v)
+		st.Policy.MaxIterations, _ = p.positiveInt(v, what+": max_iterations")
+	}
+	if v := m.get("max_crashes"); v != nil {
+		polNode = cmpNode(polNode, v)
+		st.Policy.MaxCrashes, _ = p.positiveInt(v, what+": max_crashes")
+	}
+	if polNode != nil && len(p.errs) == before {
+		eff := st.Policy.Or(def.Policy).Or(p.opts.Defaults).Or(workflow.DefaultPolicy())
+		if err := eff.Validate(); err != nil {
+			p.errorf(polNode, "%s: with the workflow's and the worker's settings: %s", what, policyMsg(err))
+		}
+	}
+
+	typeNode := m.get("type")
+	types := p.stepTypes()
+	switch {
+	case typeNode == nil:
+		p.errorf(m.node, "%s: missing key type (want one of %s)", what, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
+	default:
+		typ, ok := p.scalar(typeNode, what+": type")
+		if !ok {
+			break
+		}
+		build, known := types[typ]
+		if !known {
+			p.errorf(typeNode, "%s: unknown step type %q (want one of %s)", what, typ,
+				strings.Join(slices.Sorted(maps.Keys(types)), ", "))
+			break
+		}
+		withNode := m.get("with")
+		if withNode != nil && isNull(withNode) {
+			withNode = nil
+		}
+		spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: slices.Clone(earlier),
+			With: resolve(withNode), Options: p.opts}
+		at := withNode
+		if at == nil {
+			at = typeNode
+		}
+		fn, err := build(spec)
+		if err != nil {
+			p.stepTypeError(err, at, what)
+			break
+		}
+		st.Run = fn
+	}
+	return st, nameNode
+}
+
+// cmpNode returns whichever node comes first in the file.
+func cmpNode(a, b *yaml.Node) *yaml.Node {
+	if a == nil || (b.Line < a.Line || (b.Line == a.Line && b.Column < a.Column)) {
+		return b
+	}
+	return a
+}
+
+// stepTypeError reports a StepType's error: its *Errors at their
+// positions (or at, if they have none), anything else at at.
+func (p *parser) stepTypeError(err error, at *yaml.Node, what string) {
+	var list ErrorList
+	var one *Error
+	switch {
+	case errors.As(err, &list):
+	case errors.As(err, &one):
+		list = ErrorList{one}
+	default:
+		p.errorf(at, "%s: %v", what, err)
+		return
+	}
+	for _, e := range list {
+		e := *e
+		e.File = p.file
+		if e.Line == 0 && at != nil {
+			e.Line, e.Column = at.Line, at.Column
+		}
+		e.Msg = what + ": " + e.Msg
+		p.errs = append(p.errs, &e)
+	}
+}
+
+// stepTypes returns the step types: the built-in ones and Options'.
+func (p *parser) stepTypes() map[string]StepType {
+	t := map[string]StepType{"http": HTTPStep}
+	maps.Copy(t, p.opts.StepTypes)
+	return t
+}
+
+// HTTPStep is the built-in "http" step type (see package httpstep). Its
+// "with" mapping has method, url, headers and body.
+func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
+	hp := &parser{}
+	with := spec.With
+	if with == nil {
+		return nil, NodeError(nil, "with: missing (an http step needs at least method and url)")
+	}
+	m, ok := hp.asMapping(with, "with")
+	if !ok {
+		return nil, hp.list()
+	}
+	hp.unknown(m, "with", httpKeys...)
+	var hs httpstep.Spec
+	hs.Steps = spec.Earlier
+	text := func(key string) (string, *yaml.Node) {
+		v := m.get(key)
+		if v == nil {
+			return "", nil
+		}
+		r := resolve(v)
+		if r != nil && (r.Kind == yaml.MappingNode || r.Kind == yaml.SequenceNode) {
+			hint := ""
+			if key == "body" {
+				hint = ` (a template: to send JSON, write it as a string, like body: '{"id": {{json .input.id}}}')`
+			}
+			hp.errorf(v, "with.%s: want a string, got %s%s", key, kindName(r), hint)
+			return "", v
+		}
+		s, _ := hp.scalar(v, "with."+key)
+		return s, v
+	}
+	nodes := map[string]*yaml.Node{}
+	hs.Method, nodes["method"] = text("method")
+	hs.URL, nodes["url"] = text("url")
+	hs.Body, nodes["body"] = text("body")
+	if v := m.get("headers"); v != nil {
+		if hm, ok := hp.asMapping(v, "with.headers"); ok {
+			hs.Headers = map[string]string{}
+			for _, e := range hm.entries {
+				if s, ok := hp.scalar(e.val, "with.headers."+e.name); ok {
+					hs.Headers[e.name] = s
+					nodes["headers."+e.name] = e.val
+					nodes["header name "+e.name] = e.key
+				}
+			}
+		}
+	}
+	if len(hp.errs) > 0 {
+		return nil, hp.list()
+	}
+	step, err := httpstep.New(hs, httpstep.Options{Client: spec.Options.HTTPClient, MaxBodyBytes: spec.Options.MaxBodyBytes})
+	if err != nil {
+		var fes []*httpstep.FieldError
+		collectFieldErrors(err, &fes)
+		for _, fe := range fes {
+			at := nodes[fe.Field]
+			if errors.Is(fe, httpstep.ErrBadHeaderName) {
+				at = nodes["header name "+strings.TrimPrefix(fe.Field, "headers.")]
+			}
+			if at == nil {
+				at = with // a missing field
+				if k := m.keyNode(fe.Field); k != m.node {
+					at = k
+				}
+			}
+			hp.errorf(at, "with.%s", fe.Error())
+		}
+		if len(fes) == 0 {
+			hp.errorf(with, "with: %v", err)
+		}
+		return nil, hp.list()
+	}
+	return step.Run, nil
+}
+
+// collectFieldErrors appends the *httpstep.FieldErrors joined in err.
+func collectFieldErrors(err error, out *[]*httpstep.FieldError) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			collectFieldErrors(e, out)
+		}
+		return
+	}
+	var fe *httpstep.FieldError
+	if errors.As(err, &fe) {
+		*out = append(*out, fe)
+	}
+}

@@ -23,7 +23,7 @@ var (
 	timeoutKeys = []string{"step", "total"}
 	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
 		"max_crashes", "with"}
-	httpKeys    = []string{"method", "url", "headers", "body"}
+	httpKeys = []string{"method", "url", "headers", "body"}
 )
 
 // stubStep stands in for a step body when names are checked with the

@@ -74,11 +74,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) (string, error) {
 // Audit returns up to count audit entries after the stream ID after ("" for
 // the oldest retained), oldest first.
 func (s *Store) Audit(ctx context.Context, after string, count int64) ([]AuditEntry, error) {
-	start := "-"
-	if after != "" && after != "0" {
-		start = "(" + after
-	}
-	xs, err := s.rdb.XRangeN(ctx, s.keys.audit(), start, "+", count).Result()
+	xs, err := s.streamAfter(ctx, s.keys.audit(), after, count)
 	if err != nil {
 		return nil, err
 	}

@@ -595,14 +595,20 @@ type Notification struct {
 	Fields   map[string]string
 }
 
-// Notifications returns up to count notifications after the stream ID
+// streamAfter reads up to count entries of a stream after the entry ID
 // after ("" or "0" for the oldest retained), oldest first.
-func (s *Store) Notifications(ctx context.Context, after string, count int64) ([]Notification, error) {
+func (s *Store) streamAfter(ctx context.Context, key, after string, count int64) ([]redis.XMessage, error) {
 	start := "-"
 	if after != "" && after != "0" {
 		start = "(" + after
 	}
-	xs, err := s.rdb.XRangeN(ctx, s.keys.notifications(), start, "+", count).Result()
+	return s.rdb.XRangeN(ctx, key, start, "+", count).Result()
+}
+
+// Notifications returns up to count notifications after the stream ID
+// after ("" or "0" for the oldest retained), oldest first.
+func (s *Store) Notifications(ctx context.Context, after string, count int64) ([]Notification, error) {
+	xs, err := s.streamAfter(ctx, s.keys.notifications(), after, count)
 	if err != nil {
 		return nil, err
 	}

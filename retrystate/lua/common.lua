@@ -244,6 +244,33 @@ local function fail_run(idx, code, reason, message, retention_ms)
   expire_run(retention_ms)
 end
 
+-- reopen makes a failed, cancelled or succeeded run (status) live again for
+-- an operator (recover, retry, skip, restore): pending if it never started,
+-- else running; no failure, attention or expiry; a fresh iteration count and
+-- auto-recovery count; and, when its deadline has passed, a deadline that
+-- starts afresh from now (activate sets the deadline of the step the run
+-- resumes at). Returns the new status.
+local function reopen(status)
+  local r = redis.call("HMGET", RUN, "started_at", "deadline", "idempotency_key")
+  local to = "running"
+  if num(r[1]) == 0 then
+    to = "pending"
+  end
+  set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
+    "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
+  redis.call("ZREM", IDX.attention, RUN_ID)
+  redis.call("PERSIST", RUN)
+  redis.call("PERSIST", JOURNAL)
+  if r[3] and r[3] ~= "" then
+    redis.call("PERSIST", PREFIX .. "idem:" .. r[3])
+  end
+  local deadline = num(r[2])
+  if deadline > 0 and deadline <= NOW then
+    redis.call("HSET", RUN, "deadline_base", int(NOW))
+  end
+  return to
+end
+
 -- auto_repair counts one automatic repair of the run. Past max_auto repairs
 -- it marks the run as needing attention instead, so the reconciler leaves it
 -- to an operator rather than loop, and returns false and the reason.

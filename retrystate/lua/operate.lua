@@ -17,8 +17,7 @@
 -- or {"gone"}.
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
-local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "deadline",
-  "run_timeout_ms", "started_at")
+local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow")
 local status = rs[1]
 if not status then
   return {"gone"}
@@ -61,26 +60,7 @@ if st[2] == "running" and num(st[4]) > NOW then
   return {"refused", string.format("step %q is running", st[1])}
 end
 
--- Reopen the run.
-local to = "running"
-if num(rs[7]) == 0 then
-  to = "pending"
-end
-set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
-  "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
-redis.call("ZREM", IDX.attention, RUN_ID)
-redis.call("PERSIST", RUN)
-redis.call("PERSIST", JOURNAL)
-local idem = redis.call("HGET", RUN, "idempotency_key")
-if idem and idem ~= "" then
-  redis.call("PERSIST", PREFIX .. "idem:" .. idem)
-end
--- A deadline that has passed starts afresh from now; activate (below) sets
--- the deadline of the step the run resumes at.
-local deadline = num(rs[5])
-if deadline > 0 and deadline <= NOW then
-  redis.call("HSET", RUN, "deadline_base", int(NOW))
-end
+local to = reopen(status)
 journal("run_recovered", "action", action, "step", st[1], "actor", actor)
 notify("run_recovered", rs[4], "action", action, "step", st[1], "actor", actor)
 

@@ -21,8 +21,7 @@
 -- {"refused", reason}, or {"gone"}.
 
 local from_name, actor = ARGV[4], ARGV[5]
-local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "deadline", "run_timeout_ms", "started_at",
-  "owner", "idempotency_key")
+local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
 local status = rs[1]
 if not status then
   return {"gone"}
@@ -58,29 +57,11 @@ for i = from, n - 1 do
     "started_at", "0", "finished_at", "0")
 end
 
--- Reopen the run.
-local to = "running"
-if num(rs[6]) == 0 then
-  to = "pending"
-end
-set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
-  "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
-redis.call("ZREM", IDX.attention, RUN_ID)
-redis.call("PERSIST", RUN)
-redis.call("PERSIST", JOURNAL)
-if rs[8] and rs[8] ~= "" then
-  redis.call("PERSIST", PREFIX .. "idem:" .. rs[8])
-end
--- A deadline that has passed starts afresh from now; activate (below) sets
--- the deadline of the step the run resumes at.
-local deadline = num(rs[4])
-if deadline > 0 and deadline <= NOW then
-  redis.call("HSET", RUN, "deadline_base", int(NOW))
-end
+reopen(status)
 journal("run_recovered", "action", "restore", "step", from_name, "actor", actor, "from_status", status)
 notify("run_recovered", rs[3], "action", "restore", "step", from_name, "actor", actor)
 redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", int(NOW), "actor", actor, "action", "restore",
-  "run", RUN_ID, "workflow", rs[3], "owner", rs[7] or "", "step", from_name, "detail", "restored a " .. status .. " run")
+  "run", RUN_ID, "workflow", rs[3], "owner", rs[4] or "", "step", from_name, "detail", "restored a " .. status .. " run")
 
 local _, attempt, name, timeout = activate(from)
 return {"dispatch", int(from), name, int(attempt), int(timeout), rs[3]}

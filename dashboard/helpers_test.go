@@ -64,6 +64,9 @@ type envOptions struct {
 	noTokens  bool
 	heartbeat time.Duration
 	noWorker  bool
+	// ui adds the web UI (dashboard.WebUI) and runs a worker of the demo,
+	// optional and flaky workflows (ui_test.go).
+	ui bool
 }
 
 func testLogger(t testing.TB, buf io.Writer) *slog.Logger {
@@ -106,9 +109,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	log := testLogger(t, logs)
 	e := &env{t: t, rdb: rdb, queue: q, logs: logs,
 		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
-	if o.noWorker {
+	switch {
+	case o.ui:
+		e.startUIWorker(log)
+	case o.noWorker:
 		e.publish(log)
-	} else {
+	default:
 		e.startWorker(log)
 	}
 	cfg := dashboard.Config{
@@ -120,6 +126,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 			fmt.Fprintln(w, "cairn_test_metric 1")
 		}),
 		Heartbeat: o.heartbeat,
+	}
+	if o.ui {
+		cfg.UI = dashboard.WebUI
 	}
 	if !o.noTokens {
 		toks, err := dashboard.ParseTokens(strings.NewReader(tokensFile), "tokens")

@@ -3,11 +3,9 @@ package dashboard_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"html"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -15,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/cairnhq/cairn/dashboard"
-	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -52,44 +47,11 @@ func uiDefinitions() []workflow.Definition {
 	}
 }
 
-// newUIEnv is newEnv with the web UI (dashboard.WebUI as Config.UI) and a
-// worker of the demo, optional and flaky workflows.
+// newUIEnv is newEnv with the web UI and a worker of the demo, optional
+// and flaky workflows.
 func newUIEnv(t *testing.T, noTokens bool) *env {
 	t.Helper()
-	srv := redistest.Shared(t)
-	rdb := srv.Client(t)
-	q := fmt.Sprintf("d%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
-	if len(q) > 60 {
-		q = q[:60]
-	}
-	logs := newSyncBuffer()
-	log := testLogger(t, logs)
-	e := &env{t: t, rdb: rdb, queue: q, logs: logs,
-		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
-	e.startUIWorker(log)
-	cfg := dashboard.Config{Client: e.client, Redis: rdb, Logger: log, UI: dashboard.WebUI,
-		Monitoring: asynq.RedisClientOpt{Addr: srv.Addr()}}
-	if !noTokens {
-		toks, err := dashboard.ParseTokens(strings.NewReader(tokensFile), "tokens")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Tokens = toks
-	}
-	s, err := dashboard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = s
-	e.http = httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		e.http.CloseClientConnections()
-		e.http.Close()
-		if err := s.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return e
+	return newEnv(t, envOptions{noTokens: noTokens, ui: true})
 }
 
 func (e *env) startUIWorker(log *slog.Logger) {

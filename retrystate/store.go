@@ -495,28 +495,9 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 		next = fmt.Sprintf("%d:%s", int64(last.Score), last.Member.(string))
 		ids = ids[:limit]
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, z := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), runFields...)
-	}
-	if len(cmds) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", err
-		}
-	}
-	runs := make([]*Run, 0, len(ids))
-	for i, c := range cmds {
-		h := make(map[string]string, len(runFields))
-		for j, v := range c.Val() {
-			if v, ok := v.(string); ok {
-				h[runFields[j]] = v
-			}
-		}
-		if h["status"] == "" { // expired; its index entry is trimmed by the reconciler
-			continue
-		}
-		runs = append(runs, parseRun(ids[i].Member.(string), h))
+	runs, err := s.runHeads(ctx, ids)
+	if err != nil {
+		return nil, "", err
 	}
 	return runs, next, nil
 }

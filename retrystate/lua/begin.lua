@@ -25,12 +25,13 @@ local idx = tonumber(ARGV[7])
 local token, ttl, retention = ARGV[5], num(ARGV[6]), ARGV[8]
 
 -- One read: the run, this step, the next step and every earlier step's checkpoint.
-local p, q = sp(idx), sp(idx + 1)
-local f = {"status", "current", "deadline", "iterations", "max_iterations", "input", "steps", "created_at",
+-- (ARGV[7] is canonical decimal, as the run's "current" field is.)
+local p, q = "s" .. ARGV[7] .. ".", sp(idx + 1)
+local f = {"status", "current", "deadline", "iterations", "max_iterations", "input",
   p .. "status", p .. "task", p .. "fence", p .. "fence_expires_at", p .. "next_attempt_at",
-  p .. "attempt", p .. "crashes", p .. "max_crashes", p .. "name", p .. "policy", p .. "budget_base",
+  p .. "attempt", p .. "name", p .. "policy", p .. "budget_base",
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
-  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations"}
+  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning"}
 local NF = #f
 for i = 0, idx - 1 do
   local e = sp(i)
@@ -47,8 +48,8 @@ if is_terminal(status) then
   return {"ended", status}
 end
 
-local st_status, st_task = v[9], v[10]
-if num(v[2]) ~= idx or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
+local st_status, st_task = v[7], v[8]
+if v[2] ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
   local cur = num(v[2])
   local c = step_get(cur, "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
   if c[1] == "pending" then
@@ -57,37 +58,39 @@ if num(v[2]) ~= idx or st_task ~= ARGV[4] or (st_status ~= "pending" and st_stat
   return {"stale"}
 end
 
-local name, attempt = v[17], v[14]
-local crashes = num(v[15])
+local name, attempt = v[13], v[12]
+local crashes = nil -- read when the attempt resumes after a crash
 -- crashed: this begin resumes an attempt whose worker died, either found
 -- here (the fence expired) or by the reconciler, which re-dispatched it.
 local crashed = 0
-if v[20] == "1" then
+if v[16] == "1" then
   crashed = 1
 end
 if st_status == "running" then
-  local fence_expires = num(v[12])
-  if v[11] ~= "" and fence_expires > NOW then
+  local fence_expires = num(v[10])
+  if v[9] ~= "" and fence_expires > NOW then
     return {"busy", int(fence_expires - NOW)}
   end
   -- The worker that held the fence stopped renewing it: a crash, which has
   -- its own budget and never consumes a retry.
   crashed = 1
-  crashes = step_incr(idx, "crashes", 1)
+  crashes = step_incr(idx, "crashes", "1")
+  local max_crashes = num(redis.call("HGET", RUN, p .. "max_crashes"))
   journal("attempt_crashed", "step", name, "attempt", attempt, "task", ARGV[4], "crashes", int(crashes))
-  if crashes > num(v[16]) then
+  if crashes > max_crashes then
     local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
-      name, crashes, num(attempt), num(v[16]))
+      name, crashes, num(attempt), max_crashes)
     fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
     return {"failed", "crash_budget_exhausted", reason}
   end
 end
 
-local due = num(v[13])
+-- "0" (the common case) needs no number conversion.
+local due = v[11] ~= "0" and num(v[11]) or 0
 if due > NOW then
   return {"early", int(due - NOW)}
 end
-local deadline = num(v[3])
+local deadline = v[3] ~= "0" and num(v[3]) or 0
 if deadline > 0 and NOW >= deadline then
   local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), name,
     num(attempt))
@@ -95,42 +98,69 @@ if deadline > 0 and NOW >= deadline then
   return {"failed", "run_timeout", reason}
 end
 -- The most specific iteration ceiling wins: the step's, else the run's.
-local max_iter = num(v[27])
-if max_iter == 0 then
+local max_iter = v[23] ~= "0" and num(v[23]) or 0
+if max_iter == 0 and v[5] ~= "0" then
   max_iter = num(v[5])
 end
-if max_iter > 0 and num(v[4]) >= max_iter then
+local iterations = num(v[4])
+if max_iter > 0 and iterations >= max_iter then
   local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, name, num(attempt))
   fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
   return {"failed", "max_iterations_exceeded", reason}
 end
 
--- The writes of a begin: the run hash once (this is the hot path).
-local started_at = num(v[23])
-if started_at == 0 then
-  started_at = NOW
+-- The writes of a begin: the run hash once (this is the hot path), only
+-- the fields that change.
+local fence_expires = int(NOW + ttl)
+local w = {"iterations", int(iterations + 1), "updated_at", NOWS,
+  p .. "status", "running", p .. "fence", token, p .. "fence_expires_at", fence_expires,
+  p .. "attempt_started_at", NOWS, p .. "attempts_started", int(num(v[18]) + 1 - crashed)}
+if v[17] ~= "none" then
+  w[#w + 1] = p .. "retry_state"
+  w[#w + 1] = "none"
 end
-local w = {"iterations", int(num(v[4]) + 1), "warning", "",
-  p .. "status", "running", p .. "fence", token, p .. "fence_expires_at", int(NOW + ttl),
-  p .. "retry_state", "none", p .. "next_attempt_at", "0", p .. "attempt_started_at", int(NOW), p .. "resuming", "0",
-  p .. "attempts_started", int(num(v[22]) + 1 - crashed), p .. "started_at", int(started_at)}
+if v[11] ~= "0" then
+  w[#w + 1] = p .. "next_attempt_at"
+  w[#w + 1] = "0"
+end
+if v[16] == "1" then
+  w[#w + 1] = p .. "resuming"
+  w[#w + 1] = "0"
+end
+if not v[19] or v[19] == "0" then
+  w[#w + 1] = p .. "started_at"
+  w[#w + 1] = NOWS
+end
+if v[24] and v[24] ~= "" then
+  w[#w + 1] = "warning"
+  w[#w + 1] = ""
+end
 if status == "pending" then
   w[#w + 1] = "started_at"
-  w[#w + 1] = int(NOW)
-  set_status("pending", "running", v[8], unpack(w))
+  w[#w + 1] = NOWS
+  set_status("pending", "running", nil, unpack(w))
 else
-  w[#w + 1] = "updated_at"
-  w[#w + 1] = int(NOW)
   redis.call("HSET", RUN, unpack(w))
 end
-if v[21] == "scheduled" then
+if v[17] == "scheduled" then
   redis.call("ZREM", IDX.scheduled, RUN_ID)
 end
-redis.call("ZADD", IDX.fences, NOW + ttl, RUN_ID)
-journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", int(crashed))
+redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+local resumed = "0"
+if crashed == 1 then
+  resumed = "1"
+end
+journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", resumed)
 
-local out = {"ok", int(attempt), int(crashes), int(crashed), v[6], v[18] or "{}",
-  int(num(attempt) - num(v[19])), int(deadline), v[24] or "", int(v[25]), int(v[26])}
+local used = attempt
+if v[15] ~= "0" then
+  used = int(num(attempt) - num(v[15]))
+end
+local out = {"ok", attempt, "0", resumed, v[6], v[14] or "{}", used, v[3] or "0", v[20] or "", v[21] or "0",
+  v[22] or "0"}
+if crashed == 1 then
+  out[3] = int(crashes or redis.call("HGET", RUN, p .. "crashes"))
+end
 for i = NF + 1, #v do
   out[#out + 1] = v[i] or ""
 end

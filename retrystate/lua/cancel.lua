@@ -21,7 +21,7 @@ local cur = num(rs[2])
 local st = step_get(cur, "status", "task", "name", "attempt")
 set_status(rs[1], "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
 step_set(cur, "status", "cancelled", "retry_state", "none", "next_attempt_at", "0",
-  "fence", "", "fence_expires_at", "0", "finished_at", int(NOW))
+  "fence", "", "fence_expires_at", "0", "finished_at", NOWS)
 journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", ARGV[4])
 notify("run_cancelled", rs[3], "step", st[3], "actor", ARGV[4])
 expire_run(ARGV[5])

@@ -1,5 +1,8 @@
 -- common.lua: constants and helpers shared by the run-level scripts. The Go
--- side prepends this file to each of them before loading it.
+-- side (scripts.go) prepends to each script the definitions of this file it
+-- uses, directly or through other definitions: every top-level statement
+-- here is a "local" definition (with its comment above it), and a
+-- definition may only use those above it.
 --
 -- A run is one hash: the run's fields (workflow, status, current, ...) and
 -- each step's fields, named s<idx>.<field> (s0.status, s1.output, ...), so a
@@ -21,6 +24,9 @@
 local RUN_ID = ARGV[1]
 local PREFIX = ARGV[2]
 local NOW = tonumber(ARGV[3])
+-- NOWS is now as the decimal string the caller sent: written as is, with no
+-- number formatting.
+local NOWS = ARGV[3]
 local RUN = KEYS[1]
 local JOURNAL = RUN .. ":j"
 local JOURNAL_MAXLEN = "10000"
@@ -35,16 +41,23 @@ local IDX = setmetatable({}, {__index = function(t, name)
   return k
 end})
 
--- int returns n as an integral number. Redis writes an integral Lua number
--- given to redis.call as its plain decimal digits ("%.17g"), as miniredis
--- does, and a script reply turns it into an integer: no string formatting
--- on the hot path. (Times are Unix ms: 13 digits, exact in a double.)
+-- int returns n, a number or a numeric string (nil and false are 0),
+-- rounded down, as a decimal string. Every number written to Redis or
+-- returned goes through it: given a Lua number, redis.call formats it with
+-- "%.17g" (and Lua's own tostring with "%.14g"), multi-precision
+-- conversions that cost more than the command they feed; "%d" is an
+-- integer conversion. (Times are Unix ms: 13 digits, exact in a double.)
 local function int(n)
-  return math.floor(tonumber(n) or 0)
+  return string.format("%d", math.floor(tonumber(n) or 0))
 end
 
 local function num(v)
   return tonumber(v) or 0
+end
+
+-- zero tells whether a stored number is 0 or unset, without converting it.
+local function zero(v)
+  return not v or v == "0" or v == "" or v == 0
 end
 
 local function is_terminal(status)
@@ -53,7 +66,7 @@ end
 
 -- sp returns the field name prefix of step idx: "s<idx>.".
 local function sp(idx)
-  return "s" .. int(idx) .. "."
+  return string.format("s%d.", idx)
 end
 
 -- step_get reads fields of step idx; step_set writes field/value pairs of
@@ -80,17 +93,16 @@ end
 
 -- task_id mirrors tasks.ID in Go: <run>_s<idx>_a<attempt>, plus _g<gen> for a re-dispatch.
 local function task_id(idx, attempt, gen)
-  local id = RUN_ID .. "_s" .. int(idx) .. "_a" .. int(attempt)
   if num(gen) > 0 then
-    id = id .. "_g" .. int(gen)
+    return string.format("%s_s%d_a%d_g%d", RUN_ID, idx, attempt, gen)
   end
-  return id
+  return string.format("%s_s%d_a%d", RUN_ID, idx, attempt)
 end
 
 -- journal appends an entry of type typ to the run's journal, then the given
 -- field/value pairs.
 local function journal(typ, ...)
-  return redis.call("XADD", JOURNAL, "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", typ, "at", int(NOW), ...)
+  return redis.call("XADD", JOURNAL, "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", typ, "at", NOWS, ...)
 end
 
 -- notify appends a run-level event to the queue's notification stream,
@@ -98,7 +110,7 @@ end
 -- runs).
 local function notify(typ, workflow, ...)
   return redis.call("XADD", PREFIX .. "notifications", "MAXLEN", "~", NOTIFY_MAXLEN, "*",
-    "type", typ, "at", int(NOW), "run", RUN_ID, "workflow", workflow, "owner", redis.call("HGET", RUN, "owner") or "",
+    "type", typ, "at", NOWS, "run", RUN_ID, "workflow", workflow, "owner", redis.call("HGET", RUN, "owner") or "",
     ...)
 end
 
@@ -124,17 +136,17 @@ local function set_status(old, new, created, ...)
     redis.call("ZREM", IDX.scheduled, RUN_ID)
     redis.call("ZREM", IDX.fences, RUN_ID)
     redis.call("ZREM", IDX.deadlines, RUN_ID)
-    redis.call("HSET", RUN, "status", new, "updated_at", int(NOW), "finished_at", int(NOW), "warning", "", ...)
+    redis.call("HSET", RUN, "status", new, "updated_at", NOWS, "finished_at", NOWS, "warning", "", ...)
   else
-    redis.call("ZADD", IDX.active, NOW, RUN_ID)
-    redis.call("HSET", RUN, "status", new, "updated_at", int(NOW), ...)
+    redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+    redis.call("HSET", RUN, "status", new, "updated_at", NOWS, ...)
   end
 end
 
 -- touch records activity on a non-terminal run.
 local function touch()
-  redis.call("HSET", RUN, "updated_at", int(NOW))
-  redis.call("ZADD", IDX.active, NOW, RUN_ID)
+  redis.call("HSET", RUN, "updated_at", NOWS)
+  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
 end
 
 -- activation returns the field/value pairs that make step idx, whose
@@ -146,12 +158,19 @@ local function activation(idx, attempt_before)
   local attempt = num(attempt_before) + 1
   local id = task_id(idx, attempt, 0)
   local p = sp(idx)
-  return {
-    p .. "attempt", int(attempt), p .. "status", "pending", p .. "budget_base", int(attempt - 1),
-    p .. "retry_attempts", "0", p .. "retry_state", "none", p .. "next_attempt_at", "0", p .. "gen", "0",
-    p .. "task", id, p .. "fence", "", p .. "fence_expires_at", "0",
-    "current", int(idx), "updated_at", int(NOW),
-  }, id, attempt
+  local w = {p .. "attempt", int(attempt), p .. "status", "pending", p .. "task", id,
+    "current", int(idx), "updated_at", NOWS}
+  if attempt > 1 then
+    -- A step that never had an attempt still has the values create gave
+    -- it (a skip leaves them too); only a step activated before needs
+    -- them reset.
+    local r = {p .. "budget_base", int(attempt - 1), p .. "retry_attempts", "0", p .. "retry_state", "none",
+      p .. "next_attempt_at", "0", p .. "gen", "0", p .. "fence", "", p .. "fence_expires_at", "0"}
+    for i = 1, #r do
+      w[#w + 1] = r[i]
+    end
+  end
+  return w, id, attempt
 end
 
 -- step_deadline appends to the writes w the run's deadline while a step
@@ -161,21 +180,24 @@ end
 -- wins: a step may tighten or loosen it. old is the deadline now; when it
 -- changes (or old is nil: always), the deadline index follows.
 local function step_deadline(w, base, rt_ms, run_ms, old)
-  local rt = num(rt_ms)
-  if rt == 0 then
+  local rt = 0
+  if not zero(rt_ms) then
+    rt = num(rt_ms)
+  end
+  if rt == 0 and not zero(run_ms) then
     rt = num(run_ms)
   end
   local d = 0
   if rt > 0 then
     d = num(base) + rt
   end
-  if old ~= nil and d == num(old) then
+  if old ~= nil and ((d == 0 and zero(old)) or d == num(old)) then
     return d
   end
   w[#w + 1] = "deadline"
   w[#w + 1] = int(d)
   if d > 0 then
-    redis.call("ZADD", IDX.deadlines, d, RUN_ID)
+    redis.call("ZADD", IDX.deadlines, int(d), RUN_ID)
   else
     redis.call("ZREM", IDX.deadlines, RUN_ID)
   end
@@ -204,7 +226,7 @@ local function activate(idx)
   local w, id, attempt = activation(idx, s[1])
   step_deadline(w, r[1] or r[3], s[4], r[2], nil)
   redis.call("HSET", RUN, unpack(w))
-  redis.call("ZADD", IDX.active, NOW, RUN_ID)
+  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   return id, attempt, s[2], s[3]
 end
 
@@ -217,10 +239,10 @@ local function expire_run(retention_ms, idem)
   if idem == nil then
     idem = redis.call("HGET", RUN, "idempotency_key")
   end
-  redis.call("PEXPIRE", RUN, ms)
-  redis.call("PEXPIRE", JOURNAL, ms)
+  redis.call("PEXPIRE", RUN, retention_ms)
+  redis.call("PEXPIRE", JOURNAL, retention_ms)
   if idem and idem ~= "" then
-    redis.call("PEXPIRE", PREFIX .. "idem:" .. idem, ms)
+    redis.call("PEXPIRE", PREFIX .. "idem:" .. idem, retention_ms)
   end
 end
 
@@ -230,14 +252,14 @@ local function fail_run(idx, code, reason, message, retention_ms)
   local s = step_get(idx, "name", "attempt", "retry_state", "optional")
   local p = sp(idx)
   local w = {"failure_code", code, "failure_reason", reason, "needs_attention", "1",
-    p .. "status", "failed", p .. "fence", "", p .. "fence_expires_at", "0", p .. "finished_at", int(NOW),
+    p .. "status", "failed", p .. "fence", "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
     p .. "next_attempt_at", "0"}
   if s[3] == "scheduled" then
     w[#w + 1] = p .. "retry_state"
     w[#w + 1] = "none"
   end
   set_status(r[1], "failed", nil, unpack(w))
-  redis.call("ZADD", IDX.attention, NOW, RUN_ID)
+  redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
   journal("run_failed", "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
   notify("step_failed", r[2], "step", s[1], "attempt", s[2], "optional", s[4] or "0", "code", code, "reason", reason)
   notify("run_failed", r[2], "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
@@ -266,7 +288,7 @@ local function reopen(status)
   end
   local deadline = num(r[2])
   if deadline > 0 and deadline <= NOW then
-    redis.call("HSET", RUN, "deadline_base", int(NOW))
+    redis.call("HSET", RUN, "deadline_base", NOWS)
   end
   return to
 end
@@ -275,14 +297,14 @@ end
 -- it marks the run as needing attention instead, so the reconciler leaves it
 -- to an operator rather than loop, and returns false and the reason.
 local function auto_repair(max_auto, kind)
-  local n = redis.call("HINCRBY", RUN, "auto_recoveries", 1)
+  local n = redis.call("HINCRBY", RUN, "auto_recoveries", "1")
   if n <= num(max_auto) then
     return true, ""
   end
   local reason = string.format("repaired automatically %d times (max_auto_recoveries %d); left for an operator (last: %s)",
     n - 1, num(max_auto), kind)
   redis.call("HSET", RUN, "needs_attention", "1", "attention_reason", reason)
-  redis.call("ZADD", IDX.attention, NOW, RUN_ID)
+  redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
   redis.call("ZREM", IDX.fences, RUN_ID)
   journal("needs_attention", "code", "auto_recovery_exhausted", "reason", reason)
   notify("run_needs_attention", redis.call("HGET", RUN, "workflow"), "code", "auto_recovery_exhausted", "reason", reason)

@@ -17,7 +17,7 @@
 -- {"fenced", why} when this attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
-local p, q = sp(idx), sp(idx + 1)
+local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
@@ -34,8 +34,10 @@ end
 
 redis.call("ZREM", IDX.fences, RUN_ID)
 journal("attempt_succeeded", "step", v[8], "attempt", v[9], "duration_ms", int(NOW - num(v[10])))
-local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", int(NOW),
-  p .. "fence", "", p .. "fence_expires_at", "0", p .. "retry_state", "none", p .. "next_attempt_at", "0"}
+-- (Begin left retry_state "none" and next_attempt_at "0", and only this
+-- attempt, holding the fence, could have changed them since.)
+local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", NOWS,
+  p .. "fence", "", p .. "fence_expires_at", "0"}
 
 local nxt = idx + 1
 if nxt < num(v[2]) then
@@ -45,16 +47,26 @@ if nxt < num(v[2]) then
     w[#w + 1] = done[i]
   end
   redis.call("HSET", RUN, unpack(w))
-  redis.call("ZADD", IDX.active, NOW, RUN_ID)
+  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if ARGV[8] ~= "" and ARGV[8] == id then
-    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", int(NOW) .. "000000")
+    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
     redis.call("LPUSH", KEYS[3], id)
     return {"next", int(nxt), v[12], int(attempt), int(v[13]), "1"}
   end
   return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}
 end
-set_status("running", "succeeded", v[4], unpack(done))
+-- set_status("running", "succeeded"), without the index removals that
+-- cannot apply: the fence went above, a running step has no scheduled
+-- retry (begin took it out of the index), and only a run with a deadline
+-- is in the deadline index.
+redis.call("ZREM", IDX["status:running"], RUN_ID)
+redis.call("ZADD", IDX["status:succeeded"], v[4], RUN_ID)
+redis.call("ZREM", IDX.active, RUN_ID)
+if not zero(v[17]) then
+  redis.call("ZREM", IDX.deadlines, RUN_ID)
+end
+redis.call("HSET", RUN, "status", "succeeded", "updated_at", NOWS, "finished_at", NOWS, "warning", "", unpack(done))
 journal("run_succeeded")
 notify("run_succeeded", v[3])
 expire_run(ARGV[7], v[5] or "")

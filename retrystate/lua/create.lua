@@ -31,8 +31,8 @@ local n = tonumber(ARGV[11])
 local w = {
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
   "idempotency_key", ARGV[7], "definition", ARGV[8], "steps", int(n),
-  "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", "0", "deadline_base", int(NOW), "run_timeout_ms", int(ARGV[9]),
-  "created_at", int(NOW), "started_at", "0", "finished_at", "0",
+  "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", "0", "deadline_base", NOWS, "run_timeout_ms", int(ARGV[9]),
+  "created_at", NOWS, "started_at", "0", "finished_at", "0",
   "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
   "auto_recoveries", "0"}
 for i = 0, n - 1 do
@@ -56,8 +56,8 @@ for j = 1, #act do
   w[#w + 1] = act[j]
 end
 redis.call("HSET", RUN, unpack(w))
-redis.call("ZADD", IDX.all, NOW, RUN_ID)
-redis.call("ZADD", IDX["status:pending"], NOW, RUN_ID)
-redis.call("ZADD", IDX.active, NOW, RUN_ID)
+redis.call("ZADD", IDX.all, NOWS, RUN_ID)
+redis.call("ZADD", IDX["status:pending"], NOWS, RUN_ID)
+redis.call("ZADD", IDX.active, NOWS, RUN_ID)
 journal("run_started", "workflow", ARGV[4], "owner", ARGV[6], "task", id)
 return {"created", id, int(attempt)}

@@ -37,7 +37,7 @@ local due = NOW + delay
 
 redis.call("ZREM", IDX.fences, RUN_ID)
 step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
-  "last_error_at", int(NOW), "fence", "", "fence_expires_at", "0")
+  "last_error_at", NOWS, "fence", "", "fence_expires_at", "0")
 journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
   "duration_ms", int(NOW - num(st[8])))
 
@@ -59,12 +59,12 @@ if deadline > 0 and due >= deadline then
   return {"failed", "run_timeout", reason}
 end
 
-local next_attempt = step_incr(idx, "attempt", 1)
+local next_attempt = step_incr(idx, "attempt", "1")
 local id = task_id(idx, next_attempt, 0)
-step_incr(idx, "retry_attempts", 1)
+step_incr(idx, "retry_attempts", "1")
 step_set(idx, "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
   "task", id, "gen", "0")
-redis.call("ZADD", IDX.scheduled, due, RUN_ID)
+redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
 redis.call("HSET", RUN, "warning", "retry_pending")
 touch()
 journal("retry_scheduled", "step", name, "attempt", int(next_attempt), "task", id, "due_at", int(due),

@@ -65,7 +65,7 @@ journal("run_recovered", "action", action, "step", st[1], "actor", actor)
 notify("run_recovered", rs[4], "action", action, "step", st[1], "actor", actor)
 
 if action == "skip" then
-  step_set(target, "status", "skipped", "finished_at", int(NOW), "retry_state", "none", "next_attempt_at", "0",
+  step_set(target, "status", "skipped", "finished_at", NOWS, "retry_state", "none", "next_attempt_at", "0",
     "fence", "", "fence_expires_at", "0")
   journal("step_skipped", "step", st[1], "actor", actor)
   target = target + 1

@@ -26,7 +26,7 @@ if st[1] ~= "running" then
 end
 local expires = num(st[2])
 if expires > NOW then
-  redis.call("ZADD", IDX.fences, expires, RUN_ID)
+  redis.call("ZADD", IDX.fences, st[2], RUN_ID)
   return {"noop", "fence alive"}
 end
 redis.call("ZREM", IDX.fences, RUN_ID)
@@ -35,7 +35,7 @@ if rs[3] == "1" then
 end
 
 local name, attempt = st[5], num(st[6])
-local crashes = step_incr(idx, "crashes", 1)
+local crashes = step_incr(idx, "crashes", "1")
 journal("attempt_crashed", "step", name, "attempt", int(attempt), "task", st[8], "crashes", int(crashes),
   "detected_by", "reconciler")
 if crashes > num(st[4]) then
@@ -44,7 +44,7 @@ if crashes > num(st[4]) then
   fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
   return {"failed", "crash_budget_exhausted", reason}
 end
-local gen = step_incr(idx, "gen", 1)
+local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "1")
 touch()

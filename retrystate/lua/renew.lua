@@ -17,7 +17,7 @@ end
 if v[2] ~= "running" or v[3] ~= ARGV[1] then
   return 0
 end
-local expires = tonumber(ARGV[2]) + tonumber(ARGV[3])
-redis.call("HSET", KEYS[1], p .. "fence_expires_at", string.format("%d", expires))
+local expires = string.format("%d", tonumber(ARGV[2]) + tonumber(ARGV[3]))
+redis.call("HSET", KEYS[1], p .. "fence_expires_at", expires)
 redis.call("ZADD", KEYS[2], expires, ARGV[4])
 return 1

@@ -35,7 +35,7 @@ if not ok then
 end
 local gen, id = num(st[5]), st[2]
 if ARGV[5] == "archived" then
-  gen = step_incr(idx, "gen", 1)
+  gen = step_incr(idx, "gen", "1")
   id = task_id(idx, st[4], gen)
   step_set(idx, "task", id)
 end

@@ -60,7 +60,7 @@ end
 reopen(status)
 journal("run_recovered", "action", "restore", "step", from_name, "actor", actor, "from_status", status)
 notify("run_recovered", rs[3], "action", "restore", "step", from_name, "actor", actor)
-redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", int(NOW), "actor", actor, "action", "restore",
+redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", NOWS, "actor", actor, "action", "restore",
   "run", RUN_ID, "workflow", rs[3], "owner", rs[4] or "", "step", from_name, "detail", "restored a " .. status .. " run")
 
 local _, attempt, name, timeout = activate(from)

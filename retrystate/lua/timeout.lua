@@ -17,7 +17,7 @@ if deadline <= 0 then
   return {"noop", "no deadline"}
 end
 if deadline > NOW then
-  redis.call("ZADD", IDX.deadlines, deadline, RUN_ID)
+  redis.call("ZADD", IDX.deadlines, rs[3], RUN_ID)
   return {"noop", "not due"}
 end
 local cur = num(rs[2])

@@ -32,6 +32,13 @@
 // the sparse one. BenchmarkStart measures
 // Client.Start against a bare asynq enqueue.
 //
+// BenchmarkScriptInstructions runs redis-server under valgrind's callgrind
+// and reports the instructions it executes per begin and per complete
+// script: a measure of the scripts' cost that, unlike time, the machine's
+// load does not move, for judging a change to a script. It needs valgrind
+// (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS sets its runs
+// (default 200).
+//
 // Environment:
 //
 //	CAIRN_BENCH_CHAINS           chains (runs) per phase of BenchmarkStepThroughput; default 1000

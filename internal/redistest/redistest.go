@@ -51,6 +51,15 @@ type Options struct {
 	// Args are extra redis-server arguments appended after the defaults,
 	// so they override them, e.g. {"--maxmemory-policy", "noeviction"}.
 	Args []string
+	// Wrapper, when set, is a command and its arguments that run
+	// redis-server, given its path and arguments after them: for example
+	// {"valgrind", "--tool=callgrind"}. The wrapper must run redis-server in
+	// its own process (as valgrind does), so that the server answering
+	// is the process started.
+	Wrapper []string
+	// ReadyTimeout bounds how long the server may take to answer PING
+	// after a start; default 10s (more under a slow wrapper).
+	ReadyTimeout time.Duration
 }
 
 // Server is a redis-server process owned by a test. Its methods may be
@@ -110,6 +119,10 @@ func newServer(bin, dir string, opts *Options) *Server {
 	if opts != nil {
 		s.opts = *opts
 		s.opts.Args = append([]string(nil), opts.Args...)
+		s.opts.Wrapper = append([]string(nil), opts.Wrapper...)
+	}
+	if s.opts.ReadyTimeout <= 0 {
+		s.opts.ReadyTimeout = readyTimeout
 	}
 	if s.opts.AppendOnly && s.opts.AppendFsync == "" {
 		s.opts.AppendFsync = "everysec"
@@ -323,6 +336,9 @@ func (s *Server) launch() error {
 	stdoutOffset := fileSize(stdout.Name())
 
 	cmd := exec.Command(s.bin, s.args()...)
+	if w := s.opts.Wrapper; len(w) > 0 {
+		cmd = exec.Command(w[0], append(append(w[1:len(w):len(w)], s.bin), s.args()...)...)
+	}
 	cmd.Dir = s.dir
 	cmd.Stdout = stdout
 	cmd.Stderr = stdout
@@ -342,7 +358,7 @@ func (s *Server) launch() error {
 	s.proc = p
 	s.mu.Unlock()
 
-	err = waitReady(s.Addr(), p, readyTimeout)
+	err = waitReady(s.Addr(), p, s.opts.ReadyTimeout)
 	if err == nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -168,6 +170,42 @@ func TestExtraArgs(t *testing.T) {
 	if err != nil || got["maxmemory-policy"] != "noeviction" {
 		t.Fatalf("CONFIG GET maxmemory-policy = %v, %v; want noeviction", got, err)
 	}
+}
+
+func TestWrapperRunsTheServer(t *testing.T) {
+	t.Parallel()
+	// nice runs redis-server in its own process, at a lower priority: the
+	// server's niceness shows that it was started through the wrapper.
+	s := redistest.Start(t, &redistest.Options{Wrapper: []string{"nice", "-n", "7"}})
+	if err := s.Client(t).Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := niceness(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := niceness(s.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := min(mine+7, 19); got != want {
+		t.Fatalf("redis-server (pid %d) has niceness %d; want %d: not started through the wrapper", s.PID(), got, want)
+	}
+}
+
+// niceness reads a process's nice value from /proc/<pid>/stat (field 19;
+// the fields are counted after the command name, which is in parentheses).
+func niceness(pid int) (int, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 17 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	return strconv.Atoi(f[16])
 }
 
 func TestShared(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
-	"github.com/cairnhq/cairn/workflow"
 )
 
 // BenchmarkScriptInstructions counts the instructions redis-server executes
@@ -47,23 +45,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	ctx := context.Background()
 	const queue = "cost"
 
-	log := slog.New(slog.DiscardHandler)
-	eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	def := workflow.Definition{Name: workflowName}
-	for i := range stepsPerChain {
-		def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
-	}
-	if err := eng.Register(def); err != nil {
-		b.Fatal(err)
-	}
-	if err := eng.Publish(ctx); err != nil {
-		b.Fatal(err)
-	}
-	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
+	client := publishNoop(b, rdb, queue)
 	store := retrystate.New(rdb, queue)
 
 	// The first run goes through unmeasured: it loads the scripts.

@@ -37,23 +37,7 @@ func BenchmarkStart(b *testing.B) {
 	b.Run("cairn_start", func(b *testing.B) {
 		queue := newQueue("start_cairn")
 		measureStarts(b, queue, func(rdb *redis.Client) func(ctx context.Context, i int) error {
-			log := slog.New(slog.DiscardHandler)
-			e, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log})
-			if err != nil {
-				b.Fatal(err)
-			}
-			noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-			def := workflow.Definition{Name: workflowName}
-			for i := range stepsPerChain {
-				def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
-			}
-			if err := e.Register(def); err != nil {
-				b.Fatal(err)
-			}
-			if err := e.Publish(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
+			client := publishNoop(b, rdb, queue)
 			return func(ctx context.Context, _ int) error {
 				_, err := client.Start(ctx, workflowName, nil, nil)
 				return err
@@ -97,4 +81,27 @@ func measureStarts(b *testing.B, queue string, setup func(rdb *redis.Client) fun
 	if testing.Verbose() {
 		printDetail(b.Name()+", per start", r)
 	}
+}
+
+// publishNoop registers and publishes the benchmark's workflow of
+// stepsPerChain no-op steps on queue, and returns a client to start it.
+func publishNoop(b *testing.B, rdb *redis.Client, queue string) *workflow.Client {
+	b.Helper()
+	log := slog.New(slog.DiscardHandler)
+	e, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+	def := workflow.Definition{Name: workflowName}
+	for i := range stepsPerChain {
+		def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
+	}
+	if err := e.Register(def); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.Publish(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
 }

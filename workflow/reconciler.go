@@ -108,6 +108,13 @@ type Report struct {
 	// Attention counts runs left for an operator because they were
 	// repaired too often.
 	Attention int
+	// Recheck, when set, is when a run this pass left alone because it
+	// had just been written (its task may still have been on its way)
+	// leaves its grace: Run passes again then rather than a whole
+	// Interval later, so that a task lost to a crash right after the
+	// write is repaired, at most a Grace late, before its due time where
+	// it can be.
+	Recheck time.Time
 }
 
 func (r *Report) add(kind string, n int) {
@@ -126,6 +133,9 @@ func (r *Report) merge(o Report) {
 	}
 	r.Failed += o.Failed
 	r.Attention += o.Attention
+	if !o.Recheck.IsZero() && (r.Recheck.IsZero() || o.Recheck.Before(r.Recheck)) {
+		r.Recheck = o.Recheck
+	}
 }
 
 // Total is the number of repairs.
@@ -150,6 +160,7 @@ func (r Report) String() string {
 // SweepInterval and passes every Interval until ctx is done.
 func (r *Reconciler) Run(ctx context.Context) {
 	first := true
+	var recheckAt time.Time
 	for ctx.Err() == nil {
 		rep, err := r.Pass(ctx)
 		if err == nil {
@@ -158,6 +169,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 					"detail", rep.String(), "startup", first)
 			}
 			first = false
+			recheckAt = rep.Recheck
 			break
 		}
 		if ctx.Err() != nil {
@@ -172,6 +184,17 @@ func (r *Reconciler) Run(ctx context.Context) {
 	defer sweep.Stop()
 	pass := time.NewTicker(r.cfg.Interval)
 	defer pass.Stop()
+	// recheck fires at the Recheck of the last pass, if any.
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	arm := func(at time.Time) {
+		recheck.Stop()
+		if !at.IsZero() {
+			recheck.Reset(max(at.Sub(r.eng.cfg.Clock.Now()), 0) + 10*time.Millisecond)
+		}
+	}
+	arm(recheckAt)
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,14 +203,17 @@ func (r *Reconciler) Run(ctx context.Context) {
 			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("sweep failed", AttrError, err)
 			}
+			continue
+		case <-recheck.C:
 		case <-pass.C:
-			rep, err := r.Pass(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				r.log.Error("reconciliation pass failed", AttrError, err)
-			case err == nil && rep.Total()+rep.Failed+rep.Attention > 0:
-				r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(), "detail", rep.String())
-			}
+		}
+		rep, err := r.Pass(ctx)
+		arm(rep.Recheck)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Error("reconciliation pass failed", AttrError, err)
+		case err == nil && rep.Total()+rep.Failed+rep.Attention > 0:
+			r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(), "detail", rep.String())
 		}
 	}
 }
@@ -406,7 +432,9 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 		return r.redispatch(ctx, id)
 	case StepPending:
 		if cur.UpdatedAt.After(r.eng.cfg.Clock.Now().Add(-r.cfg.Grace)) {
-			return Report{}, nil // just written: the engine is enqueueing its task
+			// Just written: the engine is enqueueing its task, or died
+			// doing so. Look again when the grace ends.
+			return Report{Recheck: cur.UpdatedAt.Add(r.cfg.Grace)}, nil
 		}
 	default:
 		return Report{}, nil

@@ -4,8 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -33,6 +36,16 @@ func TestRestartMidBackoff(t *testing.T) {
 		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
 	})
 	due := *scheduled.Step("transform").NextAttemptAt
+	// Mid-backoff: the retry's task is in asynq's schedule too. (The
+	// engine enqueues it right after it records the retry; a kill between
+	// the two loses the task, which the reconciler repairs once the run's
+	// grace has passed: another case.)
+	insp := asynq.NewInspectorFromRedisClient(srv.Client(t))
+	retryTask := tasks.ID(run.ID, 1, 2, 0)
+	eventually(t, 10*time.Second, "the retry's asynq task to exist", func() bool {
+		info, err := insp.GetTaskInfo(queue, retryTask)
+		return err == nil && info.State == asynq.TaskStateScheduled
+	})
 	w1.Kill(t)
 	if !time.Now().Before(due) {
 		t.Fatalf("the worker was killed after the retry was due (%s); the test did not kill mid-backoff", due)

@@ -114,10 +114,12 @@ local function notify(typ, workflow, ...)
     ...)
 end
 
--- set_status records the run's new status and moves it between indexes.
+-- status_move records the run's new status and moves it between indexes.
 -- created is the run's created_at when the caller has it (nil: read here).
--- Fields to write to the run hash along with the status may follow.
-local function set_status(old, new, created, ...)
+-- leave names the indexes (active, scheduled, fences, deadlines) a run
+-- that ends may still be in, to remove it from; nil: all of them. Fields to
+-- write to the run hash along with the status may follow.
+local function status_move(leave, old, new, created, ...)
   if old == new then
     if select("#", ...) > 0 then
       redis.call("HSET", RUN, ...)
@@ -132,15 +134,20 @@ local function set_status(old, new, created, ...)
   end
   redis.call("ZADD", IDX["status:" .. new], created, RUN_ID)
   if is_terminal(new) then
-    redis.call("ZREM", IDX.active, RUN_ID)
-    redis.call("ZREM", IDX.scheduled, RUN_ID)
-    redis.call("ZREM", IDX.fences, RUN_ID)
-    redis.call("ZREM", IDX.deadlines, RUN_ID)
+    leave = leave or {"active", "scheduled", "fences", "deadlines"}
+    for i = 1, #leave do
+      redis.call("ZREM", IDX[leave[i]], RUN_ID)
+    end
     redis.call("HSET", RUN, "status", new, "updated_at", NOWS, "finished_at", NOWS, "warning", "", ...)
   else
     redis.call("ZADD", IDX.active, NOWS, RUN_ID)
     redis.call("HSET", RUN, "status", new, "updated_at", NOWS, ...)
   end
+end
+
+-- set_status is status_move from whatever indexes the run is in.
+local function set_status(old, new, created, ...)
+  return status_move(nil, old, new, created, ...)
 end
 
 -- touch records activity on a non-terminal run.

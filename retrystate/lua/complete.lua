@@ -56,17 +56,14 @@ if nxt < num(v[2]) then
   end
   return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}
 end
--- set_status("running", "succeeded"), without the index removals that
--- cannot apply: the fence went above, a running step has no scheduled
--- retry (begin took it out of the index), and only a run with a deadline
--- is in the deadline index.
-redis.call("ZREM", IDX["status:running"], RUN_ID)
-redis.call("ZADD", IDX["status:succeeded"], v[4], RUN_ID)
-redis.call("ZREM", IDX.active, RUN_ID)
+-- The run can only still be in the active index, and in the deadline
+-- index when it has a deadline: the fence went above, and a running step
+-- has no scheduled retry (begin took it out of that index).
+local leave = {"active"}
 if not zero(v[17]) then
-  redis.call("ZREM", IDX.deadlines, RUN_ID)
+  leave[2] = "deadlines"
 end
-redis.call("HSET", RUN, "status", "succeeded", "updated_at", NOWS, "finished_at", NOWS, "warning", "", unpack(done))
+status_move(leave, "running", "succeeded", v[4], unpack(done))
 journal("run_succeeded")
 notify("run_succeeded", v[3])
 expire_run(ARGV[7], v[5] or "")

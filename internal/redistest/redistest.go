@@ -187,6 +187,38 @@ func (s *Server) Kill(t testing.TB) {
 	}
 }
 
+// Freeze stops the server with SIGSTOP: it keeps its connections and its
+// data but answers nothing until [Server.Thaw], as a server stuck in a long
+// fork, a swap storm or a paused VM would. Commands clients send meanwhile
+// wait in the socket buffers and run when the server is thawed, whether or
+// not their clients still wait for the replies. A t.Cleanup thaws the
+// server, so that the test's other cleanups can stop it.
+func (s *Server) Freeze(t testing.TB) {
+	t.Helper()
+	s.mustNotBeShared(t, "Freeze")
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.signal(syscall.SIGCONT) })
+}
+
+// Thaw resumes a server stopped by [Server.Freeze] with SIGCONT.
+func (s *Server) Thaw(t testing.TB) {
+	t.Helper()
+	if err := s.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.exited() {
+		return fmt.Errorf("redistest: %v: the server is not running", sig)
+	}
+	return s.proc.cmd.Process.Signal(sig)
+}
+
 // Stop shuts the server down gracefully with SIGTERM and waits for it to
 // exit. With appendonly the AOF is flushed; since the server runs with
 // --save "" no RDB snapshot is written. Stop is a no-op if the server is not

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -320,5 +321,47 @@ func TestBadArgsReportLog(t *testing.T) {
 	})
 	if !strings.Contains(msg, "did not become ready") || !strings.Contains(msg, "no-such-option") {
 		t.Fatalf("Start with a bad option: fatal message %q, want redis-server's complaint", msg)
+	}
+}
+
+// TestFreezeThaw: a frozen server answers nothing (a command times out) but
+// keeps its data; a command sent while it was frozen runs when it is thawed,
+// even though its client gave up waiting.
+func TestFreezeThaw(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t, nil)
+	ctx := context.Background()
+	c := s.Client(t)
+	if err := c.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A client connected before the freeze (a new connection would wait
+	// for its handshake's reply and never send the command).
+	impatient := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 200 * time.Millisecond,
+		MaxRetries: -1, PoolSize: 1})
+	defer impatient.Close()
+	if err := impatient.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Freeze(t)
+	if err := impatient.Set(ctx, "ghost", "1", 0).Err(); err == nil {
+		t.Fatal("SET on a frozen server succeeded")
+	}
+	s.Thaw(t)
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "before" {
+		t.Fatalf("GET k after thaw = %q, %v; want \"before\"", got, err)
+	}
+	// The abandoned SET runs once the server reads it (the order in which
+	// the thawed server serves its connections is its own).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.Get(ctx, "ghost").Result()
+		if err == nil && got == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET ghost after thaw = %q, %v; want the SET sent while frozen to have run", got, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -79,6 +79,16 @@ func (k keys) asynqTask(id string) string {
 // asynqPending is asynq's list of the queue's pending task IDs.
 func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }
 
+// asynqScheduled is asynq's sorted set of the queue's scheduled task IDs,
+// by due time in Unix seconds.
+func (k keys) asynqScheduled() string { return "asynq:{" + k.queue + "}:scheduled" }
+
+// asynqLease is asynq's sorted set of the queue's active task IDs, by the
+// expiry of the lease of the worker that dequeued them, in Unix seconds.
+// A worker's asynq server extends the leases of the tasks it holds every few
+// seconds; a lease nobody extends belongs to a delivery no worker received.
+func (k keys) asynqLease() string { return "asynq:{" + k.queue + "}:lease" }
+
 // Audit is the queue's stream of administrators' actions (restores, actions
 // on other subjects' runs).
 func (k keys) audit() string { return k.prefix + "audit" }

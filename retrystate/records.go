@@ -132,15 +132,19 @@ const (
 	EventAttemptSucceeded = "attempt_succeeded"
 	EventAttemptFailed    = "attempt_failed"
 	EventAttemptCrashed   = "attempt_crashed"
-	EventRetryScheduled   = "retry_scheduled"
-	EventRunSucceeded     = "run_succeeded"
-	EventRunFailed        = "run_failed"
-	EventRunCancelled     = "run_cancelled"
-	EventRunRecovered     = "run_recovered"
-	EventStepSkipped      = "step_skipped"
-	EventRepair           = "repair"
-	EventNeedsAttention   = "needs_attention"
-	EventDeliveryIgnored  = "delivery_ignored"
+	// EventAttemptInterrupted: the attempt's worker could not renew its
+	// fence (Redis unreachable) and handed the attempt back (no budget
+	// spent); it resumes under a new dispatch.
+	EventAttemptInterrupted = "attempt_interrupted"
+	EventRetryScheduled     = "retry_scheduled"
+	EventRunSucceeded       = "run_succeeded"
+	EventRunFailed          = "run_failed"
+	EventRunCancelled       = "run_cancelled"
+	EventRunRecovered       = "run_recovered"
+	EventStepSkipped        = "step_skipped"
+	EventRepair             = "repair"
+	EventNeedsAttention     = "needs_attention"
+	EventDeliveryIgnored    = "delivery_ignored"
 )
 
 // runFields are the fields of a run record that are not step fields; List

@@ -72,14 +72,29 @@ func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, reten
 	return Repair{}, unexpected("redispatch", res)
 }
 
-// RepairTask re-creates the task of a run's current step that the caller
-// found missing in asynq, or archived (then under a new dispatch ID).
-func (s *Store) RepairTask(ctx context.Context, runID, taskID string, archived bool, maxAuto int, now time.Time) (Repair, error) {
-	kind := "missing"
-	if archived {
-		kind = "archived"
-	}
-	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, kind, maxAuto))
+// TaskTrouble is what the caller of RepairTask found wrong with a task.
+type TaskTrouble string
+
+// What RepairTask repairs.
+const (
+	// TaskMissing: asynq has no such task (lost after a state write, or
+	// deleted). The step's task is enqueued again under the same ID.
+	TaskMissing TaskTrouble = "missing"
+	// TaskArchived: asynq gave up delivering the task; its ID stays taken.
+	TaskArchived TaskTrouble = "archived"
+	// TaskStalled: asynq moved the task to active for a worker that never
+	// received it (the reply of its dequeue was lost): its lease is not
+	// being extended, and the step was never begun.
+	TaskStalled TaskTrouble = "stalled"
+)
+
+// RepairTask re-creates the task of a run's current step, which the caller
+// found in trouble: under the same ID when it is missing, under a new
+// dispatch ID (the next gen) when asynq still holds the old one. Nothing is
+// done ("noop") unless the step is still pending with that task. Repair
+// kinds: task_missing, retry_task_missing, task_archived, stalled_delivery.
+func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Repair, error) {
+	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, string(trouble), maxAuto))
 	if err != nil {
 		return Repair{}, fmt.Errorf("repair task: %w", err)
 	}
@@ -160,6 +175,17 @@ func (s *Store) rangeByScore(ctx context.Context, key string, maxMS int64, limit
 	return out, nil
 }
 
+// StalledTasks returns up to limit IDs of tasks of the queue that asynq
+// holds as active under a lease that expires at or before leaseBefore (whole
+// seconds): with asynq's lease of LeaseDuration extended every few seconds
+// by the worker holding the task, a lease that expires before now +
+// LeaseDuration - d has not been extended for about d. The IDs may be any
+// task of the queue's asynq queue, not only step tasks.
+func (s *Store) StalledTasks(ctx context.Context, leaseBefore time.Time, limit int64) ([]string, error) {
+	return s.rdb.ZRangeByScore(ctx, s.keys.asynqLease(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(leaseBefore.Unix(), 10), Count: limit}).Result()
+}
+
 // ExpiredFences returns up to limit runs whose running attempt's fence
 // expired at or before now.
 func (s *Store) ExpiredFences(ctx context.Context, now time.Time, limit int64) ([]Due, error) {
@@ -233,13 +259,18 @@ func (s *Store) lockKey(name string) string {
 	return s.keys.reconcileLock()
 }
 
-// TryLock takes the named lock for ttl if nobody holds it.
+// TryLock takes the named lock for ttl if nobody holds it, or extends it
+// when the caller holds it already: a caller that keeps its token across
+// tries gets back a lock it took whose reply was lost.
 func (s *Store) TryLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
 	ok, err := s.rdb.SetNX(ctx, s.lockKey(name), token, ttl).Result()
 	if errors.Is(err, redis.Nil) {
-		return false, nil
+		ok, err = false, nil
 	}
-	return ok, err
+	if err != nil || ok {
+		return ok, err
+	}
+	return s.ExtendLock(ctx, name, token, ttl)
 }
 
 // ExtendLock extends a lock the caller holds; false when it lost it.

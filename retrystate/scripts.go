@@ -14,9 +14,9 @@ var luaFS embed.FS
 // scripts holds the loaded Lua scripts of one Store. Each run-level script is
 // the part of common.lua it uses followed by the script's own file.
 type scripts struct {
-	create, begin, complete, fail, cancel, renew *redis.Script
-	redispatch, repair, timeout, operate         *redis.Script
-	unlock, peek                                 *redis.Script
+	create, begin, complete, fail, cancel, renew  *redis.Script
+	redispatch, repair, timeout, operate, release *redis.Script
+	unlock, peek                                  *redis.Script
 }
 
 func loadScripts() scripts {
@@ -35,6 +35,7 @@ func loadScripts() scripts {
 		repair:     withCommon("repair.lua"),
 		timeout:    withCommon("timeout.lua"),
 		operate:    withCommon("operate.lua"),
+		release:    withCommon("release.lua"),
 		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
 		peek:       redis.NewScript(mustRead("lua/peek.lua")),
 	}

@@ -289,6 +289,10 @@ type Completed struct {
 	// Fenced: the attempt no longer owned the step (Why); nothing written.
 	Fenced bool
 	Why    string
+	// Done: this attempt's complete was applied before (its reply was
+	// lost); RunStatus is the run's status now. Nothing written.
+	Done      bool
+	RunStatus string
 }
 
 // Complete stores a step's output, clears its retry metadata and advances
@@ -308,6 +312,8 @@ func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Completed, error)
 		return Completed{Succeeded: true}, nil
 	case "fenced":
 		return Completed{Fenced: true, Why: res[1]}, nil
+	case "done":
+		return Completed{Done: true, RunStatus: res[1]}, nil
 	}
 	return Completed{}, unexpected("complete", res)
 }
@@ -323,12 +329,20 @@ type FailArgs struct {
 	Delay     time.Duration
 	Retention time.Duration
 	Now       time.Time
+	// RetryTaskID and RetryMessage, when set, are the task ID and the
+	// asynq message (tasks.AsynqMessage) the caller expects the retry to
+	// get: the script writes that task with the retry when the prediction
+	// holds.
+	RetryTaskID  string
+	RetryMessage []byte
 }
 
 // FailResult is the result of Fail.
 type FailResult struct {
 	// Retry is the scheduled next attempt, or nil.
 	Retry *Dispatch
+	// Enqueued: the script wrote Retry's task with the retry.
+	Enqueued bool
 	// RunFailed: no retry; the run failed with Code and Reason.
 	RunFailed bool
 	Code      string
@@ -336,28 +350,87 @@ type FailResult struct {
 	// Fenced: the attempt no longer owned the step (Why); nothing written.
 	Fenced bool
 	Why    string
+	// Done: this attempt's failure was recorded before (its reply was
+	// lost): the run is now RunStatus, failed with Code when it failed.
+	// Nothing written; a retry it scheduled has its task already (when
+	// RetryTaskID was right).
+	Done      bool
+	RunStatus string
 }
 
 // Fail records a failed attempt: for a transient error with budget left it
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
 func (s *Store) Fail(ctx context.Context, a FailArgs) (FailResult, error) {
-	res, err := s.run(ctx, s.scripts.fail, []string{s.keys.run(a.RunID)},
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.RetryTaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
+	res, err := s.run(ctx, s.scripts.fail, keys,
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Error, a.Class, a.Delay.Milliseconds(),
-			a.Retention.Milliseconds(), a.Code))
+			a.Retention.Milliseconds(), a.Code, a.RetryTaskID, a.RetryMessage))
 	if err != nil {
 		return FailResult{}, fmt.Errorf("fail: %w", err)
 	}
 	switch res[0] {
 	case "retry":
 		return FailResult{Retry: &Dispatch{Index: a.Index, DueAt: msTime(res[1]), Attempt: atoi(res[2]),
-			Timeout: time.Duration(atoi(res[3])) * time.Millisecond}}, nil
+			Timeout: time.Duration(atoi(res[3])) * time.Millisecond}, Enqueued: len(res) > 4 && res[4] == "1"}, nil
 	case "failed":
 		return FailResult{RunFailed: true, Code: res[1], Reason: res[2]}, nil
 	case "fenced":
 		return FailResult{Fenced: true, Why: res[1]}, nil
+	case "done":
+		if len(res) < 3 {
+			return FailResult{}, unexpected("fail", res)
+		}
+		return FailResult{Done: true, RunStatus: res[1], Code: res[2], RunFailed: res[1] == StatusFailed}, nil
 	}
 	return FailResult{}, unexpected("fail", res)
+}
+
+// ReleaseArgs hands back an attempt its worker stopped because it could not
+// renew the attempt's fence.
+type ReleaseArgs struct {
+	RunID string
+	Index int
+	Token string
+	Now   time.Time
+	// TaskID and Message, when set, are the task ID and the asynq message
+	// (tasks.AsynqMessage) the caller expects the new dispatch to get: the
+	// script writes that task when the prediction holds.
+	TaskID  string
+	Message []byte
+}
+
+// Released is the result of Release.
+type Released struct {
+	// Dispatch resumes the attempt; Enqueued: the script wrote its task.
+	Dispatch *Dispatch
+	Enqueued bool
+	// Fenced: the attempt no longer owned the step (Why); nothing written.
+	Fenced bool
+	Why    string
+}
+
+// Release hands back a running attempt whose worker stopped it because it
+// could not renew its fence (Redis unreachable): neither a crash nor a
+// failed attempt. The attempt resumes under a new dispatch, due now, and the
+// run is notified (run_recovered, by worker, kind interrupted_attempt).
+// Fenced by the attempt's token.
+func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Released, error) {
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending()}
+	res, err := s.run(ctx, s.scripts.release, keys, s.argv(a.RunID, a.Now, a.Token, a.Index, a.TaskID, a.Message))
+	if err != nil {
+		return Released{}, fmt.Errorf("release: %w", err)
+	}
+	switch res[0] {
+	case "released":
+		if len(res) < 8 {
+			return Released{}, unexpected("release", res)
+		}
+		return Released{Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Enqueued: res[6] == "1"}, nil
+	case "fenced":
+		return Released{Fenced: true, Why: res[1]}, nil
+	}
+	return Released{}, unexpected("release", res)
 }
 
 // CancelResult is the result of Cancel.

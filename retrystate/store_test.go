@@ -129,8 +129,23 @@ func TestFencing(t *testing.T) {
 	}
 	run, _ := s.Run(ctxb, id)
 	a := run.Steps[0]
-	if a.Status != retrystate.StepSucceeded || a.Output != `"new"` || a.AttemptsStarted != 1 || a.Crashes != 1 || a.Fence != "" {
+	if a.Status != retrystate.StepSucceeded || a.Output != `"new"` || a.AttemptsStarted != 1 || a.Crashes != 1 || a.Fence != "done:tok3" {
 		t.Errorf("step a: %+v", a)
+	}
+	// The same complete again (its first reply lost) is known as done, and
+	// writes nothing; another attempt's is still fenced off.
+	journalLen := len(mustJournal(t, s, id))
+	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok3", Output: `"again"`,
+		Now: t0.Add(19 * time.Second)}); err != nil || !c.Done || c.Fenced || c.RunStatus != retrystate.StatusRunning {
+		t.Fatalf("repeated complete: %+v %v", c, err)
+	}
+	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e",
+		Class: retrystate.ClassTransient, Now: t0.Add(19 * time.Second)}); err != nil || !f.Fenced {
+		t.Fatalf("stale fail after the complete: %+v %v", f, err)
+	}
+	if run, _ := s.Run(ctxb, id); run.Steps[0].Output != `"new"` || len(mustJournal(t, s, id)) != journalLen {
+		t.Fatalf("a repeated complete wrote: output %s, journal %d -> %d", run.Steps[0].Output, journalLen,
+			len(mustJournal(t, s, id)))
 	}
 	// A second crash of the same step exhausts max_crashes (1).
 	taskB := tasks.ID(id, 1, 1, 0)
@@ -276,4 +291,13 @@ func TestNotificationsReadOn(t *testing.T) {
 	if _, err := s.Cancel(ctxb, runID(299), "me", time.Hour, t0); !errors.Is(err, retrystate.ErrRunNotFound) {
 		t.Errorf("cancel unknown: %v", err)
 	}
+}
+
+func mustJournal(t *testing.T, s *retrystate.Store, id string) []retrystate.Entry {
+	t.Helper()
+	es, err := s.Journal(ctxb, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }

@@ -16,6 +16,13 @@ import (
 // retrystate/keys.go). TestDirectEnqueueMatchesAsynq checks both against
 // asynq itself.
 
+// AsynqLeaseDuration is the lease asynq (v0.26, internal/rdb.LeaseDuration)
+// gives a worker on a task it dequeues: the task's entry in
+// asynq:{queue}:lease scores now + AsynqLeaseDuration, in Unix seconds, and
+// the worker's asynq server extends it to now + AsynqLeaseDuration every 5
+// seconds while the task runs. TestAsynqLease checks it against asynq.
+const AsynqLeaseDuration = 30 * time.Second
+
 // Fields of asynq's TaskMessage protobuf (internal/proto/asynq.proto).
 const (
 	fieldType    protowire.Number = 1

@@ -70,3 +70,67 @@ func TestDirectEnqueueMatchesAsynq(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectRetryMatchesAsynq: the retry task that fail.lua writes with the
+// retry (scheduled for its due time, or pending when due at once) is the
+// task asynq's own client makes from tasks.Options for the same dispatch.
+func TestDirectRetryMatchesAsynq(t *testing.T) {
+	t.Parallel()
+	for _, delay := range []time.Duration{0, 2500 * time.Millisecond} {
+		e := newEnv(t)
+		store := retrystate.New(e.rdb, e.queue)
+		ins := asynq.NewInspectorFromRedisClient(e.rdb)
+		id := "0000000000000000000000000" + "2"
+		now := time.Now()
+		const timeout = 90 * time.Second
+		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: now,
+			Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 3, MaxCrashes: 1, Policy: "{}", Timeout: timeout}}}); err != nil {
+			t.Fatal(err)
+		}
+		first := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 1}
+		if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask(tasks.TypeStep, first.Encode()),
+			tasks.Options(e.queue, first.ID(), timeout, time.Time{}, now)...); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
+			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.BeginOK {
+			t.Fatalf("begin: %+v %v", b, err)
+		}
+		retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
+		res, err := store.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "boom",
+			Class: retrystate.ClassTransient, Delay: delay, Now: now,
+			RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.queue, timeout)})
+		if err != nil || !res.Enqueued || res.Retry == nil {
+			t.Fatalf("fail: %+v %v", res, err)
+		}
+		direct, err := ins.GetTaskInfo(e.queue, retry.ID())
+		if err != nil {
+			t.Fatalf("delay %s: the directly written retry is not readable by asynq: %v", delay, err)
+		}
+		if err := ins.DeleteTask(e.queue, retry.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask(tasks.TypeStep, retry.Encode()),
+			tasks.Options(e.queue, retry.ID(), timeout, res.Retry.DueAt, now)...); err != nil {
+			t.Fatal(err)
+		}
+		viaAsynq, err := ins.GetTaskInfo(e.queue, retry.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if delay == 0 {
+			// A pending task's NextProcessAt is the time of the read.
+			direct.NextProcessAt, viaAsynq.NextProcessAt = time.Time{}, time.Time{}
+		}
+		if !reflect.DeepEqual(direct, viaAsynq) {
+			t.Errorf("delay %s:\ndirect:  %+v\nasynq's: %+v", delay, direct, viaAsynq)
+		}
+		want := asynq.TaskStateScheduled
+		if delay == 0 {
+			want = asynq.TaskStatePending
+		}
+		if direct.State != want {
+			t.Errorf("delay %s: the retry is %v, want %v", delay, direct.State, want)
+		}
+	}
+}

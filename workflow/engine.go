@@ -231,9 +231,16 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	token := newToken()
 	var b retrystate.Begun
 	for {
-		b, err = e.store.Begin(ctx, retrystate.BeginArgs{
-			RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
-			FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now(),
+		// A begin whose reply is lost may have taken the fence all the
+		// same: asking again with the same token gets that begin's answer
+		// (begin.lua), where a new delivery would find a fence nobody
+		// holds and, once it expired, count a crash.
+		err = e.retry(ctx, log, "begin", func(ctx context.Context) (err error) {
+			b, err = e.store.Begin(ctx, retrystate.BeginArgs{
+				RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
+				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now(),
+			})
+			return err
 		})
 		if err != nil {
 			log.Error("could not begin the attempt; asynq will deliver the task again", AttrError, err)
@@ -323,9 +330,14 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	}
 	stopHeartbeat := e.heartbeat(stepCtx, cancel, log, p, token)
 	out, runErr := call(stepCtx, fn, sc)
+	cause := context.Cause(stepCtx)
 	cancel(nil)
 	stopHeartbeat()
 	elapsed := e.cfg.Clock.Now().Sub(start)
+	if runErr != nil && errors.Is(cause, errUnrenewable) {
+		// This worker stopped the step itself: not a failure of the step.
+		return e.release(ctx, log, p, token, pol.StepTimeout, elapsed)
+	}
 
 	var output []byte
 	if runErr == nil {
@@ -361,6 +373,15 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
+	case res.Done:
+		// A first try went through but its reply was lost; the script
+		// wrote the next step's task with it.
+		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		if res.RunStatus == StatusSucceeded {
+			e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
+		}
+		return nil
 	case res.Succeeded:
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
@@ -390,11 +411,16 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	if d, ok := RetryDelayOf(runErr); ok {
 		delay = d
 	}
+	// A retry is the step's next attempt: the fail script writes its task
+	// with the retry itself.
+	retry := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt + 1}
+	args := retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
+		Error: truncate(runErr.Error(), 4096), Class: class, Code: Code(runErr), Delay: delay,
+		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
 	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
-		res, err = e.store.Fail(ctx, retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
-			Error: truncate(runErr.Error(), 4096), Class: class, Code: Code(runErr), Delay: delay,
-			Retention: e.cfg.Retention, Now: e.cfg.Clock.Now()})
+		args.Now = e.cfg.Clock.Now()
+		res, err = e.store.Fail(ctx, args)
 		return err
 	})
 	switch {
@@ -404,6 +430,13 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	case res.Fenced:
 		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		return nil
+	case res.Done && !res.RunFailed:
+		// A first try went through but its reply was lost; the script
+		// wrote the retry's task with it.
+		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", AttrError, runErr,
+			AttrClass, class, AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 		return nil
 	case res.RunFailed:
 		log.Error("step failed; run failed", AttrError, runErr, AttrClass, class, AttrCode, res.Code,
@@ -418,6 +451,9 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	next.Name = p.Name
 	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,
 		AttrDueAt, next.DueAt, "next_attempt", next.Attempt, AttrDuration, elapsed)
+	if res.Enqueued {
+		return nil
+	}
 	if err := e.persist(ctx, log, "enqueue retry", func(ctx context.Context) error {
 		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
 	}); err != nil {
@@ -427,9 +463,45 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	return nil
 }
 
+// release hands back an attempt this worker stopped because it could not
+// renew its fence: the attempt resumes under a new dispatch, spending no
+// budget (release.lua).
+func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token string, stepTimeout, elapsed time.Duration) error {
+	again := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
+	args := retrystate.ReleaseArgs{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
+		Message: again.AsynqMessage(e.cfg.Queue, stepTimeout)}
+	var res retrystate.Released
+	err := e.persist(ctx, log, "hand back the attempt", func(ctx context.Context) (err error) {
+		args.Now = e.cfg.Clock.Now()
+		res, err = e.store.Release(ctx, args)
+		return err
+	})
+	switch {
+	case err != nil:
+		log.Error("could not hand back the interrupted attempt; the reconciler will resume it", AttrError, err)
+		return err
+	case res.Fenced:
+		log.Info("interrupted attempt already taken over", AttrReason, res.Why, AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		return nil
+	}
+	log.Warn("attempt interrupted: its fence could not be renewed; handed back to resume", AttrDuration, elapsed)
+	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+	if res.Enqueued {
+		return nil
+	}
+	return e.persist(ctx, log, "enqueue the resumed attempt", func(ctx context.Context) error {
+		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
+	})
+}
+
 var (
 	errRunStopped = errors.New("run is no longer running (cancelled or failed)")
 	errFenceLost  = errors.New("attempt lost its fence")
+	// errUnrenewable: the fence could not be renewed before it expired
+	// (Redis unreachable); the worker stops the step and hands the attempt
+	// back (release).
+	errUnrenewable = errors.New("attempt's fence could not be renewed before it expired")
 )
 
 // heartbeat renews the attempt's fence every FenceTTL/3 until ctx ends. It
@@ -457,15 +529,15 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 				return
 			}
 			now := e.cfg.Clock.Now()
-			r, err := e.store.Renew(ctx, p.RunID, p.Index, token, e.cfg.FenceTTL, now)
+			r, err := e.renew(ctx, p, token, now, validUntil)
 			switch {
 			case err != nil:
 				if ctx.Err() != nil {
 					return
 				}
-				if now.Add(every).After(validUntil) {
+				if now = e.cfg.Clock.Now(); now.Add(every).After(validUntil) {
 					log.Error("cannot renew the attempt's fence before it expires; stopping the step", AttrError, err)
-					cancel(errFenceLost)
+					cancel(errUnrenewable)
 					return
 				}
 				log.Warn("could not renew the attempt's fence", AttrError, err)
@@ -490,6 +562,35 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
+// errRenewTooSlow: a renewal did not answer before the fence it renews
+// expired.
+var errRenewTooSlow = errors.New("no answer from Redis before the fence expired")
+
+// renew renews the attempt's fence, waiting for the answer no longer than
+// until the fence expires (validUntil): a call that hangs on an unreachable
+// Redis (reconnects and retries can outlast the fence) must not keep the
+// heartbeat from stopping the step in time. A call given up on finishes in
+// the background.
+func (e *Engine) renew(ctx context.Context, p tasks.Step, token string, now, validUntil time.Time) (retrystate.Renewal, error) {
+	type result struct {
+		r   retrystate.Renewal
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		r, err := e.store.Renew(ctx, p.RunID, p.Index, token, e.cfg.FenceTTL, now)
+		ch <- result{r, err}
+	}()
+	t := time.NewTimer(max(validUntil.Sub(now), 0))
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res.r, res.err
+	case <-t.C:
+		return retrystate.FenceLost, errRenewTooSlow
+	}
+}
+
 // policy returns the effective policy of a stored step policy.
 func (e *Engine) policy(log logger, stored string) Policy {
 	if p, ok := e.policies.Load(stored); ok {
@@ -508,7 +609,12 @@ func (e *Engine) policy(log logger, stored string) Policy {
 // fails, for at most StateWriteTimeout. It outlives the delivery's context:
 // an attempt's result is worth saving even while asynq shuts down.
 func (e *Engine) persist(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
-	ctx = context.WithoutCancel(ctx)
+	return e.retry(context.WithoutCancel(ctx), log, what, fn)
+}
+
+// retry runs fn, retrying with backoff while it fails, until ctx is done or
+// for at most StateWriteTimeout.
+func (e *Engine) retry(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
 	if err := fn(ctx); err == nil { // the common case: no timer needed
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
 )
 
 // ReconcilerConfig configures a Reconciler. A zero field takes the default
@@ -33,6 +34,22 @@ type ReconcilerConfig struct {
 	// Grace leaves a run that changed less than this long ago to the
 	// engine, which may be about to enqueue its next task. Default 10s.
 	Grace time.Duration
+	// StalledAfter: a current step's task that asynq holds as active under
+	// a lease no worker has extended for this long, while the step was
+	// never begun, went to a worker that never received it (the reply of
+	// asynq's dequeue was lost to a Redis freeze or restart, or the worker
+	// died at once); the sweep gives the step a new dispatch rather than
+	// wait for asynq's lease recovery (about 100s). It is not a crash and
+	// spends no budget. It must exceed the 5s at which asynq extends the
+	// leases of the tasks a worker holds. Default 8s.
+	StalledAfter time.Duration
+	// OutageGrace: once Redis answers again after this reconciler could
+	// not reach it, attempts whose fences expired are not treated as
+	// crashed, nor deliveries as stalled, for this long, so that live
+	// workers, whose fences and leases expired while they could not renew
+	// them, first save, begin or hand back their attempts: a step held up
+	// by an outage is not a worker crash. Default 5s.
+	OutageGrace time.Duration
 	// Observer is told of each repair and of the runs a repair fails.
 	// Default: the engine's EngineConfig.Observer.
 	Observer Observer
@@ -54,6 +71,12 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	if c.Grace <= 0 {
 		c.Grace = 10 * time.Second
 	}
+	if c.StalledAfter <= 0 {
+		c.StalledAfter = 8 * time.Second
+	}
+	if c.OutageGrace <= 0 {
+		c.OutageGrace = 5 * time.Second
+	}
 	return c
 }
 
@@ -62,7 +85,10 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 // the state says should exist exist:
 //
 //   - an attempt whose worker died (its fence expired) is re-dispatched and
-//     counted as a crash, never as a failed attempt;
+//     counted as a crash, never as a failed attempt (but not while Redis has
+//     just come back from an outage: see OutageGrace);
+//   - a step whose task asynq handed to a worker that never received it
+//     (see StalledAfter) gets a new dispatch;
 //   - a scheduled retry, or a current step, whose asynq task is missing is
 //     re-enqueued (for its due time), and one whose task asynq archived is
 //     re-dispatched;
@@ -70,13 +96,26 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 //   - index entries of expired runs are trimmed.
 //
 // (A task of a finished or unknown run is acknowledged without running by
-// the Engine when it is delivered.) Every repair is journaled and logged. One
-// replica at a time runs a pass, under a Redis lock with expiry.
+// the Engine when it is delivered.) Every repair is journaled, logged and
+// notified (run_recovered, by reconciler). One replica at a time runs a
+// pass, under a Redis lock with expiry.
 type Reconciler struct {
 	cfg   ReconcilerConfig
 	eng   *Engine
 	store *retrystate.Store
 	log   *slog.Logger
+
+	// token is this reconciler's lock token, the same on every try: a
+	// lock it took whose reply was lost (Redis froze or restarted) is its
+	// own again at its next try, not a stranger's until the lock expires.
+	token string
+	// running serialises this reconciler's own passes and sweeps (they
+	// share the token).
+	running sync.Mutex
+
+	mu         sync.Mutex
+	unreached  bool      // the last call to Redis failed
+	quietUntil time.Time // expired fences wait until then (OutageGrace)
 }
 
 // NewReconciler returns a reconciler for the engine's queue and state.
@@ -89,6 +128,7 @@ func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
 		eng:   e,
 		store: e.store,
 		log:   e.log.With("component", "reconciler"),
+		token: newToken(),
 	}
 }
 
@@ -100,14 +140,18 @@ type Report struct {
 	// Incomplete is the number of runs not yet finished (full passes only).
 	Incomplete int64
 	// Repairs counts the repairs made, by kind: crashed_attempt,
-	// task_missing, retry_task_missing, task_archived, deadline,
-	// trimmed (index entries of expired runs).
+	// task_missing, retry_task_missing, task_archived, stalled_delivery,
+	// deadline, trimmed (index entries of expired runs).
 	Repairs map[string]int
 	// Failed counts runs that failed here (deadline, crash budget).
 	Failed int
 	// Attention counts runs left for an operator because they were
 	// repaired too often.
 	Attention int
+	// CrashChecksHeld is set when expired fences and stalled deliveries
+	// were left alone because Redis has just come back from an outage
+	// (OutageGrace).
+	CrashChecksHeld bool
 	// Recheck, when set, is when a run this pass left alone because it
 	// had just been written (its task may still have been on its way)
 	// leaves its grace: Run passes again then rather than a whole
@@ -133,6 +177,7 @@ func (r *Report) merge(o Report) {
 	}
 	r.Failed += o.Failed
 	r.Attention += o.Attention
+	r.CrashChecksHeld = r.CrashChecksHeld || o.CrashChecksHeld
 	if !o.Recheck.IsZero() && (r.Recheck.IsZero() || o.Recheck.Before(r.Recheck)) {
 		r.Recheck = o.Recheck
 	}
@@ -220,8 +265,13 @@ func (r *Reconciler) Run(ctx context.Context) {
 
 // withLock runs fn under the named lock, extending it while fn runs.
 func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) (bool, error) {
-	token := newToken()
+	if !r.running.TryLock() {
+		return false, nil // this reconciler is at it already
+	}
+	defer r.running.Unlock()
+	token := r.token
 	ok, err := r.store.TryLock(ctx, name, token, ttl)
+	r.reached(ctx, err)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -255,7 +305,35 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	return true, err
 }
 
-// Sweep re-dispatches the attempts whose worker died: their fence expired.
+// reached records whether a call to Redis worked. The first success after
+// a failure starts the OutageGrace.
+func (r *Reconciler) reached(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		return // cancelled: says nothing about Redis
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.unreached = true
+		return
+	}
+	if r.unreached {
+		r.unreached = false
+		r.quietUntil = r.eng.cfg.Clock.Now().Add(r.cfg.OutageGrace)
+		r.log.Info("Redis answers again; attempts whose fences expired meanwhile are not counted as crashed yet, so that live workers can save them",
+			"for", r.cfg.OutageGrace)
+	}
+}
+
+// crashChecksHeld reports whether expired fences must wait (OutageGrace).
+func (r *Reconciler) crashChecksHeld(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return now.Before(r.quietUntil)
+}
+
+// Sweep re-dispatches the attempts whose worker died (their fence expired)
+// and the steps whose task asynq handed to a worker that never received it.
 func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 	var rep Report
 	locked, err := r.withLock(ctx, retrystate.LockSweep, 30*time.Second, func(ctx context.Context) error {
@@ -263,6 +341,9 @@ func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 		rep, err = r.sweep(ctx)
 		return err
 	})
+	if err != nil {
+		r.reached(ctx, err)
+	}
 	rep.Locked = locked
 	return rep, err
 }
@@ -270,11 +351,58 @@ func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 const batch = 1000
 
 func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
-	dead, err := r.store.ExpiredFences(ctx, r.eng.cfg.Clock.Now(), batch)
+	now := r.eng.cfg.Clock.Now()
+	if r.crashChecksHeld(now) {
+		// Live workers are saving what they did while Redis was away (and
+		// asynq's leases, not extended meanwhile, all look stale).
+		return Report{CrashChecksHeld: true}, nil
+	}
+	dead, err := r.store.ExpiredFences(ctx, now, batch)
 	if err != nil {
 		return Report{}, err
 	}
-	return r.each(ctx, dead, r.redispatch), nil
+	rep := r.each(ctx, dead, r.redispatch)
+	runs, task, err := r.stalled(ctx, now)
+	if err != nil {
+		return rep, err
+	}
+	rep.merge(r.each(ctx, runs, func(ctx context.Context, id string) (Report, error) {
+		return r.repairTask(ctx, id, task[id], retrystate.TaskStalled)
+	}))
+	return rep, nil
+}
+
+// stalled finds the step tasks asynq holds as active under a lease no
+// worker has extended for StalledAfter, and returns their runs and, for
+// each, its latest such task (the others are older dispatches, stale
+// already). The repair script leaves alone a step that was begun, or whose
+// current task is another.
+func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.Due, map[string]string, error) {
+	ids, err := r.store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.cfg.StalledAfter), batch)
+	if err != nil || len(ids) == 0 {
+		return nil, nil, err
+	}
+	type dispatch struct{ index, attempt, gen int }
+	latest := make(map[string]dispatch, len(ids))
+	task := make(map[string]string, len(ids))
+	var runs []retrystate.Due
+	for _, id := range ids {
+		run, index, attempt, gen, err := tasks.ParseID(id)
+		if err != nil {
+			continue // another kind of task (a webhook delivery)
+		}
+		d := dispatch{index, attempt, gen}
+		if old, seen := latest[run]; seen {
+			if d.index < old.index || (d.index == old.index && (d.attempt < old.attempt ||
+				(d.attempt == old.attempt && d.gen < old.gen))) {
+				continue
+			}
+		} else {
+			runs = append(runs, retrystate.Due{RunID: run})
+		}
+		latest[run], task[run] = d, id
+	}
+	return runs, task, nil
 }
 
 // Pass is one full reconciliation. It returns at once, with Locked false,
@@ -321,6 +449,9 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		}
 		return nil
 	})
+	if err != nil {
+		r.reached(ctx, err)
+	}
 	rep.Locked = locked
 	return rep, err
 }
@@ -426,8 +557,12 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	}
 	switch cur.StepStatus {
 	case StepRunning:
-		if cur.FenceExpiresAt.After(r.eng.cfg.Clock.Now()) {
+		now := r.eng.cfg.Clock.Now()
+		if cur.FenceExpiresAt.After(now) {
 			return Report{}, nil
+		}
+		if r.crashChecksHeld(now) {
+			return Report{CrashChecksHeld: true}, nil
 		}
 		return r.redispatch(ctx, id)
 	case StepPending:
@@ -450,7 +585,17 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	default:
 		return Report{}, nil // the task exists: nothing to repair
 	}
-	rp, err := r.store.RepairTask(ctx, id, cur.Task, archived, r.cfg.MaxAutoRecoveries, r.eng.cfg.Clock.Now())
+	trouble := retrystate.TaskMissing
+	if archived {
+		trouble = retrystate.TaskArchived
+	}
+	return r.repairTask(ctx, id, cur.Task, trouble)
+}
+
+// repairTask gives a run's current step whose task is in trouble a task
+// that will be delivered.
+func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble retrystate.TaskTrouble) (Report, error) {
+	rp, err := r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.eng.cfg.Clock.Now())
 	if err != nil {
 		return Report{}, err
 	}

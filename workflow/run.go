@@ -172,20 +172,21 @@ type Event struct {
 
 // Journal event types.
 const (
-	EventRunStarted       = retrystate.EventRunStarted
-	EventAttemptStarted   = retrystate.EventAttemptStarted
-	EventAttemptSucceeded = retrystate.EventAttemptSucceeded
-	EventAttemptFailed    = retrystate.EventAttemptFailed
-	EventAttemptCrashed   = retrystate.EventAttemptCrashed
-	EventRetryScheduled   = retrystate.EventRetryScheduled
-	EventRunSucceeded     = retrystate.EventRunSucceeded
-	EventRunFailed        = retrystate.EventRunFailed
-	EventRunCancelled     = retrystate.EventRunCancelled
-	EventRunRecovered     = retrystate.EventRunRecovered
-	EventStepSkipped      = retrystate.EventStepSkipped
-	EventRepair           = retrystate.EventRepair
-	EventNeedsAttention   = retrystate.EventNeedsAttention
-	EventDeliveryIgnored  = retrystate.EventDeliveryIgnored
+	EventRunStarted         = retrystate.EventRunStarted
+	EventAttemptStarted     = retrystate.EventAttemptStarted
+	EventAttemptSucceeded   = retrystate.EventAttemptSucceeded
+	EventAttemptFailed      = retrystate.EventAttemptFailed
+	EventAttemptCrashed     = retrystate.EventAttemptCrashed
+	EventAttemptInterrupted = retrystate.EventAttemptInterrupted
+	EventRetryScheduled     = retrystate.EventRetryScheduled
+	EventRunSucceeded       = retrystate.EventRunSucceeded
+	EventRunFailed          = retrystate.EventRunFailed
+	EventRunCancelled       = retrystate.EventRunCancelled
+	EventRunRecovered       = retrystate.EventRunRecovered
+	EventStepSkipped        = retrystate.EventStepSkipped
+	EventRepair             = retrystate.EventRepair
+	EventNeedsAttention     = retrystate.EventNeedsAttention
+	EventDeliveryIgnored    = retrystate.EventDeliveryIgnored
 )
 
 func eventFromEntry(e retrystate.Entry) Event {

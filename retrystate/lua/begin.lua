@@ -17,6 +17,10 @@
 --   {"early", wait_ms}        the attempt is not due yet
 --   {"failed", code, reason}  the run failed here: deadline passed, crash budget or iteration
 --                             ceiling exhausted
+-- A begin with the token of the attempt's live fence is this delivery asking
+-- again after its first begin's reply was lost (Redis timed out, froze or
+-- restarted): it gets "ok" again, with the fence's expiry renewed and nothing
+-- counted twice.
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
 --    the next step's name ("" for none), its attempt counter and its timeout (ms),
 --    then name and output of each earlier step}
@@ -62,18 +66,24 @@ local name, attempt = v[13], v[12]
 local crashes = nil -- read when the attempt resumes after a crash
 -- crashed: this begin resumes an attempt whose worker died, either found
 -- here (the fence expired) or by the reconciler, which re-dispatched it.
-local crashed = 0
+-- resume: this begin resumes an attempt rather than starts one: after a
+-- crash, or after its worker handed it back (release.lua).
+local crashed, resume = 0, 0
 if v[16] == "1" then
-  crashed = 1
+  crashed, resume = 1, 1
+elseif v[16] == "interrupted" then
+  resume = 1
 end
-if st_status == "running" then
+-- again: this delivery's own begin was applied before (see the header).
+local again = st_status == "running" and v[9] == token
+if st_status == "running" and not again then
   local fence_expires = num(v[10])
   if v[9] ~= "" and fence_expires > NOW then
     return {"busy", int(fence_expires - NOW)}
   end
   -- The worker that held the fence stopped renewing it: a crash, which has
   -- its own budget and never consumes a retry.
-  crashed = 1
+  crashed, resume = 1, 1
   crashes = step_incr(idx, "crashes", "1")
   local max_crashes = num(redis.call("HGET", RUN, p .. "max_crashes"))
   journal("attempt_crashed", "step", name, "attempt", attempt, "task", ARGV[4], "crashes", int(crashes))
@@ -85,72 +95,86 @@ if st_status == "running" then
   end
 end
 
--- "0" (the common case) needs no number conversion.
-local due = v[11] ~= "0" and num(v[11]) or 0
-if due > NOW then
-  return {"early", int(due - NOW)}
-end
-local deadline = v[3] ~= "0" and num(v[3]) or 0
-if deadline > 0 and NOW >= deadline then
-  local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), name,
-    num(attempt))
-  fail_run(idx, "run_timeout", reason, "run timed out", retention)
-  return {"failed", "run_timeout", reason}
-end
--- The most specific iteration ceiling wins: the step's, else the run's.
-local max_iter = v[23] ~= "0" and num(v[23]) or 0
-if max_iter == 0 and v[5] ~= "0" then
-  max_iter = num(v[5])
-end
-local iterations = num(v[4])
-if max_iter > 0 and iterations >= max_iter then
-  local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, name, num(attempt))
-  fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
-  return {"failed", "max_iterations_exceeded", reason}
-end
-
--- The writes of a begin: the run hash once (this is the hot path), only
--- the fields that change.
-local fence_expires = int(NOW + ttl)
-local w = {"iterations", int(iterations + 1), "updated_at", NOWS,
-  p .. "status", "running", p .. "fence", token, p .. "fence_expires_at", fence_expires,
-  p .. "attempt_started_at", NOWS, p .. "attempts_started", int(num(v[18]) + 1 - crashed)}
-if v[17] ~= "none" then
-  w[#w + 1] = p .. "retry_state"
-  w[#w + 1] = "none"
-end
-if v[11] ~= "0" then
-  w[#w + 1] = p .. "next_attempt_at"
-  w[#w + 1] = "0"
-end
-if v[16] == "1" then
-  w[#w + 1] = p .. "resuming"
-  w[#w + 1] = "0"
-end
-if not v[19] or v[19] == "0" then
-  w[#w + 1] = p .. "started_at"
-  w[#w + 1] = NOWS
-end
-if v[24] and v[24] ~= "" then
-  w[#w + 1] = "warning"
-  w[#w + 1] = ""
-end
-if status == "pending" then
-  w[#w + 1] = "started_at"
-  w[#w + 1] = NOWS
-  set_status("pending", "running", nil, unpack(w))
-else
-  redis.call("HSET", RUN, unpack(w))
-end
-if v[17] == "scheduled" then
-  redis.call("ZREM", IDX.scheduled, RUN_ID)
-end
-redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
 local resumed = "0"
 if crashed == 1 then
   resumed = "1"
+elseif resume == 1 then
+  resumed = "interrupted"
 end
-journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", resumed)
+if again then
+  local fence_expires = int(NOW + ttl)
+  redis.call("HSET", RUN, p .. "fence_expires_at", fence_expires)
+  redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+else
+  -- "0" (the common case) needs no number conversion.
+  local due = v[11] ~= "0" and num(v[11]) or 0
+  if due > NOW then
+    return {"early", int(due - NOW)}
+  end
+  local deadline = v[3] ~= "0" and num(v[3]) or 0
+  if deadline > 0 and NOW >= deadline then
+    local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), name,
+      num(attempt))
+    fail_run(idx, "run_timeout", reason, "run timed out", retention)
+    return {"failed", "run_timeout", reason}
+  end
+  -- The most specific iteration ceiling wins: the step's, else the run's.
+  local max_iter = v[23] ~= "0" and num(v[23]) or 0
+  if max_iter == 0 and v[5] ~= "0" then
+    max_iter = num(v[5])
+  end
+  local iterations = num(v[4])
+  if max_iter > 0 and iterations >= max_iter then
+    local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, name, num(attempt))
+    fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
+    return {"failed", "max_iterations_exceeded", reason}
+  end
+
+  -- The writes of a begin: the run hash once (this is the hot path), only
+  -- the fields that change.
+  local fence_expires = int(NOW + ttl)
+  local w = {"iterations", int(iterations + 1), "updated_at", NOWS,
+    p .. "status", "running", p .. "fence", token, p .. "fence_expires_at", fence_expires,
+    p .. "attempt_started_at", NOWS, p .. "attempts_started", int(num(v[18]) + 1 - resume)}
+  if v[17] ~= "none" then
+    w[#w + 1] = p .. "retry_state"
+    w[#w + 1] = "none"
+  end
+  if v[11] ~= "0" then
+    w[#w + 1] = p .. "next_attempt_at"
+    w[#w + 1] = "0"
+  end
+  if v[16] == "1" or v[16] == "interrupted" then
+    w[#w + 1] = p .. "resuming"
+    w[#w + 1] = "0"
+  end
+  if not v[19] or v[19] == "0" then
+    w[#w + 1] = p .. "started_at"
+    w[#w + 1] = NOWS
+  end
+  if v[24] and v[24] ~= "" then
+    w[#w + 1] = "warning"
+    w[#w + 1] = ""
+  end
+  if status == "pending" then
+    w[#w + 1] = "started_at"
+    w[#w + 1] = NOWS
+    set_status("pending", "running", nil, unpack(w))
+  else
+    redis.call("HSET", RUN, unpack(w))
+  end
+  if v[17] == "scheduled" then
+    redis.call("ZREM", IDX.scheduled, RUN_ID)
+  end
+  redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+  journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", resumed)
+  if crashes then
+    -- This delivery found the crash (the reconciler's re-dispatch notifies
+    -- of its own).
+    notify("run_recovered", redis.call("HGET", RUN, "workflow"), "by", "worker", "kind", "crashed_attempt",
+      "step", name, "attempt", attempt, "crashes", int(crashes))
+  end
+end
 
 local used = attempt
 if v[15] ~= "0" then

@@ -13,8 +13,10 @@
 -- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
 -- as the checkpoint.
 -- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
--- next step is due now, {"succeeded"} when this was the last step, or
--- {"fenced", why} when this attempt no longer owns the step: nothing written.
+-- next step is due now, {"succeeded"} when this was the last step,
+-- {"done", run status} when this attempt's complete was applied before (its
+-- reply was lost; the step's fence is left as "done:<token>"), or {"fenced",
+-- why} when this attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
 local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
@@ -22,13 +24,17 @@ local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", 
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
   "deadline")
-if not v[1] then
-  return {"fenced", "run gone"}
-end
-if v[1] ~= "running" then
-  return {"fenced", "run " .. v[1]}
-end
-if v[6] ~= "running" or v[7] ~= ARGV[4] then
+if v[1] ~= "running" or v[6] ~= "running" or v[7] ~= ARGV[4] then
+  if v[7] == "done:" .. ARGV[4] then
+    -- This attempt's own complete, applied before: its reply was lost.
+    return {"done", v[1]}
+  end
+  if not v[1] then
+    return {"fenced", "run gone"}
+  end
+  if v[1] ~= "running" then
+    return {"fenced", "run " .. v[1]}
+  end
   return {"fenced", "fence lost"}
 end
 
@@ -37,7 +43,7 @@ journal("attempt_succeeded", "step", v[8], "attempt", v[9], "duration_ms", int(N
 -- (Begin left retry_state "none" and next_attempt_at "0", and only this
 -- attempt, holding the fence, could have changed them since.)
 local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", NOWS,
-  p .. "fence", "", p .. "fence_expires_at", "0"}
+  p .. "fence", "done:" .. ARGV[4], p .. "fence_expires_at", "0"}
 
 local nxt = idx + 1
 if nxt < num(v[2]) then
@@ -50,8 +56,7 @@ if nxt < num(v[2]) then
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if ARGV[8] ~= "" and ARGV[8] == id then
-    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
-    redis.call("LPUSH", KEYS[3], id)
+    put_task(KEYS[2], KEYS[3], nil, id, ARGV[9], "0")
     return {"next", int(nxt), v[12], int(attempt), int(v[13]), "1"}
   end
   return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}

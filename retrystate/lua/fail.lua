@@ -1,5 +1,8 @@
 -- fail.lua: record a failed attempt; schedule the next one or fail the run.
--- KEYS[1] the run record.
+-- KEYS[1] the run record
+-- KEYS[2] asynq:{q}:t:<the retry's task ID> (or any key of the slot when ARGV[11] is "")
+-- KEYS[3] asynq:{q}:pending
+-- KEYS[4] asynq:{q}:scheduled
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
@@ -8,25 +11,39 @@
 -- ARGV[8] delay before the next attempt, ms (used when one is scheduled)
 -- ARGV[9] retention of a run that ends here, ms
 -- ARGV[10] error code, "" for none
+-- ARGV[11] task ID the caller expects for the retry, or ""
+-- ARGV[12] that task's asynq message (tasks.AsynqMessage)
+-- When the retry's task is the one expected, the script writes it (pending
+-- or scheduled for its due time) in the same atomic write as the retry, as
+-- complete.lua does for the next step: no crash or lost reply between the
+-- two can leave a scheduled retry without its task.
 -- A transient failure with budget left schedules the next attempt, unless it
 -- would come at or after the run's deadline: then the run fails with
 -- run_timeout at once rather than wait for a time it may not use.
--- Returns {"retry", next_attempt_at, attempt, timeout_ms} when a retry was
--- scheduled, {"failed", code, reason} when the run failed, or {"fenced", why}
+-- Returns {"retry", next_attempt_at, attempt, timeout_ms, enqueued (0|1)} when
+-- a retry was scheduled, {"done", run status, failure code} when this
+-- attempt's failure was recorded before (its reply was lost; the step's
+-- fence is left as "done:<token>"), {"failed", code, reason} when the run failed, or {"fenced", why}
 -- when this attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
 local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]
-local rs = redis.call("HMGET", RUN, "status", "deadline", "workflow")
-if not rs[1] then
-  return {"fenced", "run gone"}
-end
-if rs[1] ~= "running" then
-  return {"fenced", "run " .. rs[1]}
-end
+-- DONE marks the step's fence once this attempt's failure is recorded.
+local DONE = "done:" .. ARGV[4]
+local rs = redis.call("HMGET", RUN, "status", "deadline", "workflow", "failure_code")
 local st = step_get(idx, "status", "fence", "name", "attempt", "budget_base", "max_attempts",
   "timeout_ms", "attempt_started_at")
-if st[1] ~= "running" or st[2] ~= ARGV[4] then
+if rs[1] ~= "running" or st[1] ~= "running" or st[2] ~= ARGV[4] then
+  if st[2] == DONE then
+    -- This attempt's own fail, applied before: its reply was lost.
+    return {"done", rs[1], rs[4] or ""}
+  end
+  if not rs[1] then
+    return {"fenced", "run gone"}
+  end
+  if rs[1] ~= "running" then
+    return {"fenced", "run " .. rs[1]}
+  end
   return {"fenced", "fence lost"}
 end
 local name, attempt = st[3], num(st[4])
@@ -37,25 +54,28 @@ local due = NOW + delay
 
 redis.call("ZREM", IDX.fences, RUN_ID)
 step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
-  "last_error_at", NOWS, "fence", "", "fence_expires_at", "0")
+  "last_error_at", NOWS, "fence", DONE, "fence_expires_at", "0")
 journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
   "duration_ms", int(NOW - num(st[8])))
 
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d: %s", name, used, msg)
   fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9])
+  step_set(idx, "fence", DONE)
   return {"failed", "permanent_error", reason}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", name, used, max_attempts, msg)
   fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9])
+  step_set(idx, "fence", DONE)
   return {"failed", "retries_exhausted", reason}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
     name, used, timeout_limit(idx), msg)
   fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9])
+  step_set(idx, "fence", DONE)
   return {"failed", "run_timeout", reason}
 end
 
@@ -71,4 +91,9 @@ journal("retry_scheduled", "step", name, "attempt", int(next_attempt), "task", i
   "delay_ms", int(delay))
 notify("retry_scheduled", rs[3], "step", name, "attempt", int(next_attempt), "due_at", int(due),
   "delay_ms", int(delay), "error", msg)
-return {"retry", int(due), int(next_attempt), int(st[7])}
+local enqueued = "0"
+if ARGV[11] ~= "" and ARGV[11] == id then
+  put_task(KEYS[2], KEYS[3], KEYS[4], id, ARGV[12], int(due))
+  enqueued = "1"
+end
+return {"retry", int(due), int(next_attempt), int(st[7]), enqueued}

@@ -53,4 +53,6 @@ if not ok then
   return {"attention", why}
 end
 journal("repair", "kind", "crashed_attempt", "step", name, "attempt", int(attempt), "task", id)
+notify("run_recovered", rs[4], "by", "reconciler", "kind", "crashed_attempt", "step", name, "attempt", int(attempt),
+  "crashes", int(crashes))
 return {"redispatched", int(idx), name, int(attempt), int(gen), int(st[7]), int(crashes), rs[4]}

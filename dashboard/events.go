@@ -43,9 +43,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if cursor == "" {
 		cursor = r.URL.Query().Get("last_event_id")
 	}
-	if cursor != "" && !streamIDRE.MatchString(cursor) {
-		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "Last-Event-ID %q: want an event ID like 1700000000000-0", cursor))
-		return
+	var after streamID
+	if cursor != "" {
+		id, err := streamIDParam("Last-Event-ID", cursor)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		after, cursor = id, id.String()
 	}
 	ctx := r.Context()
 	p := principal(r)
@@ -53,12 +58,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// this stream, and anything earlier is in the first read.
 	wake, unsubscribe := s.hub.subscribe()
 	defer unsubscribe()
+	// The newest notification: the start of a new stream, and of one
+	// resuming after an ID the stream has not reached (which would wait
+	// for the clock to get there).
+	_, newest, err := s.client.WatchNotifications(ctx, "", 0)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if cursor == "" {
-		var err error
-		if _, cursor, err = s.client.WatchNotifications(ctx, "", 0); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+		cursor = newest
+	} else if n, err := parseStreamID(newest); err == nil && n.less(after) {
+		cursor = newest
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout

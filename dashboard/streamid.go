@@ -9,7 +9,7 @@ import (
 )
 
 // streamID is a Redis stream entry ID, <ms>-<seq>: two unsigned 64-bit
-// integers, compared part by part.
+// integers.
 type streamID struct{ ms, seq uint64 }
 
 // maxStreamID is the largest stream ID: no entry can come after it.
@@ -17,11 +17,6 @@ var maxStreamID = streamID{math.MaxUint64, math.MaxUint64}
 
 func (id streamID) String() string {
 	return strconv.FormatUint(id.ms, 10) + "-" + strconv.FormatUint(id.seq, 10)
-}
-
-// less tells whether id comes before o in a stream.
-func (id streamID) less(o streamID) bool {
-	return id.ms < o.ms || (id.ms == o.ms && id.seq < o.seq)
 }
 
 var errStreamIDRange = errors.New("out of range")

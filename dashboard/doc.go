@@ -47,5 +47,9 @@
 // run_cancelled, run_needs_attention. One goroutine per server waits on the
 // stream (XREAD BLOCK) and wakes the open streams, so a transition reaches
 // clients within milliseconds, and an open stream costs no Redis connection
-// of its own. Last-Event-ID resumes a stream.
+// of its own. Last-Event-ID resumes a stream, replaying at most the newest
+// 1,000 notifications and none older than 24h (a capped replay starts with
+// a replay_capped event). A subject may have 8 streams open per server
+// (429 beyond), and a client that stops reading is dropped after 30s; see
+// Config for the settings.
 package dashboard

@@ -3,9 +3,12 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,47 +33,129 @@ func streamEvent(n workflow.Notification) StreamEvent {
 	return ev
 }
 
+// ReplayCapped is the data of the replay_capped event, which a stream
+// resuming with Last-Event-ID sends first when its replay is capped
+// (Config.EventReplayEntries, Config.EventReplayAge): the stream goes on
+// after ResumedAfter, and the notifications between LastEventID and it are
+// not sent. A client that keeps state from the events should read it again.
+type ReplayCapped struct {
+	LastEventID  string `json:"last_event_id"`
+	ResumedAfter string `json:"resumed_after"`
+}
+
+// eventsRetryAfter is the Retry-After, in seconds, of a stream refused
+// because its subject has too many open.
+const eventsRetryAfter = 10
+
 // events serves GET /api/v1/events: Server-Sent Events of the transitions
 // of the caller's runs (every run for an admin), from the queue's
 // notification stream. Each event has the notification's stream ID as its
-// id, its type as event name, and a StreamEvent as JSON data. A client that
-// reconnects with Last-Event-ID (or ?last_event_id=) gets what it missed,
-// as far as the stream retains it; otherwise the stream starts with the
-// next notification. A comment line every Config.Heartbeat keeps idle
-// connections open.
+// id, its type as event name, and a StreamEvent as JSON data. A comment
+// line every Config.Heartbeat keeps idle connections open.
+//
+// Without Last-Event-ID (or ?last_event_id=) the stream starts with the
+// next notification. A client that reconnects with it gets what it missed,
+// within bounds: at most the newest Config.EventReplayEntries (default
+// 1,000) entries of the queue's notification stream (every subject's
+// entries count, whether the caller sees them or not) and none older than
+// Config.EventReplayAge (default 24h); an older ID is moved forward to the
+// more recent of the two bounds, and the stream then begins with the
+// comment ": replay capped" and a replay_capped event (see ReplayCapped).
+// An ID beyond the newest notification starts after the newest.
+//
+// A subject has at most Config.EventStreamsPerSubject (default 8) streams
+// open on this server (each replica counts its own); one more is answered
+// 429, problem too-many-streams, with Retry-After. Each write to the
+// client must go through within Config.EventWriteTimeout (default 30s): a
+// client that stops reading is dropped once its connection's buffers are
+// full and it has taken nothing for that long, which frees its slot.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	cursor := r.Header.Get("Last-Event-ID")
 	if cursor == "" {
 		cursor = r.URL.Query().Get("last_event_id")
 	}
-	if cursor != "" && !streamIDRE.MatchString(cursor) {
-		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "Last-Event-ID %q: want an event ID like 1700000000000-0", cursor))
-		return
+	if cursor != "" {
+		id, err := streamIDParam("Last-Event-ID", cursor)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		cursor = id.String()
 	}
 	ctx := r.Context()
 	p := principal(r)
+	log := reqLog(r)
+	release, open, ok := s.streams.acquire(p.Subject)
+	if !ok {
+		log.Info("event stream refused: the subject has too many open", "subject", p.Subject, "open", open)
+		w.Header().Set("Retry-After", strconv.Itoa(eventsRetryAfter))
+		writeProblem(w, r, http.StatusTooManyRequests, ProblemTooManyStreams, fmt.Sprintf(
+			"%d event streams of subject %q are open on this server, the most allowed; close one, or retry later",
+			open, p.Subject))
+		return
+	}
+	defer release()
 	// Subscribe before reading: a notification added from now on wakes
 	// this stream, and anything earlier is in the first read.
 	wake, unsubscribe := s.hub.subscribe()
 	defer unsubscribe()
+	var capped *ReplayCapped
 	if cursor == "" {
 		var err error
 		if _, cursor, err = s.client.WatchNotifications(ctx, "", 0); err != nil {
 			s.fail(w, r, err)
 			return
 		}
+	} else {
+		start, skipped, err := s.client.ResumeNotifications(ctx, cursor, s.cfg.EventReplayEntries, s.cfg.EventReplayAge)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if skipped {
+			capped = &ReplayCapped{LastEventID: cursor, ResumedAfter: start}
+		}
+		cursor = start
 	}
+
+	// Every write and flush must get through within the write timeout: a
+	// client that does not read would otherwise hold the connection, and
+	// what the kernel buffers for it, for ever.
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
+	var werr error
+	write := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout))
+		_, werr = fmt.Fprintf(w, format, args...)
+		return werr == nil
+	}
+	flush := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout))
+		werr = rc.Flush()
+		return werr == nil
+	}
+	defer func() {
+		if errors.Is(werr, os.ErrDeadlineExceeded) {
+			log.Info("event stream dropped: the client took nothing for the write timeout", "subject", p.Subject,
+				"write_timeout", s.cfg.EventWriteTimeout)
+		}
+	}()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n: stream of run events\n\n"); err != nil || rc.Flush() != nil {
+	if !write("retry: 2000\n: stream of run events\n\n") {
 		return
 	}
-	log := reqLog(r)
+	if capped != nil {
+		data, _ := json.Marshal(capped)
+		if !write(": replay capped\n\nevent: replay_capped\ndata: %s\n\n", data) {
+			return
+		}
+	}
+	if !flush() {
+		return
+	}
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	for {
@@ -92,11 +177,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					continue
 				}
-				if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", n.ID, n.Type, data); err != nil {
+				if !write("id: %s\nevent: %s\ndata: %s\n\n", n.ID, n.Type, data) {
 					return
 				}
 			}
-			if len(ns) > 0 && rc.Flush() != nil {
+			if len(ns) > 0 && !flush() {
 				return
 			}
 			if len(ns) < 100 {
@@ -110,11 +195,54 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-heartbeat.C:
 			// The comment keeps proxies from closing an idle stream; the
 			// loop then also reads, in case a wake-up was lost.
-			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil || rc.Flush() != nil {
+			if !write(": heartbeat\n\n") || !flush() {
 				return
 			}
 		}
 	}
+}
+
+// streamSlots counts the open event streams of each subject, against the
+// limit Config.EventStreamsPerSubject.
+type streamSlots struct {
+	limit int
+
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func newStreamSlots(limit int) *streamSlots {
+	return &streamSlots{limit: limit, open: map[string]int{}}
+}
+
+// acquire takes one of subject's slots, if one is free, and returns the
+// function that gives it back; open is how many subject has open, the new
+// one included.
+func (c *streamSlots) acquire(subject string) (release func(), open int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.open[subject]
+	if n >= c.limit {
+		return nil, n, false
+	}
+	c.open[subject] = n + 1
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.open[subject]--; c.open[subject] <= 0 {
+				delete(c.open, subject)
+			}
+		})
+	}, n + 1, true
+}
+
+// count returns how many streams subject has open.
+func (c *streamSlots) count(subject string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open[subject]
 }
 
 // hub is the one goroutine that waits on the notification stream (XREAD

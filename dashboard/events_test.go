@@ -35,6 +35,8 @@ type stream struct {
 	t      *testing.T
 	name   string
 	events chan sseEvent
+	// stop closes the stream and waits for its reader to end.
+	stop func()
 }
 
 // openStream opens an event stream of the test server and reads it in the
@@ -68,8 +70,11 @@ func openStreamAt(t *testing.T, base, name, token, lastEventID string) *stream {
 		resp.Body.Close()
 		t.Fatalf("stream %s: %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	s := &stream{t: t, name: name, events: make(chan sseEvent, 1000)}
 	done := make(chan struct{})
+	s := &stream{t: t, name: name, events: make(chan sseEvent, 1000), stop: func() {
+		cancel()
+		<-done
+	}}
 	go func() {
 		defer close(done)
 		defer close(s.events)
@@ -96,10 +101,7 @@ func openStreamAt(t *testing.T, base, name, token, lastEventID string) *stream {
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	t.Cleanup(s.stop)
 	return s
 }
 

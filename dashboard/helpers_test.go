@@ -64,6 +64,10 @@ type envOptions struct {
 	noTokens  bool
 	heartbeat time.Duration
 	noWorker  bool
+	// Event stream bounds (dashboard.Config); zero: the defaults.
+	writeTimeout  time.Duration
+	replayEntries int
+	replayAge     time.Duration
 	// ui adds the web UI (dashboard.WebUI) and runs a worker of the demo,
 	// optional and flaky workflows (ui_test.go).
 	ui bool
@@ -125,7 +129,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, "cairn_test_metric 1")
 		}),
-		Heartbeat: o.heartbeat,
+		Heartbeat:          o.heartbeat,
+		EventWriteTimeout:  o.writeTimeout,
+		EventReplayEntries: o.replayEntries,
+		EventReplayAge:     o.replayAge,
 	}
 	if o.ui {
 		cfg.UI = dashboard.WebUI

@@ -41,6 +41,7 @@ const (
 	ProblemUnknownWorkflow  = "unknown-workflow"   // 422: no worker has registered the workflow
 	ProblemActionRefused    = "action-refused"     // 409: the run's state refuses the action
 	ProblemConflict         = "conflict"           // 409: idempotency key used otherwise
+	ProblemTooManyStreams   = "too-many-streams"   // 429: the subject has too many event streams open
 	ProblemUnavailable      = "unavailable"        // 503: Redis unreachable
 	ProblemInternal         = "internal"           // 500
 )

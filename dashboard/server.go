@@ -54,6 +54,27 @@ type Config struct {
 	// Heartbeat is the interval of the comment lines that keep an idle
 	// event stream (GET /api/v1/events) open through proxies. Default 15s.
 	Heartbeat time.Duration
+	// EventWriteTimeout bounds each write of an event stream (GET
+	// /api/v1/events) to its client: a client that has taken nothing of
+	// its stream for that long is dropped, so that one that never reads
+	// does not hold its connection and the kernel's buffers for ever.
+	// Default 30s.
+	EventWriteTimeout time.Duration
+	// EventStreamsPerSubject is how many event streams one subject (admins
+	// included; with authentication disabled, everyone is one subject) may
+	// have open on this server at once; one more is answered 429. Each
+	// server process counts its own: behind a load balancer a subject may
+	// have this many on each replica. Default 8.
+	EventStreamsPerSubject int
+	// EventReplayEntries bounds the replay of an event stream resuming with
+	// Last-Event-ID: it starts no earlier than the newest
+	// EventReplayEntries entries of the notification stream (every
+	// subject's entries count). Default 1000.
+	EventReplayEntries int
+	// EventReplayAge bounds it too: a replay starts with no notification
+	// older than EventReplayAge. Of the two bounds, the more recent start
+	// wins; a capped stream says so (see ReplayCapped). Default 24h.
+	EventReplayAge time.Duration
 	// CSRFKey is the secret of the CSRF tokens (see Server.CSRFToken).
 	// Default: 32 random bytes, new in each process.
 	CSRFKey []byte
@@ -85,6 +106,7 @@ type Server struct {
 	mux         *http.ServeMux
 	handler     http.Handler
 	hub         *hub
+	streams     *streamSlots
 	monitoring  interface{ Close() error }
 
 	closeOnce sync.Once
@@ -114,6 +136,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = 30 * time.Second
+	}
+	if cfg.EventStreamsPerSubject <= 0 {
+		cfg.EventStreamsPerSubject = 8
+	}
+	if cfg.EventReplayEntries <= 0 {
+		cfg.EventReplayEntries = 1000
+	}
+	if cfg.EventReplayAge <= 0 {
+		cfg.EventReplayAge = 24 * time.Hour
+	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
@@ -133,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		_, _ = rand.Read(s.csrfKey)
 	}
 	s.hub = newHub(cfg.Client, s.log)
+	s.streams = newStreamSlots(cfg.EventStreamsPerSubject)
 	s.mux = http.NewServeMux()
 	s.routes()
 	if cfg.UI != nil {
@@ -213,7 +248,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second, // event streams lift it for themselves
+		WriteTimeout:      60 * time.Second, // event streams set their own, per write
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },

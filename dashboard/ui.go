@@ -14,6 +14,8 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The web UI's templates and assets are compiled into the binary: the
@@ -246,23 +248,91 @@ type signInData struct {
 }
 
 // safeNext returns where to go after signing in: a path on this server,
-// "/" for anything else (no open redirect).
+// "/" for anything else (no open redirect). next must be printable ASCII
+// (a browser percent-encodes everything else) starting with one "/", and
+// neither it nor its percent-decoded forms (decoded until nothing changes,
+// at most maxNextDecodes times) may hold "//", "\", a control character
+// or any (Unicode) white space: browsers drop tab, CR and LF from a URL and
+// read "\" as "/", so "/\t/evil.example" would lead them to
+// //evil.example. A path under /signin is refused too (no loop). The value
+// returned is rebuilt from url.Parse's path and query of next, so that the
+// Location header says exactly what was checked.
 func safeNext(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") ||
-		strings.HasPrefix(next, SignInPath) {
+	if !printableASCII(next) || !localPath(next) || strings.HasPrefix(next, SignInPath) {
 		return "/"
 	}
-	return next
+	for s, i := next, 0; ; i++ {
+		d, err := url.PathUnescape(s)
+		if err != nil || !localPath(d) {
+			return "/"
+		}
+		if d == s {
+			break
+		}
+		if i == maxNextDecodes {
+			return "/" // still encoded after that many decodes
+		}
+		s = d
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	loc := (&url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}).String()
+	if !printableASCII(loc) || !localPath(loc) {
+		return "/"
+	}
+	return loc
+}
+
+// maxNextDecodes bounds how many layers of percent-encoding safeNext
+// peels off next: a value that changes after that many decodes is refused.
+const maxNextDecodes = 3
+
+// printableASCII tells whether s holds only printable ASCII characters,
+// space excluded.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// localPath tells whether s, or a decoded form of it, is acceptable as a
+// local path: it starts with one "/" and holds no "//", no "\", no
+// control, format or white-space character, and is valid UTF-8 (an ASCII
+// s is).
+func localPath(s string) bool {
+	if s == "" || s[0] != '/' || strings.Contains(s, "//") || strings.ContainsRune(s, '\\') || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x21 || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// seeOther answers 303 See Other to loc, a value of safeNext, which goes
+// into the Location header as it is (http.Redirect would clean it again).
+func seeOther(w http.ResponseWriter, loc string) {
+	h := w.Header()
+	h.Set("Location", loc)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 func (u *webUI) signInForm(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.URL.Query().Get("next"))
 	if u.s.AuthDisabled() {
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		seeOther(w, next)
 		return
 	}
 	if p, err := u.s.Authenticate(r); err == nil && p.Via == "cookie" {
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		seeOther(w, next)
 		return
 	}
 	v := u.newView(r, Principal{}, "signin", "Sign in")
@@ -282,7 +352,7 @@ func (u *webUI) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostForm.Get("next"))
 	if u.s.AuthDisabled() {
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		seeOther(w, next)
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
@@ -299,7 +369,7 @@ func (u *webUI) signIn(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	reqLog(r).Info("signed in", "subject", p.Subject, "role", p.Role)
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	seeOther(w, next)
 }
 
 // signOut clears the cookie. The form carries the CSRF token, so that

@@ -130,7 +130,10 @@ func (u *webUI) eventsCursor(r *http.Request) string {
 		return ""
 	}
 	_, cursor, err := u.s.client.WatchNotifications(r.Context(), "", 0)
-	if err != nil || !streamIDRE.MatchString(cursor) {
+	if err != nil {
+		return ""
+	}
+	if _, err := parseStreamID(cursor); err != nil {
 		return ""
 	}
 	return cursor

@@ -3,6 +3,9 @@ package retrystate
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,4 +142,88 @@ func notificationOf(x redis.XMessage) Notification {
 	typ, at, rest := streamFields(x.Values)
 	return Notification{ID: x.ID, Type: typ, At: at, RunID: take(rest, "run"), Workflow: take(rest, "workflow"),
 		Fields: rest}
+}
+
+// ResumeNotifications returns where a reader of the notification stream
+// that resumes after the entry ID after ("<ms>-<seq>") should read on from,
+// so as to replay at most maxEntries entries (<= 0: no bound) and none
+// written before notBefore (zero: no bound): after, or the ID of a later
+// entry when either bound moves it forward (the more recent of the two
+// wins). skipped tells whether entries after after are passed over. An ID beyond the
+// newest entry resumes after the newest, and on an empty stream from "0-0",
+// so that the reader does not wait for the clock to reach its ID.
+func (s *Store) ResumeNotifications(ctx context.Context, after string, maxEntries int64, notBefore time.Time) (start string, skipped bool, err error) {
+	key := s.keys.notifications()
+	from, ok := parseEntryID(after)
+	if !ok {
+		return "", false, fmt.Errorf("resume notifications: %q is not a stream entry ID", after)
+	}
+	last, err := s.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	if err != nil {
+		return "", false, err
+	}
+	if len(last) == 0 {
+		return "0-0", false, nil
+	}
+	newest, ok := parseEntryID(last[0].ID)
+	if !ok {
+		return "", false, fmt.Errorf("resume notifications: unexpected entry ID %q", last[0].ID)
+	}
+	if !from.less(newest) {
+		return newest.String(), false, nil
+	}
+	// The entries from notBefore's millisecond on are those after the
+	// last possible ID of the millisecond before.
+	lower := from
+	if ms := notBefore.UnixMilli(); !notBefore.IsZero() && ms > 0 {
+		if floor := (entryID{uint64(ms) - 1, math.MaxUint64}); from.less(floor) {
+			lower = floor
+		}
+	}
+	if !lower.less(newest) {
+		return newest.String(), true, nil // every entry after after is older than notBefore
+	}
+	if maxEntries > 0 {
+		xs, err := s.rdb.XRevRangeN(ctx, key, "+", "("+lower.String(), maxEntries+1).Result()
+		if err != nil {
+			return "", false, err
+		}
+		if int64(len(xs)) > maxEntries {
+			return xs[maxEntries].ID, true, nil
+		}
+	}
+	if lower == from {
+		return from.String(), false, nil
+	}
+	// Resume after the newest entry older than notBefore, if any is
+	// after after.
+	xs, err := s.rdb.XRevRangeN(ctx, key, lower.String(), "("+from.String(), 1).Result()
+	if err != nil {
+		return "", false, err
+	}
+	if len(xs) == 0 {
+		return from.String(), false, nil
+	}
+	return xs[0].ID, true, nil
+}
+
+// entryID is a stream entry ID: two unsigned 64-bit integers.
+type entryID struct{ ms, seq uint64 }
+
+func parseEntryID(s string) (entryID, bool) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return entryID{}, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return entryID{ms, seq}, err1 == nil && err2 == nil
+}
+
+func (id entryID) String() string {
+	return strconv.FormatUint(id.ms, 10) + "-" + strconv.FormatUint(id.seq, 10)
+}
+
+func (id entryID) less(o entryID) bool {
+	return id.ms < o.ms || (id.ms == o.ms && id.seq < o.seq)
 }

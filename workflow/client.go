@@ -410,6 +410,21 @@ func (c *Client) Notifications(ctx context.Context, after string, limit int) ([]
 	return out, nil
 }
 
+// ResumeNotifications returns the ID to pass to Notifications for a reader
+// resuming after the notification with ID after (an entry ID, <ms>-<seq>)
+// that should replay at most maxEntries notifications (<= 0: no bound) and
+// none older than maxAge by the client's clock (<= 0: no bound): after
+// itself, or a later ID when a bound moves it forward (the more recent of
+// the two wins). skipped tells whether notifications after after are passed
+// over. An ID beyond the newest notification resumes after the newest.
+func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntries int, maxAge time.Duration) (start string, skipped bool, err error) {
+	var notBefore time.Time
+	if maxAge > 0 {
+		notBefore = c.cfg.Clock.Now().Add(-maxAge)
+	}
+	return c.store.ResumeNotifications(ctx, after, int64(max(maxEntries, 0)), notBefore)
+}
+
 // ErrActionRefused: an operator action does not apply to the run in its
 // current state (recover of a running run, skip of a required step, ...).
 // The error says why; nothing was changed.

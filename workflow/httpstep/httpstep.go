@@ -198,13 +198,13 @@ func checkMethod(m string) error {
 func checkURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return nil, err
+		return nil, urlParseError(err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%q: want an http:// or https:// URL", u.Redacted())
+		return nil, fmt.Errorf("%q: want an http:// or https:// URL", redactURL(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%q has no host", u.Redacted())
+		return nil, fmt.Errorf("%q has no host", redactURL(u))
 	}
 	return u, nil
 }
@@ -286,7 +286,7 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return nil, workflow.Permanent(err)
+		return nil, workflow.Permanent(redactError(err))
 	}
 	for _, h := range s.headers {
 		v, err := render(h.tmpl)
@@ -309,10 +309,10 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 		}
 	}
 
-	what := method + " " + u.Redacted()
+	what := method + " " + redactURL(u)
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
-		return nil, workflow.Transient(fmt.Errorf("%s: %w", what, err))
+		return nil, workflow.Transient(fmt.Errorf("%s: %w", what, redactError(err)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -324,7 +324,7 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 func (s *Step) success(what string, resp *http.Response) (*Response, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
 	if err != nil {
-		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, err))
+		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, redactError(err)))
 	}
 	if int64(len(b)) > s.opts.MaxBodyBytes {
 		return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf(

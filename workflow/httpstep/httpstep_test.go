@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -440,4 +441,14 @@ func TestTemplate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "decode") || data != nil {
 		t.Errorf("Data with a bad output: %v, %v", data, err)
 	}
+}
+
+// hostOf returns a test server's host:port.
+func hostOf(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,7 +20,8 @@ import (
 
 // Defaults of Options.
 const (
-	// DefaultMaxBodyBytes caps a response body the step reads.
+	// DefaultMaxBodyBytes caps a response: its headers and body together
+	// (see Options.MaxBodyBytes).
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxRetryAfter caps the delay a Retry-After header asks for.
 	DefaultMaxRetryAfter = time.Hour
@@ -28,10 +30,16 @@ const (
 	ErrorBodyBytes = 512
 )
 
-// Error codes (see workflow.Code) of the step's own failures.
+// Error codes (see workflow.Code) of the step's own failures. Each is
+// permanent.
 const (
-	// CodeBodyTooLarge: the response body is over Options.MaxBodyBytes.
+	// CodeBodyTooLarge: the response body alone is over
+	// Options.MaxBodyBytes.
 	CodeBodyTooLarge = "http_body_too_large"
+	// CodeResponseTooLarge: the response's headers, or its headers and
+	// body together, are over Options.MaxBodyBytes (the body alone is
+	// not).
+	CodeResponseTooLarge = "http_response_too_large"
 	// CodeTemplateError: a field's template failed to render.
 	CodeTemplateError = "template_error"
 )
@@ -60,11 +68,15 @@ type Spec struct {
 type Options struct {
 	// Client sends the requests. Default: a client with no timeout of its
 	// own (the step's context bounds each request) that follows up to 10
-	// redirects.
+	// redirects, and whose transport reads at most max(MaxBodyBytes, 64
+	// KiB) bytes of response headers (http.Transport.MaxResponseHeaderBytes).
 	Client *http.Client
-	// MaxBodyBytes caps a response body; a longer one fails the step
-	// permanently with code http_body_too_large. Default
-	// DefaultMaxBodyBytes.
+	// MaxBodyBytes caps a response: its header names and values and its
+	// body, counted together. A body over it fails the step permanently
+	// with code http_body_too_large; headers over it, or headers and body
+	// together, with code http_response_too_large. The name stays from
+	// when it capped the body alone. Default DefaultMaxBodyBytes (the
+	// worker: CAIRN_HTTP_STEP_MAX_BODY).
 	MaxBodyBytes int64
 	// MaxRetryAfter caps the delay a Retry-After header may ask for.
 	// Default DefaultMaxRetryAfter.
@@ -74,14 +86,37 @@ type Options struct {
 	Now func() time.Time
 }
 
-var defaultClient = &http.Client{}
+// minHeaderBytes is the least the default client's transport reads of
+// response headers, so that a small MaxBodyBytes fails with the step's own
+// error rather than the transport's.
+const minHeaderBytes = 64 << 10
+
+// defaultClients are the default clients, by their header limit.
+var defaultClients sync.Map // int64 -> *http.Client
+
+// defaultClient returns the default client of a response cap.
+func defaultClient(maxBytes int64) *http.Client {
+	limit := max(maxBytes, minHeaderBytes)
+	if c, ok := defaultClients.Load(limit); ok {
+		return c.(*http.Client)
+	}
+	var tr *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	} else {
+		tr = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	tr.MaxResponseHeaderBytes = limit
+	c, _ := defaultClients.LoadOrStore(limit, &http.Client{Transport: tr})
+	return c.(*http.Client)
+}
 
 func (o Options) withDefaults() Options {
-	if o.Client == nil {
-		o.Client = defaultClient
-	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Client == nil {
+		o.Client = defaultClient(o.MaxBodyBytes)
 	}
 	if o.MaxRetryAfter <= 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
@@ -312,7 +347,13 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	what := method + " " + redactURL(u)
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
-		return nil, workflow.Transient(fmt.Errorf("%s: %w", what, redactError(err)))
+		err = fmt.Errorf("%s: %w", what, redactError(err))
+		switch {
+		case strings.Contains(err.Error(), "server response headers exceeded"):
+			// The transport's MaxResponseHeaderBytes.
+			return nil, workflow.WithCode(workflow.Permanent(err), CodeResponseTooLarge)
+		}
+		return nil, workflow.Transient(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -321,15 +362,39 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	return nil, s.failure(what, resp)
 }
 
+// HeaderBytes returns the size of h as a response cap counts it: the
+// lengths of its names and values.
+func HeaderBytes(h http.Header) int64 {
+	var n int64
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
+}
+
 func (s *Step) success(what string, resp *http.Response) (*Response, error) {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
+	limit := s.opts.MaxBodyBytes
+	tooLarge := func(code, format string, args ...any) error {
+		return workflow.WithCode(workflow.Permanent(fmt.Errorf("%s: %s: "+format+
+			" (the limit of %d bytes counts the header names and values and the body; CAIRN_HTTP_STEP_MAX_BODY)",
+			append(append([]any{what, resp.Status}, args...), limit)...)), code)
+	}
+	hb := HeaderBytes(resp.Header)
+	if hb > limit {
+		return nil, tooLarge(CodeResponseTooLarge, "response headers of %d bytes, over the limit", hb)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, redactError(err)))
 	}
-	if int64(len(b)) > s.opts.MaxBodyBytes {
-		return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf(
-			"%s: %s: response body larger than the limit of %d bytes (CAIRN_HTTP_STEP_MAX_BODY)",
-			what, resp.Status, s.opts.MaxBodyBytes)), CodeBodyTooLarge)
+	if int64(len(b)) > limit {
+		return nil, tooLarge(CodeBodyTooLarge, "response body larger than the limit")
+	}
+	if hb+int64(len(b)) > limit {
+		return nil, tooLarge(CodeResponseTooLarge, "response headers (%d bytes) and body (%d bytes) larger than the limit",
+			hb, len(b))
 	}
 	out := &Response{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header))}
 	for k, v := range resp.Header {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,16 +281,28 @@ func TestBodyCap(t *testing.T) {
 	t.Parallel()
 	var rec recorder
 	srv := rec.server(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, strings.Repeat("a", len(r.URL.Query().Get("n"))))
+		body := strings.Repeat("a", len(r.URL.Query().Get("n")))
+		w.Header()["Date"] = nil // no Date: the headers are the same size each time
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = io.WriteString(w, body)
 	})
-	s := mustNew(t, httpstep.Spec{Method: "GET", URL: srv.URL + "/?n={{.input.n}}"}, httpstep.Options{MaxBodyBytes: 10})
+	// The cap counts the header names and values too.
+	headers := httpstep.HeaderBytes(http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"10"}})
+	s := mustNew(t, httpstep.Spec{Method: "GET", URL: srv.URL + "/?n={{.input.n}}"}, httpstep.Options{MaxBodyBytes: headers + 10})
 	resp, err := s.Do(context.Background(), attempt(`{"n":"1234567890"}`, nil))
 	if err != nil || resp.Body != "aaaaaaaaaa" {
-		t.Errorf("body at the cap: %+v, %v", resp, err)
+		t.Errorf("response at the cap: %+v, %v", resp, err)
 	}
 	_, err = s.Do(context.Background(), attempt(`{"n":"12345678901"}`, nil))
+	if err == nil || !workflow.IsPermanent(err) || workflow.Code(err) != httpstep.CodeResponseTooLarge ||
+		!strings.Contains(err.Error(), "larger than the limit") {
+		t.Errorf("response over the cap: %v (code %q), want a permanent %s error", err, workflow.Code(err), httpstep.CodeResponseTooLarge)
+	}
+	// A body over the cap alone is http_body_too_large.
+	_, err = s.Do(context.Background(), attempt(fmt.Sprintf(`{"n":"%s"}`, strings.Repeat("1", int(headers)+11)), nil))
 	if err == nil || !workflow.IsPermanent(err) || workflow.Code(err) != httpstep.CodeBodyTooLarge ||
-		!strings.Contains(err.Error(), "larger than the limit of 10 bytes") {
+		!strings.Contains(err.Error(), fmt.Sprintf("larger than the limit (the limit of %d bytes", headers+10)) {
 		t.Errorf("body over the cap: %v (code %q), want a permanent %s error", err, workflow.Code(err), httpstep.CodeBodyTooLarge)
 	}
 }

@@ -42,6 +42,13 @@ const (
 	CodeResponseTooLarge = "http_response_too_large"
 	// CodeTemplateError: a field's template failed to render.
 	CodeTemplateError = "template_error"
+	// CodeHostNotAllowed: a host-templated URL rendered a host (and port)
+	// that Spec.AllowedHosts does not list, userinfo, or a value in the
+	// host that is not a host name.
+	CodeHostNotAllowed = "http_host_not_allowed"
+	// CodeInvalidURL: the rendered URL does not parse, is not http(s),
+	// has no host, or has a "." or ".." path segment.
+	CodeInvalidURL = "http_invalid_url"
 )
 
 // Spec describes an http step. Method, URL, the header values and Body are
@@ -61,6 +68,20 @@ type Spec struct {
 	// Steps names the earlier steps of the workflow, whose outputs the
 	// templates read as .steps.NAME.
 	Steps []string
+	// AllowedHosts lists the hosts besides the URL's literal one that the
+	// step may reach: the hosts a host-templated URL may render, and the
+	// hosts redirects may go to. An entry is a host name
+	// (api.example.com), a wildcard (*.example.com: any name under
+	// example.com, not example.com itself), an IPv4 address or an IPv6
+	// address in brackets, each optionally with a port (:8443); without
+	// one it allows only the scheme's default port (443 for https, 80 for
+	// http). Names match exactly, ignoring case and a trailing dot.
+	//
+	// A URL template is host-templated when an action renders into its
+	// scheme, userinfo, host or port, or when the literal text before its
+	// first action does not hold scheme://host[:port] and a "/", "?" or
+	// "#" after it. Without AllowedHosts New refuses such a template.
+	AllowedHosts []string
 }
 
 // Options configure how http steps send requests. A zero field takes the
@@ -131,8 +152,8 @@ func (o Options) withDefaults() Options {
 // an HTTP token.
 var ErrBadHeaderName = errors.New("is not a valid header name")
 
-// FieldError is an error in one field of a Spec: "method", "url", "body"
-// or "headers.NAME".
+// FieldError is an error in one field of a Spec: "method", "url", "body",
+// "headers.NAME" or "allowed_hosts".
 type FieldError struct {
 	Field string
 	Err   error
@@ -147,8 +168,11 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Step is a parsed http step. Its Run method is a workflow.StepFunc.
 type Step struct {
 	method, url, body *Template
-	headers           []header // sorted by name
+	urlConstant       bool
+	urlInfo           urlTemplate // of a url that is not constant
+	headers           []header    // sorted by name
 	steps             []string
+	allowed           allowList
 	opts              Options
 }
 
@@ -159,9 +183,10 @@ type header struct {
 
 // New parses spec. Its error joins a *FieldError for each bad field: a
 // missing method or URL, a template that does not parse, a constant method
-// that is not an HTTP token, a constant URL that is not http(s), a bad
-// header name, or a template reading .steps.NAME for a NAME not in
-// spec.Steps.
+// that is not an HTTP token, a URL whose literal scheme is not http(s) or
+// that has no host, a host-templated URL (wrapping ErrHostTemplated)
+// without AllowedHosts, a bad AllowedHosts entry, a bad header name, or a
+// template reading .steps.NAME for a NAME not in spec.Steps.
 func New(spec Spec, opts Options) (*Step, error) {
 	s := &Step{steps: slices.Clone(spec.Steps), opts: opts.withDefaults()}
 	var errs []error
@@ -190,9 +215,29 @@ func New(spec Spec, opts Options) (*Step, error) {
 	if strings.TrimSpace(spec.URL) == "" {
 		bad("url", errors.New("missing"))
 	} else if s.url = parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
+		s.urlConstant = true
 		if _, err := checkURL(constant(s.url)); err != nil {
 			bad("url", err)
 		}
+	} else if s.url != nil {
+		ut, err := prepareURL(s.url)
+		switch {
+		case err != nil:
+			bad("url", err)
+		case ut.hostTemplated && len(spec.AllowedHosts) == 0:
+			bad("url", fmt.Errorf("%s %w: run input must not choose where the request goes. Write "+
+				"scheme://host[:port] as literal text, ended by /, ? or #, before the first {{...}}, or list "+
+				"the hosts the step may reach in allowed_hosts", hostActionText(ut), ErrHostTemplated))
+		}
+		s.urlInfo = ut
+	}
+	for _, h := range spec.AllowedHosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			bad("allowed_hosts", err)
+			continue
+		}
+		s.allowed = append(s.allowed, p)
 	}
 	s.body = parse("body", spec.Body)
 	names := make([]string, 0, len(spec.Headers))
@@ -214,6 +259,19 @@ func New(spec Spec, opts Options) (*Step, error) {
 		return nil, errors.Join(errs...)
 	}
 	return s, nil
+}
+
+// hostActionText names the action of a host-templated URL template that
+// renders into its scheme or authority.
+func hostActionText(ut urlTemplate) string {
+	a := ut.hostAction
+	if a == "" {
+		return "the template"
+	}
+	if len(a) > 60 {
+		a = a[:57] + "..."
+	}
+	return a
 }
 
 // constant returns what a constant template renders (its text, without
@@ -303,13 +361,17 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	if err := checkMethod(method); err != nil {
 		return nil, workflow.Permanent(fmt.Errorf("method: %w", err))
 	}
-	rawURL, err := render(s.url)
+	rawURL, err := s.url.Execute(data)
+	if err != nil {
+		var hv *errHostValue
+		if errors.As(err, &hv) {
+			return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf("url: %w", hv)), CodeHostNotAllowed)
+		}
+		return nil, workflow.WithCode(workflow.Permanent(err), CodeTemplateError)
+	}
+	u, err := s.checkRenderedURL(rawURL)
 	if err != nil {
 		return nil, err
-	}
-	u, err := checkURL(rawURL)
-	if err != nil {
-		return nil, workflow.Permanent(fmt.Errorf("url: %w", err))
 	}
 	body, err := render(s.body)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 // request is what a test server saw.
 type request struct {
 	method, path, query string
+	uri                 string // as sent: escaped
 	header              http.Header
 	body                string
 }
@@ -39,7 +40,7 @@ func (r *recorder) server(t *testing.T, handle func(w http.ResponseWriter, req *
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.reqs = append(r.reqs, request{method: req.Method, path: req.URL.Path, query: req.URL.RawQuery,
-			header: req.Header.Clone(), body: string(b)})
+			uri: req.RequestURI, header: req.Header.Clone(), body: string(b)})
 		r.mu.Unlock()
 		handle(w, req)
 	}))
@@ -320,7 +321,8 @@ func TestRenderErrorsArePermanentAndSendNothing(t *testing.T) {
 		{"missing input key", httpstep.Spec{Method: "GET", URL: srv.URL + "/{{.input.nope}}"}, `{}`, `map has no entry for key "nope"`},
 		{"missing step output", httpstep.Spec{Method: "GET", URL: srv.URL, Body: "{{.steps.fetch.body}}", Steps: []string{"fetch"}},
 			`{}`, `map has no entry for key "fetch"`},
-		{"rendered URL not http", httpstep.Spec{Method: "GET", URL: "{{.input.u}}"}, `{"u":"file:///etc/passwd"}`, "http:// or https://"},
+		{"rendered URL not http", httpstep.Spec{Method: "GET", URL: "{{.input.u}}", AllowedHosts: []string{"example.com"}},
+			`{"u":"file:///etc/passwd"}`, "http:// or https://"},
 		{"rendered method not a token", httpstep.Spec{Method: "{{.input.m}}", URL: srv.URL}, `{"m":"GE T"}`, "not an HTTP method"},
 		{"header with a line break", httpstep.Spec{Method: "GET", URL: srv.URL, Headers: map[string]string{"X-A": "{{.input.v}}"}},
 			`{"v":"a\r\nX-Evil: 1"}`, "line break"},
@@ -379,10 +381,11 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 			t.Errorf("New = %v, want it to report %q", err, f)
 		}
 	}
-	// Templated method and URL are checked when rendered, not before; step
-	// references inside range bodies are not checked (dot is elsewhere).
+	// Templated method and URL are checked when rendered, not before (a
+	// URL whose host is templated needs AllowedHosts); step references
+	// inside range bodies are not checked (dot is elsewhere).
 	if _, err := httpstep.New(httpstep.Spec{Method: "{{.input.m}}", URL: "{{.input.u}}",
-		Body: "{{range .input.a}}{{.steps.x}}{{end}}"}, httpstep.Options{}); err != nil {
+		Body: "{{range .input.a}}{{.steps.x}}{{end}}", AllowedHosts: []string{"example.com"}}, httpstep.Options{}); err != nil {
 		t.Errorf("New with templated method and URL: %v", err)
 	}
 }

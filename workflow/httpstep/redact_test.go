@@ -56,6 +56,8 @@ func TestURLsInErrorsAreRedacted(t *testing.T) {
 		{"bad Location", "http://" + host + "/bad-location?k={{.input.t}}", "", "?k=REDACTED", workflow.IsTransient},
 		{"timeout", "http://" + host + "/slow?k={{.input.t}}", "", "/slow?k=REDACTED",
 			func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{"not allowed", "http://{{.input.h}}/x?k={{.input.t}}", `"h": "evil.com:1"`, "evil.com:1", workflow.IsPermanent},
+		{"userinfo", "{{.input.u}}", `"u": "http://u:` + secret + `@api.example.com/?k=1"`, "userinfo", workflow.IsPermanent},
 		{"not http", "{{.input.u}}", `"u": "ftp://api.example.com/?k=` + secret + `"`, "?k=REDACTED", workflow.IsPermanent},
 		{"unparsable", "{{.input.u}}", `"u": "http://api.example.com/%zz?k=` + secret + `"`, "invalid URL escape", workflow.IsPermanent},
 	}
@@ -65,7 +67,7 @@ func TestURLsInErrorsAreRedacted(t *testing.T) {
 			in += ", " + tt.input
 		}
 		in += "}"
-		s := mustNew(t, httpstep.Spec{Method: "GET", URL: tt.url}, httpstep.Options{})
+		s := mustNew(t, httpstep.Spec{Method: "GET", URL: tt.url, AllowedHosts: []string{"api.example.com"}}, httpstep.Options{})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if tt.name == "timeout" {
 			cancel()

@@ -18,7 +18,7 @@ import (
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// Defaults of Options.
+// Defaults and limits of Options.
 const (
 	// DefaultMaxBodyBytes caps a response: its headers and body together
 	// (see Options.MaxBodyBytes).
@@ -28,6 +28,8 @@ const (
 	// ErrorBodyBytes is how much of an error response's body goes into the
 	// error.
 	ErrorBodyBytes = 512
+	// MaxRedirects is how many redirects a request follows.
+	MaxRedirects = 5
 )
 
 // Error codes (see workflow.Code) of the step's own failures. Each is
@@ -46,6 +48,10 @@ const (
 	// that Spec.AllowedHosts does not list, userinfo, or a value in the
 	// host that is not a host name.
 	CodeHostNotAllowed = "http_host_not_allowed"
+	// CodeRedirectRefused: a redirect to another scheme, host or port
+	// that Spec.AllowedHosts does not list, from https to http, or past
+	// MaxRedirects.
+	CodeRedirectRefused = "http_redirect_refused"
 	// CodeInvalidURL: the rendered URL does not parse, is not http(s),
 	// has no host, or has a "." or ".." path segment.
 	CodeInvalidURL = "http_invalid_url"
@@ -88,9 +94,12 @@ type Spec struct {
 // default in its comment.
 type Options struct {
 	// Client sends the requests. Default: a client with no timeout of its
-	// own (the step's context bounds each request) that follows up to 10
-	// redirects, and whose transport reads at most max(MaxBodyBytes, 64
-	// KiB) bytes of response headers (http.Transport.MaxResponseHeaderBytes).
+	// own (the step's context bounds each request) whose transport reads
+	// at most max(MaxBodyBytes, 64 KiB) bytes of response headers
+	// (http.Transport.MaxResponseHeaderBytes). The step sends with a copy
+	// of the client whose CheckRedirect applies the step's redirect rules
+	// (see the package documentation) before the client's own, if any;
+	// the client itself is not modified.
 	Client *http.Client
 	// MaxBodyBytes caps a response: its header names and values and its
 	// body, counted together. A body over it fails the step permanently
@@ -174,6 +183,7 @@ type Step struct {
 	steps             []string
 	allowed           allowList
 	opts              Options
+	client            *http.Client // opts.Client with the step's redirect rules
 }
 
 type header struct {
@@ -258,6 +268,7 @@ func New(spec Spec, opts Options) (*Step, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	s.client = s.withRedirectRules(s.opts.Client)
 	return s, nil
 }
 
@@ -407,10 +418,13 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	}
 
 	what := method + " " + redactURL(u)
-	resp, err := s.opts.Client.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", what, redactError(err))
+		var re *redirectError
 		switch {
+		case errors.As(err, &re):
+			return nil, workflow.WithCode(workflow.Permanent(err), CodeRedirectRefused)
 		case strings.Contains(err.Error(), "server response headers exceeded"):
 			// The transport's MaxResponseHeaderBytes.
 			return nil, workflow.WithCode(workflow.Permanent(err), CodeResponseTooLarge)

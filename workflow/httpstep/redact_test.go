@@ -54,6 +54,8 @@ func TestURLsInErrorsAreRedacted(t *testing.T) {
 		{"refused connection", "http://" + closed + "/x?token={{.input.t}}", "",
 			"http://" + closed + "/x?token=REDACTED", func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }},
 		{"bad Location", "http://" + host + "/bad-location?k={{.input.t}}", "", "?k=REDACTED", workflow.IsTransient},
+		{"refused redirect", "http://" + host + "/away?k={{.input.t}}", "",
+			"redirect to http://other.example.com/?sig=REDACTED refused", workflow.IsPermanent},
 		{"timeout", "http://" + host + "/slow?k={{.input.t}}", "", "/slow?k=REDACTED",
 			func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
 		{"not allowed", "http://{{.input.h}}/x?k={{.input.t}}", `"h": "evil.com:1"`, "evil.com:1", workflow.IsPermanent},

@@ -21,6 +21,7 @@
 //	      timeouts: {step: 2m, total: 1h}
 //	      max_iterations: 50         # step executions per run, retries included
 //	      max_crashes: 3             # worker crashes one step survives
+//	      checkpoint: {enabled: true, interval: after_each_step}   # the only choice (see below)
 //	    allowed_hosts: [api.example.com, "*.svc.example.net", "10.0.0.7:8443"]
 //	    steps:
 //	      - name: fetch
@@ -71,6 +72,11 @@
 // is refused at load, at the url's position. Other step types get the
 // list in StepSpec.AllowedHosts.
 //
+// Cairn checkpoints every step's output as the step completes, always:
+// resiliency.checkpoint may say so ({enabled: true, interval:
+// after_each_step}, either key left out), and anything else there
+// (enabled: false, another interval, another key) is an error.
+//
 // Everything is checked when the file is loaded, and every problem is
 // reported, each as FILE:LINE:COL: what is wrong (FILE:LINE: for YAML syntax
 // errors, which have no column): unknown keys (with a suggestion), values of
@@ -78,6 +84,6 @@
 // names and keys, unknown step types, missing fields, templates that do not
 // parse or read a step that does not come earlier, URLs whose host comes
 // from a template without allowed_hosts, bad or repeated allowed_hosts
-// entries, and policies that are invalid alone or once combined with the
-// worker's defaults.
+// entries, checkpoint settings Cairn does not support, and policies that
+// are invalid alone or once combined with the worker's defaults.
 package yamldef

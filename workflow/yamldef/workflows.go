@@ -17,7 +17,8 @@ import (
 // The keys each mapping allows.
 var (
 	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "steps"}
-	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes"}
+	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "checkpoint"}
+	checkpointKeys = []string{"enabled", "interval"}
 	retryKeys      = []string{"max_attempts", "backoff", "initial_delay", "multiplier", "max_delay", "jitter",
 		"unknown_errors", "non_retryable_codes"}
 	timeoutKeys = []string{"step", "total"}
@@ -147,7 +148,36 @@ func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
 	if v := m.get("max_crashes"); v != nil {
 		pol.MaxCrashes, _ = p.positiveInt(v, what+".max_crashes")
 	}
+	if v := m.get("checkpoint"); v != nil {
+		p.parseCheckpoint(v, what+".checkpoint")
+	}
 	return pol
+}
+
+// alwaysCheckpoints says why checkpoint settings other than the defaults
+// are refused.
+const alwaysCheckpoints = "Cairn always checkpoints after every step; it cannot be disabled or made less frequent"
+
+// parseCheckpoint checks a checkpoint mapping. Cairn checkpoints after each
+// step, always: the mapping may only say so, {enabled: true, interval:
+// after_each_step}, either key left out.
+func (p *parser) parseCheckpoint(n *yaml.Node, what string) {
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return
+	}
+	p.unknownWhy(m, what, alwaysCheckpoints+", so there is nothing else to set", checkpointKeys...)
+	if v := m.get("enabled"); v != nil {
+		if on, ok := p.boolean(v, what+".enabled"); ok && !on {
+			p.errorf(v, "%s.enabled: false is not supported: %s (remove the key or set it to true)", what, alwaysCheckpoints)
+		}
+	}
+	if v := m.get("interval"); v != nil {
+		if s, ok := p.scalar(v, what+".interval"); ok && s != "after_each_step" {
+			p.errorf(v, "%s.interval: %q is not supported: %s (remove the key or set it to after_each_step)",
+				what, clip(s), alwaysCheckpoints)
+		}
+	}
 }
 
 // allowedHosts parses an allowed_hosts list: entries for

@@ -256,6 +256,20 @@ func TestParseErrors(t *testing.T) {
 		{"step allowed_hosts misspelt", step("      - name: a\n        type: http\n        alowed_hosts: [a.example.com]\n" + ok), "alowed_hosts",
 			`step "a": unknown key "alowed_hosts" (did you mean "allowed_hosts"?)`},
 
+		// Checkpoints: always after each step.
+		{"checkpoint disabled", wf("    resiliency:\n      checkpoint: {enabled: false, interval: after_each_step}\n"), "false",
+			"resiliency.checkpoint.enabled: false is not supported: Cairn always checkpoints after every step; it cannot be disabled"},
+		{"checkpoint interval", wf("    resiliency:\n      checkpoint: {enabled: true, interval: every_5m}\n"), "every_5m",
+			`resiliency.checkpoint.interval: "every_5m" is not supported: Cairn always checkpoints after every step; it cannot be disabled or made less frequent (remove the key or set it to after_each_step)`},
+		{"checkpoint interval a duration", wf("    resiliency:\n      checkpoint:\n        interval: 30s\n"), "30s", `checkpoint.interval: "30s" is not supported`},
+		{"checkpoint unknown key", wf("    resiliency:\n      checkpoint: {enabled: true, storage: redis}\n"), "storage",
+			`resiliency.checkpoint: unknown key "storage" (want enabled, interval; Cairn always checkpoints after every step`},
+		{"checkpoint misspelt key", wf("    resiliency:\n      checkpoint: {enable: true}\n"), "enable:",
+			`resiliency.checkpoint: unknown key "enable" (did you mean "enabled"? Cairn always checkpoints after every step`},
+		{"checkpoint enabled not a bool", wf("    resiliency:\n      checkpoint: {enabled: always}\n"), "always", `checkpoint.enabled: want true or false, got the string "always"`},
+		{"checkpoint a scalar", wf("    resiliency:\n      checkpoint: true\n"), "true", "resiliency.checkpoint: want a mapping (key: value), got \"true\""},
+		{"checkpoint misspelt", wf("    resiliency:\n      checkpoints: {enabled: true}\n"), "checkpoints", `unknown key "checkpoints" (did you mean "checkpoint"?)`},
+
 		// Anchors and merge keys.
 		{"merge of a scalar", wf("    resiliency:\n      retry: {<<: 3}\n"), "3}", "<< must merge a mapping"},
 	}
@@ -458,4 +472,34 @@ func position(t *testing.T, src, at string) string {
 	line := strings.Count(src[:i], "\n") + 1
 	col := i - strings.LastIndex(src[:i], "\n")
 	return fmt.Sprintf("%d:%d:", line, col)
+}
+
+// TestCheckpointBlock: the resiliency block of the requirements, verbatim,
+// loads; its checkpoint settings are what Cairn always does.
+func TestCheckpointBlock(t *testing.T) {
+	t.Parallel()
+	defs, err := yamldef.Parse("f.yaml", []byte(`workflows:
+  w:
+    resiliency:
+      retry: {max_attempts: 3, backoff: exponential, initial_delay: 1s, max_delay: 30s}
+      timeouts: {step: 5m, total: 1h}
+      checkpoint: {enabled: true, interval: after_each_step}
+    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]
+`), yamldef.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := workflow.Policy{MaxAttempts: 3, Backoff: workflow.BackoffExponential, InitialInterval: time.Second,
+		MaxInterval: 30 * time.Second, StepTimeout: 5 * time.Minute, RunTimeout: time.Hour}
+	if !defs[0].Policy.Equal(want) {
+		t.Errorf("policy %+v, want %+v", defs[0].Policy, want)
+	}
+	// Either key may be left out: they are the defaults.
+	for _, block := range []string{"{enabled: true}", "{interval: after_each_step}", "{}", "",
+		"\n        enabled: true\n        interval: after_each_step"} {
+		src := "workflows:\n  w:\n    resiliency:\n      checkpoint: " + block + "\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n"
+		if _, err := yamldef.Parse("f.yaml", []byte(src), yamldef.Options{}); err != nil {
+			t.Errorf("checkpoint: %s: %v", block, err)
+		}
+	}
 }

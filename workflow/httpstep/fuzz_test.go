@@ -1,19 +1,28 @@
 package httpstep_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/workflow"
 	"github.com/cairnhq/cairn/workflow/httpstep"
 )
 
 // FuzzRender parses arbitrary templates and renders them with arbitrary run
 // input (also as the output of an earlier step): nothing may panic, output
 // stays within MaxRenderBytes, and every rendering error wraps ErrRender.
+// As the path of a step's URL after a literal host, the template never
+// sends the request to another scheme, host or port, nor with userinfo;
+// as a value in the path, the query and the fragment, the text comes back
+// whole from each.
 func FuzzRender(f *testing.F) {
 	for _, seed := range []struct{ tmpl, input string }{
 		{"https://billing.internal/invoices?since={{.input.since}}", `{"since":"2024-01-01"}`},
@@ -29,6 +38,11 @@ func FuzzRender(f *testing.F) {
 		{`{{define "x"}}{{end}}`, `{}`},
 		{`{{$x := .input}}{{$x = 5}}{{$x}}`, `1e400`},
 		{`{{break}}{{continue}}`, `{}`},
+		{`users/{{.input}}?q={{.input}}#{{.input}}`, `"@evil.com:6379/x?y#z"`},
+		{`{{if .input}}?a={{end}}{{.input}}`, `"a&b=c"`},
+		{`{{range .input}}{{.}}/{{end}}`, `["..", "%2e", "\\evil", "a\r\nb"]`},
+		{`{{.input | urlquery}}`, `"a b/c"`},
+		{`..`, `{}`},
 	} {
 		f.Add(seed.tmpl, []byte(seed.input))
 	}
@@ -44,6 +58,8 @@ func FuzzRender(f *testing.F) {
 		// the input is saved.
 		watchdog := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("ran 10s on %q, %q", src, input)) })
 		defer watchdog.Stop()
+		checkURLStaysOnHost(t, src, input)
+		checkURLEscaping(t, src)
 		tm, err := httpstep.ParseTemplate("body", src)
 		if err != nil {
 			return
@@ -71,4 +87,77 @@ func FuzzRender(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stubTransport answers every request with an empty 200, recording it.
+type stubTransport struct{ reqs []*http.Request }
+
+func (s *stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.reqs = append(s.reqs, req)
+	return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")),
+		Request: req}, nil
+}
+
+// checkURLStaysOnHost: src after https://api.example.com/ is a URL template
+// New accepts without AllowedHosts, or refuses; the request it makes goes
+// to https://api.example.com, without userinfo.
+func checkURLStaysOnHost(t *testing.T, src string, input []byte) {
+	t.Helper()
+	var tr stubTransport
+	step, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "https://api.example.com/" + src, Steps: []string{"fetch"}},
+		httpstep.Options{Client: &http.Client{Transport: &tr}})
+	if err != nil {
+		return
+	}
+	a := httpstep.Attempt{RunID: "r", Workflow: "w", Step: "s", Attempt: 1, Input: json.RawMessage(input),
+		Outputs: map[string]json.RawMessage{"fetch": json.RawMessage(input)}}
+	_, err = step.Do(context.Background(), a)
+	for _, req := range tr.reqs {
+		if u := req.URL; u.Scheme != "https" || u.Host != "api.example.com" || u.User != nil {
+			t.Fatalf("template %q with input %q sent a request to %s", src, input, u)
+		}
+	}
+	if len(tr.reqs) == 0 && err == nil {
+		t.Fatalf("template %q with input %q: no request and no error", src, input)
+	}
+	if code := workflow.Code(err); code == httpstep.CodeHostNotAllowed {
+		t.Fatalf("template %q with input %q: a URL with a literal host rendered another: %v", src, input, err)
+	}
+}
+
+// checkURLEscaping: v, rendered into a path segment, a query value and the
+// fragment, comes back whole from each (or is refused: "." and "..").
+func checkURLEscaping(t *testing.T, v string) {
+	t.Helper()
+	in, err := json.Marshal(map[string]string{"v": v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct{ V string }
+	if err := json.Unmarshal(in, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	v = decoded.V // invalid UTF-8 became U+FFFD
+	var tr stubTransport
+	step, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "https://api.example.com/p/{{.input.v}}/x?q={{.input.v}}&n=1#{{.input.v}}"},
+		httpstep.Options{Client: &http.Client{Transport: &tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = step.Do(context.Background(), httpstep.Attempt{Input: in})
+	if err != nil {
+		if (v == "." || v == "..") && workflow.Code(err) == httpstep.CodeInvalidURL {
+			return
+		}
+		t.Fatalf("value %q: %v", v, err)
+	}
+	u := tr.reqs[0].URL
+	q, err := url.ParseQuery(u.RawQuery)
+	if u.Host != "api.example.com" || u.Path != "/p/"+v+"/x" || err != nil || len(q) != 2 || q.Get("q") != v ||
+		q.Get("n") != "1" || u.Fragment != v {
+		t.Fatalf("value %q: sent %s (path %q, query %v, fragment %q)", v, u, u.Path, q, u.Fragment)
+	}
+	if seg := strings.Split(u.EscapedPath(), "/"); len(seg) != 4 {
+		t.Fatalf("value %q: path %s is not 3 segments", v, u.EscapedPath())
+	}
 }

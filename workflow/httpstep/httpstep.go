@@ -11,29 +11,50 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// Defaults of Options.
+// Defaults and limits of Options.
 const (
-	// DefaultMaxBodyBytes caps a response body the step reads.
+	// DefaultMaxBodyBytes caps a response: its headers and body together
+	// (see Options.MaxBodyBytes).
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxRetryAfter caps the delay a Retry-After header asks for.
 	DefaultMaxRetryAfter = time.Hour
 	// ErrorBodyBytes is how much of an error response's body goes into the
 	// error.
 	ErrorBodyBytes = 512
+	// MaxRedirects is how many redirects a request follows.
+	MaxRedirects = 5
 )
 
-// Error codes (see workflow.Code) of the step's own failures.
+// Error codes (see workflow.Code) of the step's own failures. Each is
+// permanent.
 const (
-	// CodeBodyTooLarge: the response body is over Options.MaxBodyBytes.
+	// CodeBodyTooLarge: the response body alone is over
+	// Options.MaxBodyBytes.
 	CodeBodyTooLarge = "http_body_too_large"
+	// CodeResponseTooLarge: the response's headers, or its headers and
+	// body together, are over Options.MaxBodyBytes (the body alone is
+	// not).
+	CodeResponseTooLarge = "http_response_too_large"
 	// CodeTemplateError: a field's template failed to render.
 	CodeTemplateError = "template_error"
+	// CodeHostNotAllowed: a host-templated URL rendered a host (and port)
+	// that Spec.AllowedHosts does not list, userinfo, or a value in the
+	// host that is not a host name.
+	CodeHostNotAllowed = "http_host_not_allowed"
+	// CodeRedirectRefused: a redirect to another scheme, host or port
+	// that Spec.AllowedHosts does not list, from https to http, or past
+	// MaxRedirects.
+	CodeRedirectRefused = "http_redirect_refused"
+	// CodeInvalidURL: the rendered URL does not parse, is not http(s),
+	// has no host, or has a "." or ".." path segment.
+	CodeInvalidURL = "http_invalid_url"
 )
 
 // Spec describes an http step. Method, URL, the header values and Body are
@@ -53,18 +74,39 @@ type Spec struct {
 	// Steps names the earlier steps of the workflow, whose outputs the
 	// templates read as .steps.NAME.
 	Steps []string
+	// AllowedHosts lists the hosts besides the URL's literal one that the
+	// step may reach: the hosts a host-templated URL may render, and the
+	// hosts redirects may go to. An entry is a host name
+	// (api.example.com), a wildcard (*.example.com: any name under
+	// example.com, not example.com itself), an IPv4 address or an IPv6
+	// address in brackets, each optionally with a port (:8443); without
+	// one it allows only the scheme's default port (443 for https, 80 for
+	// http). Names match exactly, ignoring case and a trailing dot.
+	//
+	// A URL template is host-templated when an action renders into its
+	// scheme, userinfo, host or port, or when the literal text before its
+	// first action does not hold scheme://host[:port] and a "/", "?" or
+	// "#" after it. Without AllowedHosts New refuses such a template.
+	AllowedHosts []string
 }
 
 // Options configure how http steps send requests. A zero field takes the
 // default in its comment.
 type Options struct {
 	// Client sends the requests. Default: a client with no timeout of its
-	// own (the step's context bounds each request) that follows up to 10
-	// redirects.
+	// own (the step's context bounds each request) whose transport reads
+	// at most max(MaxBodyBytes, 64 KiB) bytes of response headers
+	// (http.Transport.MaxResponseHeaderBytes). The step sends with a copy
+	// of the client whose CheckRedirect applies the step's redirect rules
+	// (see the package documentation) before the client's own, if any;
+	// the client itself is not modified.
 	Client *http.Client
-	// MaxBodyBytes caps a response body; a longer one fails the step
-	// permanently with code http_body_too_large. Default
-	// DefaultMaxBodyBytes.
+	// MaxBodyBytes caps a response: its header names and values and its
+	// body, counted together. A body over it fails the step permanently
+	// with code http_body_too_large; headers over it, or headers and body
+	// together, with code http_response_too_large. The name stays from
+	// when it capped the body alone. Default DefaultMaxBodyBytes (the
+	// worker: CAIRN_HTTP_STEP_MAX_BODY).
 	MaxBodyBytes int64
 	// MaxRetryAfter caps the delay a Retry-After header may ask for.
 	// Default DefaultMaxRetryAfter.
@@ -74,14 +116,37 @@ type Options struct {
 	Now func() time.Time
 }
 
-var defaultClient = &http.Client{}
+// minHeaderBytes is the least the default client's transport reads of
+// response headers, so that a small MaxBodyBytes fails with the step's own
+// error rather than the transport's.
+const minHeaderBytes = 64 << 10
+
+// defaultClients are the default clients, by their header limit.
+var defaultClients sync.Map // int64 -> *http.Client
+
+// defaultClient returns the default client of a response cap.
+func defaultClient(maxBytes int64) *http.Client {
+	limit := max(maxBytes, minHeaderBytes)
+	if c, ok := defaultClients.Load(limit); ok {
+		return c.(*http.Client)
+	}
+	var tr *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	} else {
+		tr = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	tr.MaxResponseHeaderBytes = limit
+	c, _ := defaultClients.LoadOrStore(limit, &http.Client{Transport: tr})
+	return c.(*http.Client)
+}
 
 func (o Options) withDefaults() Options {
-	if o.Client == nil {
-		o.Client = defaultClient
-	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Client == nil {
+		o.Client = defaultClient(o.MaxBodyBytes)
 	}
 	if o.MaxRetryAfter <= 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
@@ -96,8 +161,8 @@ func (o Options) withDefaults() Options {
 // an HTTP token.
 var ErrBadHeaderName = errors.New("is not a valid header name")
 
-// FieldError is an error in one field of a Spec: "method", "url", "body"
-// or "headers.NAME".
+// FieldError is an error in one field of a Spec: "method", "url", "body",
+// "headers.NAME" or "allowed_hosts".
 type FieldError struct {
 	Field string
 	Err   error
@@ -112,9 +177,13 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Step is a parsed http step. Its Run method is a workflow.StepFunc.
 type Step struct {
 	method, url, body *Template
-	headers           []header // sorted by name
+	urlConstant       bool
+	urlInfo           urlTemplate // of a url that is not constant
+	headers           []header    // sorted by name
 	steps             []string
+	allowed           allowList
 	opts              Options
+	client            *http.Client // opts.Client with the step's redirect rules
 }
 
 type header struct {
@@ -124,9 +193,10 @@ type header struct {
 
 // New parses spec. Its error joins a *FieldError for each bad field: a
 // missing method or URL, a template that does not parse, a constant method
-// that is not an HTTP token, a constant URL that is not http(s), a bad
-// header name, or a template reading .steps.NAME for a NAME not in
-// spec.Steps.
+// that is not an HTTP token, a URL whose literal scheme is not http(s) or
+// that has no host, a host-templated URL (wrapping ErrHostTemplated)
+// without AllowedHosts, a bad AllowedHosts entry, a bad header name, or a
+// template reading .steps.NAME for a NAME not in spec.Steps.
 func New(spec Spec, opts Options) (*Step, error) {
 	s := &Step{steps: slices.Clone(spec.Steps), opts: opts.withDefaults()}
 	var errs []error
@@ -155,9 +225,29 @@ func New(spec Spec, opts Options) (*Step, error) {
 	if strings.TrimSpace(spec.URL) == "" {
 		bad("url", errors.New("missing"))
 	} else if s.url = parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
+		s.urlConstant = true
 		if _, err := checkURL(constant(s.url)); err != nil {
 			bad("url", err)
 		}
+	} else if s.url != nil {
+		ut, err := prepareURL(s.url)
+		switch {
+		case err != nil:
+			bad("url", err)
+		case ut.hostTemplated && len(spec.AllowedHosts) == 0:
+			bad("url", fmt.Errorf("%s %w: run input must not choose where the request goes. Write "+
+				"scheme://host[:port] as literal text, ended by /, ? or #, before the first {{...}}, or list "+
+				"the hosts the step may reach in allowed_hosts", hostActionText(ut), ErrHostTemplated))
+		}
+		s.urlInfo = ut
+	}
+	for _, h := range spec.AllowedHosts {
+		p, err := parseHostPattern(h)
+		if err != nil {
+			bad("allowed_hosts", err)
+			continue
+		}
+		s.allowed = append(s.allowed, p)
 	}
 	s.body = parse("body", spec.Body)
 	names := make([]string, 0, len(spec.Headers))
@@ -178,7 +268,21 @@ func New(spec Spec, opts Options) (*Step, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	s.client = s.withRedirectRules(s.opts.Client)
 	return s, nil
+}
+
+// hostActionText names the action of a host-templated URL template that
+// renders into its scheme or authority.
+func hostActionText(ut urlTemplate) string {
+	a := ut.hostAction
+	if a == "" {
+		return "the template"
+	}
+	if len(a) > 60 {
+		a = a[:57] + "..."
+	}
+	return a
 }
 
 // constant returns what a constant template renders (its text, without
@@ -198,13 +302,13 @@ func checkMethod(m string) error {
 func checkURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return nil, err
+		return nil, urlParseError(err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%q: want an http:// or https:// URL", u.Redacted())
+		return nil, fmt.Errorf("%q: want an http:// or https:// URL", redactURL(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%q has no host", u.Redacted())
+		return nil, fmt.Errorf("%q has no host", redactURL(u))
 	}
 	return u, nil
 }
@@ -268,13 +372,17 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	if err := checkMethod(method); err != nil {
 		return nil, workflow.Permanent(fmt.Errorf("method: %w", err))
 	}
-	rawURL, err := render(s.url)
+	rawURL, err := s.url.Execute(data)
+	if err != nil {
+		var hv *errHostValue
+		if errors.As(err, &hv) {
+			return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf("url: %w", hv)), CodeHostNotAllowed)
+		}
+		return nil, workflow.WithCode(workflow.Permanent(err), CodeTemplateError)
+	}
+	u, err := s.checkRenderedURL(rawURL)
 	if err != nil {
 		return nil, err
-	}
-	u, err := checkURL(rawURL)
-	if err != nil {
-		return nil, workflow.Permanent(fmt.Errorf("url: %w", err))
 	}
 	body, err := render(s.body)
 	if err != nil {
@@ -286,7 +394,7 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return nil, workflow.Permanent(err)
+		return nil, workflow.Permanent(redactError(err))
 	}
 	for _, h := range s.headers {
 		v, err := render(h.tmpl)
@@ -309,10 +417,19 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 		}
 	}
 
-	what := method + " " + u.Redacted()
-	resp, err := s.opts.Client.Do(req)
+	what := method + " " + redactURL(u)
+	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, workflow.Transient(fmt.Errorf("%s: %w", what, err))
+		err = fmt.Errorf("%s: %w", what, redactError(err))
+		var re *redirectError
+		switch {
+		case errors.As(err, &re):
+			return nil, workflow.WithCode(workflow.Permanent(err), CodeRedirectRefused)
+		case strings.Contains(err.Error(), "server response headers exceeded"):
+			// The transport's MaxResponseHeaderBytes.
+			return nil, workflow.WithCode(workflow.Permanent(err), CodeResponseTooLarge)
+		}
+		return nil, workflow.Transient(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -321,15 +438,39 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	return nil, s.failure(what, resp)
 }
 
-func (s *Step) success(what string, resp *http.Response) (*Response, error) {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1))
-	if err != nil {
-		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, err))
+// HeaderBytes returns the size of h as a response cap counts it: the
+// lengths of its names and values.
+func HeaderBytes(h http.Header) int64 {
+	var n int64
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v))
+		}
 	}
-	if int64(len(b)) > s.opts.MaxBodyBytes {
-		return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf(
-			"%s: %s: response body larger than the limit of %d bytes (CAIRN_HTTP_STEP_MAX_BODY)",
-			what, resp.Status, s.opts.MaxBodyBytes)), CodeBodyTooLarge)
+	return n
+}
+
+func (s *Step) success(what string, resp *http.Response) (*Response, error) {
+	limit := s.opts.MaxBodyBytes
+	tooLarge := func(code, format string, args ...any) error {
+		return workflow.WithCode(workflow.Permanent(fmt.Errorf("%s: %s: "+format+
+			" (the limit of %d bytes counts the header names and values and the body; CAIRN_HTTP_STEP_MAX_BODY)",
+			append(append([]any{what, resp.Status}, args...), limit)...)), code)
+	}
+	hb := HeaderBytes(resp.Header)
+	if hb > limit {
+		return nil, tooLarge(CodeResponseTooLarge, "response headers of %d bytes, over the limit", hb)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, workflow.Transient(fmt.Errorf("%s: reading the response body: %w", what, redactError(err)))
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge(CodeBodyTooLarge, "response body larger than the limit")
+	}
+	if hb+int64(len(b)) > limit {
+		return nil, tooLarge(CodeResponseTooLarge, "response headers (%d bytes) and body (%d bytes) larger than the limit",
+			hb, len(b))
 	}
 	out := &Response{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header))}
 	for k, v := range resp.Header {

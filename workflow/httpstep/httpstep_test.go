@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,7 @@ import (
 // request is what a test server saw.
 type request struct {
 	method, path, query string
+	uri                 string // as sent: escaped
 	header              http.Header
 	body                string
 }
@@ -37,7 +40,7 @@ func (r *recorder) server(t *testing.T, handle func(w http.ResponseWriter, req *
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.reqs = append(r.reqs, request{method: req.Method, path: req.URL.Path, query: req.URL.RawQuery,
-			header: req.Header.Clone(), body: string(b)})
+			uri: req.RequestURI, header: req.Header.Clone(), body: string(b)})
 		r.mu.Unlock()
 		handle(w, req)
 	}))
@@ -279,16 +282,28 @@ func TestBodyCap(t *testing.T) {
 	t.Parallel()
 	var rec recorder
 	srv := rec.server(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, strings.Repeat("a", len(r.URL.Query().Get("n"))))
+		body := strings.Repeat("a", len(r.URL.Query().Get("n")))
+		w.Header()["Date"] = nil // no Date: the headers are the same size each time
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = io.WriteString(w, body)
 	})
-	s := mustNew(t, httpstep.Spec{Method: "GET", URL: srv.URL + "/?n={{.input.n}}"}, httpstep.Options{MaxBodyBytes: 10})
+	// The cap counts the header names and values too.
+	headers := httpstep.HeaderBytes(http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"10"}})
+	s := mustNew(t, httpstep.Spec{Method: "GET", URL: srv.URL + "/?n={{.input.n}}"}, httpstep.Options{MaxBodyBytes: headers + 10})
 	resp, err := s.Do(context.Background(), attempt(`{"n":"1234567890"}`, nil))
 	if err != nil || resp.Body != "aaaaaaaaaa" {
-		t.Errorf("body at the cap: %+v, %v", resp, err)
+		t.Errorf("response at the cap: %+v, %v", resp, err)
 	}
 	_, err = s.Do(context.Background(), attempt(`{"n":"12345678901"}`, nil))
+	if err == nil || !workflow.IsPermanent(err) || workflow.Code(err) != httpstep.CodeResponseTooLarge ||
+		!strings.Contains(err.Error(), "larger than the limit") {
+		t.Errorf("response over the cap: %v (code %q), want a permanent %s error", err, workflow.Code(err), httpstep.CodeResponseTooLarge)
+	}
+	// A body over the cap alone is http_body_too_large.
+	_, err = s.Do(context.Background(), attempt(fmt.Sprintf(`{"n":"%s"}`, strings.Repeat("1", int(headers)+11)), nil))
 	if err == nil || !workflow.IsPermanent(err) || workflow.Code(err) != httpstep.CodeBodyTooLarge ||
-		!strings.Contains(err.Error(), "larger than the limit of 10 bytes") {
+		!strings.Contains(err.Error(), fmt.Sprintf("larger than the limit (the limit of %d bytes", headers+10)) {
 		t.Errorf("body over the cap: %v (code %q), want a permanent %s error", err, workflow.Code(err), httpstep.CodeBodyTooLarge)
 	}
 }
@@ -306,7 +321,8 @@ func TestRenderErrorsArePermanentAndSendNothing(t *testing.T) {
 		{"missing input key", httpstep.Spec{Method: "GET", URL: srv.URL + "/{{.input.nope}}"}, `{}`, `map has no entry for key "nope"`},
 		{"missing step output", httpstep.Spec{Method: "GET", URL: srv.URL, Body: "{{.steps.fetch.body}}", Steps: []string{"fetch"}},
 			`{}`, `map has no entry for key "fetch"`},
-		{"rendered URL not http", httpstep.Spec{Method: "GET", URL: "{{.input.u}}"}, `{"u":"file:///etc/passwd"}`, "http:// or https://"},
+		{"rendered URL not http", httpstep.Spec{Method: "GET", URL: "{{.input.u}}", AllowedHosts: []string{"example.com"}},
+			`{"u":"file:///etc/passwd"}`, "http:// or https://"},
 		{"rendered method not a token", httpstep.Spec{Method: "{{.input.m}}", URL: srv.URL}, `{"m":"GE T"}`, "not an HTTP method"},
 		{"header with a line break", httpstep.Spec{Method: "GET", URL: srv.URL, Headers: map[string]string{"X-A": "{{.input.v}}"}},
 			`{"v":"a\r\nX-Evil: 1"}`, "line break"},
@@ -365,10 +381,11 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 			t.Errorf("New = %v, want it to report %q", err, f)
 		}
 	}
-	// Templated method and URL are checked when rendered, not before; step
-	// references inside range bodies are not checked (dot is elsewhere).
+	// Templated method and URL are checked when rendered, not before (a
+	// URL whose host is templated needs AllowedHosts); step references
+	// inside range bodies are not checked (dot is elsewhere).
 	if _, err := httpstep.New(httpstep.Spec{Method: "{{.input.m}}", URL: "{{.input.u}}",
-		Body: "{{range .input.a}}{{.steps.x}}{{end}}"}, httpstep.Options{}); err != nil {
+		Body: "{{range .input.a}}{{.steps.x}}{{end}}", AllowedHosts: []string{"example.com"}}, httpstep.Options{}); err != nil {
 		t.Errorf("New with templated method and URL: %v", err)
 	}
 }
@@ -440,4 +457,14 @@ func TestTemplate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "decode") || data != nil {
 		t.Errorf("Data with a bad output: %v, %v", data, err)
 	}
+}
+
+// hostOf returns a test server's host:port.
+func hostOf(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }

@@ -280,3 +280,56 @@ func TestYAMLNonRetryableCode(t *testing.T) {
 		t.Errorf("step: %d attempts, code %q, error %q", s.Attempts, s.LastErrorCode, s.LastError)
 	}
 }
+
+// TestYAMLHTTPStepSecurity: on a real engine, a step whose input names a
+// host outside allowed_hosts fails permanently with http_host_not_allowed
+// and nothing is sent there; the error a failed request leaves in the run
+// has its query values redacted.
+func TestYAMLHTTPStepSecurity(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-5ecret"
+	var apiHits, otherHits atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		apiHits.Add(1)
+		http.Error(w, "bad token", http.StatusUnauthorized)
+	}))
+	defer api.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { otherHits.Add(1) }))
+	defer other.Close()
+	h := startWorker(t, "security.yaml", fmt.Sprintf(`workflows:
+  leaky:
+    steps:
+      - {name: call, type: http, with: {method: GET, url: "%s/v1/items?token={{.input.token}}"}}
+  steered:
+    allowed_hosts: ['%s']
+    steps:
+      - {name: call, type: http, with: {method: GET, url: "http://{{.input.host}}/v1/items"}}
+`, api.URL, strings.TrimPrefix(api.URL, "http://")))
+
+	run := h.run("leaky", map[string]string{"token": secret}, 30*time.Second)
+	s := run.Step("call")
+	if run.Status != workflow.StatusFailed || s.LastErrorCode != "http_401" || !strings.Contains(s.LastError, "/v1/items?token=REDACTED: 401") {
+		t.Errorf("leaky: run %s, step error %q (%s)", run.Status, s.LastError, s.LastErrorCode)
+	}
+	for _, ev := range h.events(run.ID) {
+		if b, _ := json.Marshal(ev); strings.Contains(string(b), secret) {
+			t.Errorf("leaky: the journal shows the token: %s", b)
+		}
+	}
+	if strings.Contains(s.LastError, secret) || strings.Contains(run.FailureReason, secret) {
+		t.Errorf("leaky: the run shows the token: %q, %q", s.LastError, run.FailureReason)
+	}
+
+	run = h.run("steered", map[string]string{"host": strings.TrimPrefix(other.URL, "http://")}, 30*time.Second)
+	s = run.Step("call")
+	if run.Status != workflow.StatusFailed || s.Attempts != 1 || s.LastErrorCode != "http_host_not_allowed" ||
+		!strings.Contains(s.LastError, "is not in allowed_hosts") {
+		t.Errorf("steered: run %s, %d attempts, step error %q (%s)", run.Status, s.Attempts, s.LastError, s.LastErrorCode)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the other server got %d requests", n)
+	}
+	if n := apiHits.Load(); n != 1 {
+		t.Errorf("the api got %d requests, want 1", n)
+	}
+}

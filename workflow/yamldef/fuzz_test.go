@@ -28,6 +28,8 @@ func FuzzParse(f *testing.F) {
 		"workflows:\n  w:\n    resiliency: {retry: {max_attempts: 0x10, multiplier: .nan, max_delay: 1e3s}}\n    steps: []\n",
 		"workflows: {w: {steps: [{name: a, type: http, with: {method: '{{', url: '{{end}}', headers: {'': x}, body: !!binary aGk=}}]}}\n",
 		"---\nworkflows: {}\n---\n",
+		"workflows:\n  w:\n    allowed_hosts: [api.example.com, '*.svc.example.net:8443', '[::1]']\n    steps:\n      - {name: a, type: http, allowed_hosts: [], with: {method: GET, url: 'https://{{.input.h}}/x'}}\n",
+		"workflows:\n  w:\n    resiliency: {checkpoint: {enabled: true, interval: after_each_step}}\n    steps: [{name: a, type: http, with: {method: GET, url: 'http://x'}}]\n",
 		"workflows:\n  w:\n    steps:\n      - name: a\n        type: http\n        with:\n          method: POST\n          url: http://x\n          body: |\n            {{range .input.items}}{{json .}}{{end}}\n",
 	} {
 		f.Add([]byte(seed))

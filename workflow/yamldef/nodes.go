@@ -180,15 +180,26 @@ func (m *mapping) keyNode(key string) *yaml.Node {
 
 // unknown reports the keys that are not in allowed.
 func (p *parser) unknown(m *mapping, what string, allowed ...string) {
+	p.unknownWhy(m, what, "", allowed...)
+}
+
+// unknownWhy reports the keys that are not in allowed, each with why
+// after the list of allowed keys, if why is not "".
+func (p *parser) unknownWhy(m *mapping, what, why string, allowed ...string) {
 	for _, e := range m.entries {
 		if slices.Contains(allowed, e.name) {
 			continue
 		}
 		msg := fmt.Sprintf("%s: unknown key %q", what, e.name)
-		if s := suggest(e.name, allowed); s != "" {
+		switch s := suggest(e.name, allowed); {
+		case s != "" && why == "":
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		} else {
+		case s != "":
+			msg += fmt.Sprintf(" (did you mean %q? %s)", s, why)
+		case why == "":
 			msg += " (want " + strings.Join(allowed, ", ") + ")"
+		default:
+			msg += " (want " + strings.Join(allowed, ", ") + "; " + why + ")"
 		}
 		p.errorf(e.key, "%s", msg)
 	}

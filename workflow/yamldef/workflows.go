@@ -16,13 +16,14 @@ import (
 
 // The keys each mapping allows.
 var (
-	workflowKeys   = []string{"description", "resiliency", "steps"}
-	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes"}
+	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "steps"}
+	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "checkpoint"}
+	checkpointKeys = []string{"enabled", "interval"}
 	retryKeys      = []string{"max_attempts", "backoff", "initial_delay", "multiplier", "max_delay", "jitter",
 		"unknown_errors", "non_retryable_codes"}
 	timeoutKeys = []string{"step", "total"}
 	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
-		"max_crashes", "with"}
+		"max_crashes", "allowed_hosts", "with"}
 	httpKeys = []string{"method", "url", "headers", "body"}
 )
 
@@ -68,6 +69,11 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		}
 	}
 
+	var hosts []string // nil: not set
+	if n := m.get("allowed_hosts"); n != nil {
+		hosts = p.allowedHosts(n, what+": allowed_hosts")
+	}
+
 	stepsNode := m.get("steps")
 	if stepsNode == nil {
 		p.errorf(e.key, "%s: missing key steps", what)
@@ -85,7 +91,7 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 	seen := map[string]*yaml.Node{}
 	var earlier []string
 	for i, sn := range seq.Content {
-		st, nameNode := p.parseStep(def, i, sn, earlier)
+		st, nameNode := p.parseStep(def, i, sn, earlier, hosts)
 		if nameNode == nil {
 			continue
 		}
@@ -142,7 +148,68 @@ func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
 	if v := m.get("max_crashes"); v != nil {
 		pol.MaxCrashes, _ = p.positiveInt(v, what+".max_crashes")
 	}
+	if v := m.get("checkpoint"); v != nil {
+		p.parseCheckpoint(v, what+".checkpoint")
+	}
 	return pol
+}
+
+// alwaysCheckpoints says why checkpoint settings other than the defaults
+// are refused.
+const alwaysCheckpoints = "Cairn always checkpoints after every step; it cannot be disabled or made less frequent"
+
+// parseCheckpoint checks a checkpoint mapping. Cairn checkpoints after each
+// step, always: the mapping may only say so, {enabled: true, interval:
+// after_each_step}, either key left out.
+func (p *parser) parseCheckpoint(n *yaml.Node, what string) {
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return
+	}
+	p.unknownWhy(m, what, alwaysCheckpoints+", so there is nothing else to set", checkpointKeys...)
+	if v := m.get("enabled"); v != nil {
+		if on, ok := p.boolean(v, what+".enabled"); ok && !on {
+			p.errorf(v, "%s.enabled: false is not supported: %s (remove the key or set it to true)", what, alwaysCheckpoints)
+		}
+	}
+	if v := m.get("interval"); v != nil {
+		if s, ok := p.scalar(v, what+".interval"); ok && s != "after_each_step" {
+			p.errorf(v, "%s.interval: %q is not supported: %s (remove the key or set it to after_each_step)",
+				what, clip(s), alwaysCheckpoints)
+		}
+	}
+}
+
+// allowedHosts parses an allowed_hosts list: entries for
+// httpstep.ParseAllowedHost, each once. It returns the entries in
+// canonical form; [] is an empty, non-nil list.
+func (p *parser) allowedHosts(n *yaml.Node, what string) []string {
+	r := resolve(n)
+	if r == nil || r.Kind != yaml.SequenceNode {
+		p.errorf(n, "%s: want a list of hosts like [api.example.com, \"*.example.com\", \"api.example.com:8443\"], got %s",
+			what, kindName(r))
+		return []string{}
+	}
+	out := make([]string, 0, len(r.Content))
+	seen := map[string]*yaml.Node{}
+	for _, c := range r.Content {
+		s, ok := p.scalar(c, what)
+		if !ok {
+			continue
+		}
+		h, err := httpstep.ParseAllowedHost(s)
+		if err != nil {
+			p.errorf(c, "%s: %v", what, err)
+			continue
+		}
+		if first, dup := seen[h]; dup {
+			p.errorf(c, "%s: %q is listed twice (first at line %d)", what, h, first.Line)
+			continue
+		}
+		seen[h] = c
+		out = append(out, h)
+	}
+	return out
 }
 
 // parseRetry parses a retry mapping into pol.
@@ -194,9 +261,10 @@ func (p *parser) parseRetry(n *yaml.Node, pol *workflow.Policy, what string) {
 	}
 }
 
-// parseStep parses step i of def. It returns the step and its name's node
-// (nil when the step has no usable name).
-func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier []string) (workflow.Step, *yaml.Node) {
+// parseStep parses step i of def; hosts is the workflow's allowed_hosts
+// (nil: not set). It returns the step and its name's node (nil when the
+// step has no usable name).
+func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier, hosts []string) (workflow.Step, *yaml.Node) {
 	var st workflow.Step
 	what := fmt.Sprintf("workflow %q: step %d", def.Name, i+1)
 	m, ok := p.asMapping(n, what)
@@ -223,6 +291,10 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	}
 	if v := m.get("optional"); v != nil {
 		st.Optional, _ = p.boolean(v, what+": optional")
+	}
+	// The step's list replaces the workflow's, as its other settings do.
+	if v := m.get("allowed_hosts"); v != nil {
+		hosts = p.allowedHosts(v, what+": allowed_hosts")
 	}
 	before := len(p.errs)
 	var polNode *yaml.Node
@@ -287,7 +359,7 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 			withNode = nil
 		}
 		spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: slices.Clone(earlier),
-			With: resolve(withNode), Options: p.opts}
+			AllowedHosts: slices.Clone(hosts), With: resolve(withNode), Options: p.opts}
 		at := withNode
 		if at == nil {
 			at = typeNode
@@ -342,7 +414,8 @@ func (p *parser) stepTypes() map[string]StepType {
 }
 
 // HTTPStep is the built-in "http" step type (see package httpstep). Its
-// "with" mapping has method, url, headers and body.
+// "with" mapping has method, url, headers and body; spec.AllowedHosts
+// becomes the httpstep.Spec's AllowedHosts.
 func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
 	hp := &parser{}
 	with := spec.With
@@ -392,6 +465,7 @@ func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
 	if len(hp.errs) > 0 {
 		return nil, hp.list()
 	}
+	hs.AllowedHosts = spec.AllowedHosts
 	step, err := httpstep.New(hs, httpstep.Options{Client: spec.Options.HTTPClient, MaxBodyBytes: spec.Options.MaxBodyBytes})
 	if err != nil {
 		var fes []*httpstep.FieldError

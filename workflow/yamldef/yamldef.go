@@ -24,7 +24,8 @@ const MaxFileBytes = 8 << 20
 type Options struct {
 	// HTTPClient sends the requests of http steps. Default: httpstep's.
 	HTTPClient *http.Client
-	// MaxBodyBytes caps the response body an http step reads. Default
+	// MaxBodyBytes caps the response of an http step, its headers and body
+	// together (httpstep.Options.MaxBodyBytes). Default
 	// httpstep.DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Defaults is the global policy of the worker that will run the
@@ -51,6 +52,11 @@ type StepSpec struct {
 	// Earlier lists the names of the steps before it, whose outputs it may
 	// read.
 	Earlier []string
+	// AllowedHosts is the allowed_hosts list of the step, or else of its
+	// workflow (the step's replaces the workflow's), each entry checked by
+	// httpstep.ParseAllowedHost and in its canonical form; nil when
+	// neither sets one, empty when the step sets [].
+	AllowedHosts []string
 	// With is the step's "with" mapping, aliases resolved; nil when absent.
 	With *yaml.Node
 	// Options are the loader's options.

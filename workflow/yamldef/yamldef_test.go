@@ -155,7 +155,7 @@ func TestParseErrors(t *testing.T) {
 		{"workflow name with space", "workflows:\n  bad name:\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n",
 			"bad name", `workflow "bad name": name must be 1-64 letters, digits, '.', '_' or '-'`},
 		{"workflow is a string", "workflows:\n  w: hello\n", "hello", `workflow "w": want a mapping (key: value), got the string "hello"`},
-		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, steps)`},
+		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, steps)`},
 		{"missing steps", "workflows:\n  w:\n    description: x\n", "w:", `workflow "w": missing key steps`},
 		{"no steps", "workflows:\n  w:\n    steps: []\n", "[]", `workflow "w": steps: no steps`},
 		{"steps is a mapping", "workflows:\n  w:\n    steps: {a: 1}\n", "{a: 1}", "steps: want a list of steps"},
@@ -228,6 +228,47 @@ func TestParseErrors(t *testing.T) {
 		{"body a mapping", step("      - name: a\n        type: http\n        with: {method: POST, url: 'http://x', body: {a: 1}}\n"), "{a: 1}", "with.body: want a string, got a mapping (a template: to send JSON"},
 		{"headers a list", step("      - name: a\n        type: http\n        with: {method: GET, url: 'http://x', headers: [a]}\n"), "[a]", "with.headers: want a mapping"},
 		{"bad header name", step("      - name: a\n        type: http\n        with: {method: GET, url: 'http://x', headers: {'X A': b}}\n"), "'X A'", `with.headers.X A: "X A" is not a valid header name`},
+
+		// Where the http step may go.
+		{"host-templated url", step("      - name: a\n        type: http\n        with: {method: GET, url: 'https://{{.input.host}}/x'}\n"),
+			"'https://{{.input.host}}", `step "a": with.url: {{.input.host}} renders into the scheme, userinfo, host or port: run input must not choose where the request goes`},
+		{"url path glued to the host", step("      - name: a\n        type: http\n        with:\n          method: GET\n          url: https://api.internal{{.input.path}}\n"),
+			"https://api.internal", `with.url: {{.input.path}} renders into the scheme, userinfo, host or port`},
+		{"whole url templated", step("      - name: a\n        type: http\n        with: {method: GET, url: '{{.input.url}}'}\n"),
+			"'{{.input.url}}'", "list the hosts the step may reach in allowed_hosts"},
+		{"step turns the workflow's hosts off", "workflows:\n  w:\n    allowed_hosts: [api.example.com]\n    steps:\n      - name: a\n        type: http\n        allowed_hosts: []\n        with: {method: GET, url: 'https://{{.input.host}}/x'}\n",
+			"'https://{{.input.host}}", "with.url: {{.input.host}} renders into"},
+		{"allowed_hosts not a list", wf("    allowed_hosts: api.example.com\n"), "api.example.com", `workflow "w": allowed_hosts: want a list of hosts`},
+		{"allowed_hosts a URL", wf("    allowed_hosts: [api.example.com, 'https://api.example.com/']\n"), "'https://api.example.com/'",
+			`workflow "w": allowed_hosts: "https://api.example.com/": want a host name like api.example.com or api.example.com:8443, not a URL`},
+		{"allowed_hosts bad port", wf("    allowed_hosts:\n      - api.example.com:99999\n"), "api.example.com:99999", `port "99999": want a number from 1 to 65535`},
+		{"allowed_hosts userinfo", wf("    allowed_hosts: ['user@api.example.com']\n"), "'user@", `'@' cannot be part of a host`},
+		{"allowed_hosts bare IPv6", wf("    allowed_hosts: ['::1']\n"), "'::1'", "an IPv6 address must be in brackets"},
+		{"allowed_hosts broad wildcard", wf("    allowed_hosts: ['*.com']\n"), "'*.com'", "a wildcard needs a domain of at least two labels"},
+		{"allowed_hosts inner wildcard", wf("    allowed_hosts: ['api.*.com']\n"), "'api.*.com'", "is not a host name"},
+		{"allowed_hosts numeric", wf("    allowed_hosts: ['127.1']\n"), "'127.1'", "neither a host name"},
+		{"allowed_hosts unicode", wf("    allowed_hosts: [äpi.example.com]\n"), "äpi", "not ASCII"},
+		{"allowed_hosts listed twice", wf("    allowed_hosts: [api.example.com, API.Example.com.]\n"), "API.Example", `"api.example.com" is listed twice (first at line 3)`},
+		{"allowed_hosts a mapping entry", wf("    allowed_hosts: [{host: x}]\n"), "{host: x}", "allowed_hosts: want a value, got a mapping"},
+		{"step allowed_hosts bad", step("      - name: a\n        type: http\n        allowed_hosts: ['api.example.com/x']\n" + ok), "'api.example.com/x'",
+			`step "a": allowed_hosts: "api.example.com/x": '/' cannot be part of a host`},
+		{"allowed_hosts misspelt", wf("    allowed_host: [a.example.com]\n"), "allowed_host:", `unknown key "allowed_host" (did you mean "allowed_hosts"?)`},
+		{"step allowed_hosts misspelt", step("      - name: a\n        type: http\n        alowed_hosts: [a.example.com]\n" + ok), "alowed_hosts",
+			`step "a": unknown key "alowed_hosts" (did you mean "allowed_hosts"?)`},
+
+		// Checkpoints: always after each step.
+		{"checkpoint disabled", wf("    resiliency:\n      checkpoint: {enabled: false, interval: after_each_step}\n"), "false",
+			"resiliency.checkpoint.enabled: false is not supported: Cairn always checkpoints after every step; it cannot be disabled"},
+		{"checkpoint interval", wf("    resiliency:\n      checkpoint: {enabled: true, interval: every_5m}\n"), "every_5m",
+			`resiliency.checkpoint.interval: "every_5m" is not supported: Cairn always checkpoints after every step; it cannot be disabled or made less frequent (remove the key or set it to after_each_step)`},
+		{"checkpoint interval a duration", wf("    resiliency:\n      checkpoint:\n        interval: 30s\n"), "30s", `checkpoint.interval: "30s" is not supported`},
+		{"checkpoint unknown key", wf("    resiliency:\n      checkpoint: {enabled: true, storage: redis}\n"), "storage",
+			`resiliency.checkpoint: unknown key "storage" (want enabled, interval; Cairn always checkpoints after every step`},
+		{"checkpoint misspelt key", wf("    resiliency:\n      checkpoint: {enable: true}\n"), "enable:",
+			`resiliency.checkpoint: unknown key "enable" (did you mean "enabled"? Cairn always checkpoints after every step`},
+		{"checkpoint enabled not a bool", wf("    resiliency:\n      checkpoint: {enabled: always}\n"), "always", `checkpoint.enabled: want true or false, got the string "always"`},
+		{"checkpoint a scalar", wf("    resiliency:\n      checkpoint: true\n"), "true", "resiliency.checkpoint: want a mapping (key: value), got \"true\""},
+		{"checkpoint misspelt", wf("    resiliency:\n      checkpoints: {enabled: true}\n"), "checkpoints", `unknown key "checkpoints" (did you mean "checkpoint"?)`},
 
 		// Anchors and merge keys.
 		{"merge of a scalar", wf("    resiliency:\n      retry: {<<: 3}\n"), "3}", "<< must merge a mapping"},
@@ -431,4 +472,34 @@ func position(t *testing.T, src, at string) string {
 	line := strings.Count(src[:i], "\n") + 1
 	col := i - strings.LastIndex(src[:i], "\n")
 	return fmt.Sprintf("%d:%d:", line, col)
+}
+
+// TestCheckpointBlock: the resiliency block of the requirements, verbatim,
+// loads; its checkpoint settings are what Cairn always does.
+func TestCheckpointBlock(t *testing.T) {
+	t.Parallel()
+	defs, err := yamldef.Parse("f.yaml", []byte(`workflows:
+  w:
+    resiliency:
+      retry: {max_attempts: 3, backoff: exponential, initial_delay: 1s, max_delay: 30s}
+      timeouts: {step: 5m, total: 1h}
+      checkpoint: {enabled: true, interval: after_each_step}
+    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]
+`), yamldef.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := workflow.Policy{MaxAttempts: 3, Backoff: workflow.BackoffExponential, InitialInterval: time.Second,
+		MaxInterval: 30 * time.Second, StepTimeout: 5 * time.Minute, RunTimeout: time.Hour}
+	if !defs[0].Policy.Equal(want) {
+		t.Errorf("policy %+v, want %+v", defs[0].Policy, want)
+	}
+	// Either key may be left out: they are the defaults.
+	for _, block := range []string{"{enabled: true}", "{interval: after_each_step}", "{}", "",
+		"\n        enabled: true\n        interval: after_each_step"} {
+		src := "workflows:\n  w:\n    resiliency:\n      checkpoint: " + block + "\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n"
+		if _, err := yamldef.Parse("f.yaml", []byte(src), yamldef.Options{}); err != nil {
+			t.Errorf("checkpoint: %s: %v", block, err)
+		}
+	}
 }

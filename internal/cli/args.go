@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,8 +19,9 @@ type command struct {
 	// flags documents the flags, one "name\tdescription" per line.
 	flags []string
 	// parse checks the arguments (flags may come before or after the
-	// positional ones) and returns the action to run once connected.
-	parse func(c *CLI, args []string) (action, error)
+	// positional ones) and returns the action to run once connected. It
+	// reads the run input (start --input @-), and stops when ctx is done.
+	parse func(ctx context.Context, c *CLI, args []string) (action, error)
 	// offline: the action needs no Redis (its session has only the
 	// configuration).
 	offline bool
@@ -34,7 +36,7 @@ func init() {
 			name: "start", synopsis: "start <workflow> [flags]",
 			summary: "start a run of a workflow and print its ID",
 			flags: []string{
-				"--input JSON|@file\trun input: JSON text, @path to read a file, @- to read stdin (default {})",
+				"--input JSON|@file\trun input: JSON text, @path to read a regular file, @- to read stdin; at most 1 MiB (default {})",
 				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
 				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",

@@ -138,7 +138,7 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if cmd == nil {
 		return c.fail(usageErrorf("unknown command %q (run \"enqueue help\" for usage)", name))
 	}
-	act, err := cmd.parse(c, rest)
+	act, err := cmd.parse(ctx, c, rest)
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(c.Stdout, cmd.usage())
 		return ExitOK

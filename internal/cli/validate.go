@@ -11,7 +11,7 @@ import (
 
 // parseValidate parses "validate <file>": check a YAML workflows file as
 // the worker would load it (with the environment's defaults), without Redis.
-func parseValidate(_ *CLI, args []string) (action, error) {
+func parseValidate(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("validate")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

@@ -91,7 +91,7 @@ func init() {
 		},
 		{
 			name: "validate", synopsis: "validate <file>",
-			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE) without a worker or Redis",
+			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE; at most 8 MiB) without a worker or Redis",
 			parse:   parseValidate, offline: true,
 		},
 	}

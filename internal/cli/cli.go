@@ -238,6 +238,7 @@ func failuref(format string, args ...any) error {
 var badInput = []error{
 	workflow.ErrUnknownWorkflow, workflow.ErrInvalidRunID, workflow.ErrRunNotFound,
 	workflow.ErrInvalidInput, workflow.ErrInvalidStatus, workflow.ErrIdempotencyConflict,
+	workflow.ErrInvalidCursor,
 }
 
 // exitCode maps an error to the exit code it causes.

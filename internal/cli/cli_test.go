@@ -387,8 +387,13 @@ func TestListAndEvents(t *testing.T) {
 	mustSucceed(t, r)
 	var page []workflow.Run
 	decode(t, r.stdout, &page)
-	if len(page) != 1 || !strings.Contains(r.stderr, "--cursor ") {
-		t.Errorf("list --limit 1: %d runs, stderr %q", len(page), r.stderr)
+	cursor, ok := strings.CutPrefix(strings.TrimSuffix(r.stderr, "\n"), "more runs: add --cursor ")
+	if len(page) != 1 || !ok {
+		t.Fatalf("list --limit 1: %d runs, stderr %q", len(page), r.stderr)
+	}
+	// The cursor it printed is taken: the next page is the other run.
+	if got := ids("--limit", "1", "--cursor", cursor); !slices.Equal(got, []string{retried}) {
+		t.Errorf("list --limit 1 --cursor %s = %v, want [%s]", cursor, got, retried)
 	}
 
 	r = e.run("list")
@@ -545,6 +550,9 @@ func TestBadInput(t *testing.T) {
 		{"invalid limit", []string{"list", "--limit", "0"}, "", 2, "list: invalid --limit 0"},
 		{"limit not a number", []string{"list", "--limit", "ten"}, "", 2, `invalid value "ten" for flag -limit`},
 		{"list argument", []string{"list", "failed"}, "", 2, `list: unexpected argument "failed"`},
+		{"malformed cursor", []string{"list", "--cursor", "garbage"}, "", 2, `list: malformed cursor "garbage": pass the cursor`},
+		{"cursor without a run ID", []string{"list", "--cursor=1700000000000:x"}, "", 2, `list: malformed cursor "1700000000000:x"`},
+		{"cursor without a time", []string{"list", "--cursor", ":" + unknownID}, "", 2, "list: malformed cursor"},
 	}
 	t.Run("cases", func(t *testing.T) {
 		for _, tc := range cases {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -241,9 +242,15 @@ func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
 	if *limit < 1 || *limit > maxListLimit {
 		return nil, usageErrorf("list: invalid --limit %d: want 1 to %d", *limit, maxListLimit)
 	}
+	if *cursor != "" && !validCursor(*cursor) {
+		return nil, badCursor(*cursor)
+	}
 	opts := workflow.ListOptions{Status: *status, Limit: *limit, Cursor: *cursor}
 	return func(ctx context.Context, s *session) error {
 		runs, next, err := s.client.List(ctx, opts)
+		if errors.Is(err, workflow.ErrInvalidCursor) {
+			return badCursor(*cursor)
+		}
 		if err != nil {
 			return err
 		}
@@ -260,6 +267,22 @@ func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
 		}
 		return err
 	}, nil
+}
+
+// validCursor reports whether c has the form of the cursors list prints,
+// "<created ms>:<run ID>", which the workflow client (retrystate's
+// ListRuns) takes; List's ErrInvalidCursor backs this check up.
+func validCursor(c string) bool {
+	ms, id, ok := strings.Cut(c, ":")
+	if _, err := strconv.ParseInt(ms, 10, 64); err != nil || !ok {
+		return false
+	}
+	return workflow.ValidRunID(id)
+}
+
+func badCursor(c string) error {
+	return usageErrorf("list: %v %q: pass the cursor a previous list printed after \"more runs: add --cursor\"",
+		workflow.ErrInvalidCursor, c)
 }
 
 // parseEvents parses "events <run-id> [--json]".

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,7 @@ func TestExitCodes(t *testing.T) {
 		{workflow.ErrInvalidInput, ExitUsage},
 		{workflow.ErrInvalidStatus, ExitUsage},
 		{workflow.ErrIdempotencyConflict, ExitUsage},
+		{fmt.Errorf("list: %w", workflow.ErrInvalidCursor), ExitUsage},
 		{usageErrorf("x"), ExitUsage},
 		{failuref("x"), ExitFailure},
 		{workflow.ErrRunFinished, ExitFailure},

@@ -167,11 +167,15 @@ Exit codes:
   1  the run ended failed or cancelled (start --wait), or an operational
      error: Redis unreachable, cancel of a finished run, a recover, retry
      or skip the run's state refuses; validate found problems (each is a
-     FILE:LINE:COL: line on stderr before the summary)
-  2  usage error or bad input: unknown command or flag, missing or extra
-     argument, malformed --input, unreadable @file, unknown workflow,
-     invalid or unknown run ID, invalid --status or --limit, bad
-     configuration, a validate file that cannot be read
+     FILE:LINE:COL: line on stderr before the summary); interrupted by
+     SIGINT or SIGTERM (start --wait leaves the run going)
+  2  usage error or bad input: unknown command or flag, bad flag value,
+     missing or extra argument, malformed or empty --input, an --input
+     over 1 MiB, an @file that is missing, unreadable or not a regular
+     file (a directory, FIFO, device or socket), unknown workflow, invalid
+     or unknown run ID, invalid --status, --limit or --cursor, bad
+     configuration; a validate file that is missing, unreadable, not a
+     regular file or over 8 MiB
 
 Every error is one line on stderr starting with "enqueue: " (validate
 first lists the file's problems, one FILE:LINE:COL: line each).

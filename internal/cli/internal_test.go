@@ -83,6 +83,19 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestDocumentedLimits: the help (and the README) say 1 MiB and 8 MiB.
+func TestDocumentedLimits(t *testing.T) {
+	t.Parallel()
+	if maxInputBytes != 1<<20 || maxWorkflowsFileBytes != 8<<20 {
+		t.Errorf("limits %d and %d bytes; the help says 1 MiB and 8 MiB", maxInputBytes, maxWorkflowsFileBytes)
+	}
+	for _, s := range []string{"over 1 MiB", "over 8 MiB", "SIGINT or SIGTERM"} {
+		if !strings.Contains(usage(), s) {
+			t.Errorf("usage lacks %q", s)
+		}
+	}
+}
+
 func TestOneLine(t *testing.T) {
 	t.Parallel()
 	if got := oneLine("a\nb\r\n c \n"); got != "a; b; c" {

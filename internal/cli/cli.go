@@ -45,7 +45,9 @@ const DefaultPollInterval = 200 * time.Millisecond
 // CLI is one invocation's environment. The zero value of each optional
 // field takes the default given in its comment.
 type CLI struct {
-	// Stdin is read by start --input @-; nil reads as empty.
+	// Stdin is read by start --input @-, at most 1 MiB and 1 byte, until
+	// Run's context is done (a Read that blocks then is left behind); nil
+	// reads as empty.
 	Stdin io.Reader
 	// Stdout receives the results, Stderr progress and errors; both are
 	// required.

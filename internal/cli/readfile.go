@@ -108,8 +108,6 @@ func fileKind(m fs.FileMode) string {
 		return "a character device"
 	case m&fs.ModeDevice != 0:
 		return "a block device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
 	}
 	return "a special file"
 }

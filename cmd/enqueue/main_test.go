@@ -1,10 +1,13 @@
 package main_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +91,79 @@ func TestBinaryUnknownRun(t *testing.T) {
 		[]string{"CAIRN_REDIS_URL=" + srv.URL(), "CAIRN_QUEUE=binary_unknown_run"}, "", "list", "--json")
 	if code != 0 || stdout != "[]\n" || stderr != "" {
 		t.Fatalf("list of an empty queue: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestBinaryStopsReadingStdinOnSignal: "start --input @-" reading a pipe
+// that stays open stops on SIGINT and on SIGTERM (which the binary catches
+// to cancel its context) with exit 1 and one line, instead of waiting for
+// the pipe to close.
+func TestBinaryStopsReadingStdinOnSignal(t *testing.T) {
+	t.Parallel()
+	bin := enqueue(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pw.Close()
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "start", "demo", "--input", "@-")
+			// No Redis is needed: the input is read before connecting.
+			cmd.Env = []string{"CAIRN_REDIS_URL=redis://127.0.0.1:1/0"}
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pr.Close()
+			exited := make(chan struct{})
+			go func() {
+				_ = cmd.Wait()
+				close(exited)
+			}()
+			t.Cleanup(func() {
+				select {
+				case <-exited:
+				default:
+					_ = cmd.Process.Kill()
+					<-exited
+				}
+			})
+
+			// The binary is reading stdin, its signal handler installed,
+			// once it has taken in part of more than a pipe's buffer (64
+			// KiB on Linux) of input: the write returns only then.
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := pw.Write(bytes.Repeat([]byte(" "), 512<<10))
+				wrote <- err
+			}()
+			select {
+			case err := <-wrote:
+				if err != nil {
+					t.Fatalf("writing stdin: %v", err)
+				}
+			case <-exited:
+				t.Fatalf("exited before reading its input: %v, stderr %q", cmd.ProcessState, stderr.String())
+			case <-time.After(30 * time.Second):
+				t.Fatal("the binary does not read its stdin")
+			}
+
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("still running 10s after %v", sig)
+			}
+			const want = "enqueue: interrupted while reading --input @- (stdin): no run was started\n"
+			if code := cmd.ProcessState.ExitCode(); code != 1 || stdout.Len() != 0 || stderr.String() != want {
+				t.Errorf("after %v: exit %d (%v), stdout %q, stderr %q; want exit 1 and %q",
+					sig, code, cmd.ProcessState, stdout.String(), stderr.String(), want)
+			}
+		})
 	}
 }

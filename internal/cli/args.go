@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,8 +19,9 @@ type command struct {
 	// flags documents the flags, one "name\tdescription" per line.
 	flags []string
 	// parse checks the arguments (flags may come before or after the
-	// positional ones) and returns the action to run once connected.
-	parse func(c *CLI, args []string) (action, error)
+	// positional ones) and returns the action to run once connected. It
+	// reads the run input (start --input @-), and stops when ctx is done.
+	parse func(ctx context.Context, c *CLI, args []string) (action, error)
 	// offline: the action needs no Redis (its session has only the
 	// configuration).
 	offline bool
@@ -34,7 +36,7 @@ func init() {
 			name: "start", synopsis: "start <workflow> [flags]",
 			summary: "start a run of a workflow and print its ID",
 			flags: []string{
-				"--input JSON|@file\trun input: JSON text, @path to read a file, @- to read stdin (default {})",
+				"--input JSON|@file\trun input: JSON text, @path to read a regular file, @- to read stdin; at most 1 MiB (default {})",
 				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
 				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
@@ -89,7 +91,7 @@ func init() {
 		},
 		{
 			name: "validate", synopsis: "validate <file>",
-			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE) without a worker or Redis",
+			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE; at most 8 MiB) without a worker or Redis",
 			parse:   parseValidate, offline: true,
 		},
 	}
@@ -165,11 +167,15 @@ Exit codes:
   1  the run ended failed or cancelled (start --wait), or an operational
      error: Redis unreachable, cancel of a finished run, a recover, retry
      or skip the run's state refuses; validate found problems (each is a
-     FILE:LINE:COL: line on stderr before the summary)
-  2  usage error or bad input: unknown command or flag, missing or extra
-     argument, malformed --input, unreadable @file, unknown workflow,
-     invalid or unknown run ID, invalid --status or --limit, bad
-     configuration, a validate file that cannot be read
+     FILE:LINE:COL: line on stderr before the summary); interrupted by
+     SIGINT or SIGTERM (start --wait leaves the run going)
+  2  usage error or bad input: unknown command or flag, bad flag value,
+     missing or extra argument, malformed or empty --input, an --input
+     over 1 MiB, an @file that is missing, unreadable or not a regular
+     file (a directory, FIFO, device or socket), unknown workflow, invalid
+     or unknown run ID, invalid --status, --limit or --cursor, bad
+     configuration; a validate file that is missing, unreadable, not a
+     regular file or over 8 MiB
 
 Every error is one line on stderr starting with "enqueue: " (validate
 first lists the file's problems, one FILE:LINE:COL: line each).

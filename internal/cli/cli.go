@@ -45,7 +45,9 @@ const DefaultPollInterval = 200 * time.Millisecond
 // CLI is one invocation's environment. The zero value of each optional
 // field takes the default given in its comment.
 type CLI struct {
-	// Stdin is read by start --input @-; nil reads as empty.
+	// Stdin is read by start --input @-, at most 1 MiB and 1 byte, until
+	// Run's context is done (a Read that blocks then is left behind); nil
+	// reads as empty.
 	Stdin io.Reader
 	// Stdout receives the results, Stderr progress and errors; both are
 	// required.
@@ -138,7 +140,7 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if cmd == nil {
 		return c.fail(usageErrorf("unknown command %q (run \"enqueue help\" for usage)", name))
 	}
-	act, err := cmd.parse(c, rest)
+	act, err := cmd.parse(ctx, c, rest)
 	if errors.Is(err, errHelp) {
 		fmt.Fprint(c.Stdout, cmd.usage())
 		return ExitOK
@@ -238,6 +240,7 @@ func failuref(format string, args ...any) error {
 var badInput = []error{
 	workflow.ErrUnknownWorkflow, workflow.ErrInvalidRunID, workflow.ErrRunNotFound,
 	workflow.ErrInvalidInput, workflow.ErrInvalidStatus, workflow.ErrIdempotencyConflict,
+	workflow.ErrInvalidCursor,
 }
 
 // exitCode maps an error to the exit code it causes.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -387,8 +388,13 @@ func TestListAndEvents(t *testing.T) {
 	mustSucceed(t, r)
 	var page []workflow.Run
 	decode(t, r.stdout, &page)
-	if len(page) != 1 || !strings.Contains(r.stderr, "--cursor ") {
-		t.Errorf("list --limit 1: %d runs, stderr %q", len(page), r.stderr)
+	cursor, ok := strings.CutPrefix(strings.TrimSuffix(r.stderr, "\n"), "more runs: add --cursor ")
+	if len(page) != 1 || !ok {
+		t.Fatalf("list --limit 1: %d runs, stderr %q", len(page), r.stderr)
+	}
+	// The cursor it printed is taken: the next page is the other run.
+	if got := ids("--limit", "1", "--cursor", cursor); !slices.Equal(got, []string{retried}) {
+		t.Errorf("list --limit 1 --cursor %s = %v, want [%s]", cursor, got, retried)
 	}
 
 	r = e.run("list")
@@ -509,6 +515,15 @@ func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker(fastPolicy()) // so that "demo" is known and only the input is wrong
 	unknownID := workflow.NewRunID(time.Now())
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, []byte("{}"+strings.Repeat(" ", 1<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		args  []string
@@ -517,6 +532,7 @@ func TestBadInput(t *testing.T) {
 		want  string
 	}{
 		{"unknown workflow", []string{"start", "nope"}, "", 2, `unknown workflow "nope": no worker on queue`},
+		{"malformed workflow name", []string{"start", "no such/name"}, "", 2, `unknown workflow "no such/name"`},
 		{"malformed input", []string{"start", "demo", "--input", `{"fail_step":`}, "", 2, "--input is not valid JSON"},
 		{"two JSON values", []string{"start", "demo", "--input", `{} {}`}, "", 2, "--input is not valid JSON"},
 		{"malformed stdin", []string{"start", "demo", "--input", "@-"}, "{oops", 2, "--input @- (stdin) is not valid JSON"},
@@ -524,7 +540,8 @@ func TestBadInput(t *testing.T) {
 		{"empty stdin", []string{"start", "demo", "--input", "@-"}, "", 2, "is empty"},
 		{"missing file", []string{"start", "demo", "--input", "@/nonexistent/input.json"}, "", 2,
 			"--input @/nonexistent/input.json: open /nonexistent/input.json: no such file or directory"},
-		{"input too large", []string{"start", "demo", "--input", "@-"}, `"` + strings.Repeat("x", 1<<20) + `"`, 2, "too large"},
+		{"input too large", []string{"start", "demo", "--input", "@-"}, `"` + strings.Repeat("x", 1<<20) + `"`, 2,
+			"--input @- (stdin): input larger than 1048576 bytes"},
 		{"idempotency key too long", []string{"start", "demo", "--idempotency-key", strings.Repeat("k", 300)}, "", 2,
 			"idempotency key longer than 256 bytes"},
 		{"missing workflow", []string{"start", "--wait"}, "", 2, "start: missing workflow name"},
@@ -533,6 +550,7 @@ func TestBadInput(t *testing.T) {
 		{"flag without value", []string{"start", "demo", "--input"}, "", 2, "flag needs an argument: -input"},
 		{"unknown command", []string{"frobnicate"}, "", 2, `unknown command "frobnicate"`},
 		{"help for unknown command", []string{"help", "frobnicate"}, "", 2, `unknown command "frobnicate"`},
+		{"help with two commands", []string{"help", "start", "list"}, "", 2, "help: too many arguments"},
 		{"unknown run ID", []string{"status", unknownID}, "", 2, "run not found: " + unknownID},
 		{"unknown run ID events", []string{"events", unknownID, "--json"}, "", 2, "run not found"},
 		{"unknown run ID cancel", []string{"cancel", unknownID}, "", 2, "run not found"},
@@ -544,12 +562,32 @@ func TestBadInput(t *testing.T) {
 		{"invalid limit", []string{"list", "--limit", "0"}, "", 2, "list: invalid --limit 0"},
 		{"limit not a number", []string{"list", "--limit", "ten"}, "", 2, `invalid value "ten" for flag -limit`},
 		{"list argument", []string{"list", "failed"}, "", 2, `list: unexpected argument "failed"`},
+		{"malformed cursor", []string{"list", "--cursor", "garbage"}, "", 2, `list: malformed cursor "garbage": pass the cursor`},
+		{"cursor without a run ID", []string{"list", "--cursor=1700000000000:x"}, "", 2, `list: malformed cursor "1700000000000:x"`},
+		{"cursor without a time", []string{"list", "--cursor", ":" + unknownID}, "", 2, "list: malformed cursor"},
+		{"bad boolean", []string{"list", "--json=maybe"}, "", 2, `invalid boolean value "maybe" for -json`},
+		{"input @ without a name", []string{"start", "demo", "--input", "@"}, "", 2, "--input @: missing file name"},
+		{"input from a directory", []string{"start", "demo", "--input", "@" + dir}, "", 2,
+			"--input @" + dir + ": " + dir + " is a directory, not a regular file"},
+		{"input from a named pipe", []string{"start", "demo", "--input", "@" + fifo}, "", 2,
+			"--input @" + fifo + ": " + fifo + " is a named pipe (FIFO), not a regular file"},
+		{"input from /dev/zero", []string{"start", "demo", "--input", "@/dev/zero"}, "", 2,
+			"--input @/dev/zero: /dev/zero is a character device, not a regular file"},
+		{"input file too large", []string{"start", "demo", "--input", "@" + big}, "", 2, "input larger than 1048576 bytes"},
+		{"retry without --step", []string{"retry", unknownID}, "", 2, "retry needs --step NAME"},
+		{"recover with --step", []string{"recover", unknownID, "--step", "fetch"}, "", 2, "recover takes no --step"},
+		{"validate /dev/zero", []string{"validate", "/dev/zero"}, "", 2, "validate: /dev/zero is a character device, not a regular file"},
+		{"validate a named pipe", []string{"validate", fifo}, "", 2, "validate: " + fifo + " is a named pipe (FIFO)"},
+		{"validate a directory", []string{"validate", dir}, "", 2, "validate: " + dir + " is a directory"},
+		{"validate a missing file", []string{"validate", filepath.Join(dir, "nope.yaml")}, "", 2, "no such file or directory"},
 	}
 	t.Run("cases", func(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				r := e.invoke(invocation{args: tc.args, stdin: tc.stdin, environ: e.environ()})
+				// Promptly: a command that blocks on its input fails
+				// rather than hangs.
+				r := invokePromptly(t, invocation{args: tc.args, stdin: tc.stdin, environ: e.environ()}, nil)
 				checkOneErrorLine(t, r, tc.code, tc.want)
 			})
 		}

@@ -8,8 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -33,7 +33,7 @@ var statuses = []string{
 
 // parseStart parses "start <workflow> [--input JSON|@file]
 // [--idempotency-key K] [--wait] [--json]".
-func parseStart(c *CLI, args []string) (action, error) {
+func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 	fs := newFlagSet("start")
 	input := fs.String("input", "", "")
 	key := fs.String("idempotency-key", "", "")
@@ -49,7 +49,7 @@ func parseStart(c *CLI, args []string) (action, error) {
 	}
 	raw := json.RawMessage("{}")
 	if flagSet(fs, "input") {
-		if raw, err = readInput(*input, c.Stdin); err != nil {
+		if raw, err = readInput(ctx, *input, c.Stdin); err != nil {
 			return nil, err
 		}
 	}
@@ -100,28 +100,33 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // readInput returns the run input that --input spec gives: JSON text,
-// "@path" for a file's content or "@-" for stdin's. It checks that the
-// input is one JSON value of at most maxInputBytes.
-func readInput(spec string, stdin io.Reader) (json.RawMessage, error) {
+// "@path" for a regular file's content or "@-" for stdin's. It checks that
+// the input is one JSON value of at most maxInputBytes (whitespace
+// included), reading no more than one byte past the limit, and stops
+// reading stdin when ctx is done (SIGINT or SIGTERM).
+func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessage, error) {
 	data, src := []byte(spec), "--input"
+	if len(data) > maxInputBytes {
+		return nil, usageErrorf("%s: input larger than %d bytes", src, maxInputBytes)
+	}
 	if path, ok := strings.CutPrefix(spec, "@"); ok {
 		src = "--input " + spec
-		var r io.Reader
+		var err error
 		switch path {
 		case "":
 			return nil, usageErrorf("--input @: missing file name (use @path, or @- for stdin)")
 		case "-":
-			r, src = stdin, "--input @- (stdin)"
+			src = "--input @- (stdin)"
+			data, err = readBounded(ctx, stdin, maxInputBytes)
 		default:
-			f, err := os.Open(path)
-			if err != nil {
-				return nil, usageErrorf("%s: %v", src, err)
-			}
-			defer f.Close()
-			r = f
+			data, err = readRegular(ctx, path, maxInputBytes)
 		}
-		var err error
-		if data, err = io.ReadAll(io.LimitReader(r, 2*maxInputBytes)); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, failuref("interrupted while reading %s: no run was started", src)
+		case errors.Is(err, errTooLarge):
+			return nil, usageErrorf("%s: input larger than %d bytes", src, maxInputBytes)
+		case err != nil:
 			return nil, usageErrorf("%s: %v", src, err)
 		}
 	}
@@ -129,8 +134,6 @@ func readInput(spec string, stdin io.Reader) (json.RawMessage, error) {
 	switch {
 	case len(data) == 0:
 		return nil, usageErrorf("%s is empty: want a JSON value, such as {}", src)
-	case len(data) > maxInputBytes:
-		return nil, usageErrorf("%s is too large: more than %d bytes", src, maxInputBytes)
 	case !json.Valid(data):
 		var v any
 		err := json.Unmarshal(data, &v)
@@ -196,7 +199,7 @@ func runIDArg(cmd string, pos []string) (string, error) {
 }
 
 // parseStatus parses "status <run-id> [--json]".
-func parseStatus(_ *CLI, args []string) (action, error) {
+func parseStatus(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -220,7 +223,7 @@ func parseStatus(_ *CLI, args []string) (action, error) {
 }
 
 // parseList parses "list [--status S] [--limit N] [--cursor C] [--json]".
-func parseList(_ *CLI, args []string) (action, error) {
+func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("list")
 	status := fs.String("status", "", "")
 	limit := fs.Int("limit", defaultListLimit, "")
@@ -239,9 +242,15 @@ func parseList(_ *CLI, args []string) (action, error) {
 	if *limit < 1 || *limit > maxListLimit {
 		return nil, usageErrorf("list: invalid --limit %d: want 1 to %d", *limit, maxListLimit)
 	}
+	if *cursor != "" && !validCursor(*cursor) {
+		return nil, badCursor(*cursor)
+	}
 	opts := workflow.ListOptions{Status: *status, Limit: *limit, Cursor: *cursor}
 	return func(ctx context.Context, s *session) error {
 		runs, next, err := s.client.List(ctx, opts)
+		if errors.Is(err, workflow.ErrInvalidCursor) {
+			return badCursor(*cursor)
+		}
 		if err != nil {
 			return err
 		}
@@ -260,8 +269,24 @@ func parseList(_ *CLI, args []string) (action, error) {
 	}, nil
 }
 
+// validCursor reports whether c has the form of the cursors list prints,
+// "<created ms>:<run ID>", which the workflow client (retrystate's
+// ListRuns) takes; List's ErrInvalidCursor backs this check up.
+func validCursor(c string) bool {
+	ms, id, ok := strings.Cut(c, ":")
+	if _, err := strconv.ParseInt(ms, 10, 64); err != nil || !ok {
+		return false
+	}
+	return workflow.ValidRunID(id)
+}
+
+func badCursor(c string) error {
+	return usageErrorf("list: %v %q: pass the cursor a previous list printed after \"more runs: add --cursor\"",
+		workflow.ErrInvalidCursor, c)
+}
+
 // parseEvents parses "events <run-id> [--json]".
-func parseEvents(_ *CLI, args []string) (action, error) {
+func parseEvents(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("events")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -288,7 +313,7 @@ func parseEvents(_ *CLI, args []string) (action, error) {
 }
 
 // parseCancel parses "cancel <run-id>".
-func parseCancel(_ *CLI, args []string) (action, error) {
+func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("cancel")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -318,8 +343,8 @@ func parseCancel(_ *CLI, args []string) (action, error) {
 // parseOperator parses "recover <run-id>", "retry <run-id> --step NAME" and
 // "skip <run-id> --step NAME". An action the run's state does not allow is
 // refused with exit code 1 and the reason; nothing changes.
-func parseOperator(name string) func(*CLI, []string) (action, error) {
-	return func(_ *CLI, args []string) (action, error) {
+func parseOperator(name string) func(context.Context, *CLI, []string) (action, error) {
+	return func(_ context.Context, _ *CLI, args []string) (action, error) {
 		fs := newFlagSet(name)
 		step := fs.String("step", "", "")
 		asJSON := fs.Bool("json", false, "")

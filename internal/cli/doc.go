@@ -15,9 +15,17 @@
 //     line per problem.)
 //   - Arguments, the run input and run IDs are checked before the CLI talks
 //     to Redis, so bad input never writes anything.
+//   - Files are read only when regular (a named pipe, a device or a
+//     directory is refused without waiting) and only up to their limit:
+//     1 MiB for the run input, 8 MiB for validate's workflows file. Reading
+//     stdin stops when the context is done (SIGINT or SIGTERM).
 //   - Exit codes: 0 success; 1 the run ended failed or cancelled (start
-//     --wait) or an operational error (Redis unreachable, cancel of a
-//     finished run); 2 a usage error or bad input (unknown command or flag,
-//     missing argument, malformed input, unknown workflow, invalid or
-//     unknown run ID, invalid status, bad configuration).
+//     --wait), an operational error (Redis unreachable, cancel of a
+//     finished run, an action refused), validate found problems, or
+//     interrupted; 2 a usage error or bad input (unknown command or flag,
+//     bad flag value, missing argument, malformed or too large input, an
+//     input or validate file that is missing, unreadable or not a regular
+//     file, unknown workflow, invalid or unknown run ID, invalid status,
+//     limit or cursor, bad configuration). The usage text (see usage) and
+//     the README list them; keep the three in step.
 package cli

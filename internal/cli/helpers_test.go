@@ -250,3 +250,39 @@ func lines(s, substr string) []string {
 	}
 	return out
 }
+
+// promptly bounds an invocation that must not wait for anything but a
+// closed port or a local file: refusing a named pipe, a device or input
+// over the limit, or stopping on a cancelled context.
+const promptly = 10 * time.Second
+
+// invokePromptly runs the CLI in-process through Main, as the binary does,
+// with stdin (if not nil) as its standard input, and fails the test if it has not
+// returned within promptly: a regression that blocks (on a named pipe, on
+// stdin) fails the test instead of hanging it. The blocked invocation is
+// then left behind.
+func invokePromptly(t testing.TB, inv invocation, stdin io.Reader) result {
+	t.Helper()
+	ctx := inv.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if stdin == nil {
+		stdin = strings.NewReader(inv.stdin)
+	}
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(ctx, inv.args, stdin, &stdout, &stderr, inv.environ)
+		done <- result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	}()
+	timer := time.NewTimer(promptly)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r
+	case <-timer.C:
+		t.Fatalf("enqueue %s has not returned after %v", strings.Join(inv.args, " "), promptly)
+		return result{}
+	}
+}

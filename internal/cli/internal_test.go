@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +71,7 @@ func TestExitCodes(t *testing.T) {
 		{workflow.ErrInvalidInput, ExitUsage},
 		{workflow.ErrInvalidStatus, ExitUsage},
 		{workflow.ErrIdempotencyConflict, ExitUsage},
+		{fmt.Errorf("list: %w", workflow.ErrInvalidCursor), ExitUsage},
 		{usageErrorf("x"), ExitUsage},
 		{failuref("x"), ExitFailure},
 		{workflow.ErrRunFinished, ExitFailure},
@@ -77,6 +79,19 @@ func TestExitCodes(t *testing.T) {
 	} {
 		if got := exitCode(tc.err); got != tc.code {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.code)
+		}
+	}
+}
+
+// TestDocumentedLimits: the help (and the README) say 1 MiB and 8 MiB.
+func TestDocumentedLimits(t *testing.T) {
+	t.Parallel()
+	if maxInputBytes != 1<<20 || maxWorkflowsFileBytes != 8<<20 {
+		t.Errorf("limits %d and %d bytes; the help says 1 MiB and 8 MiB", maxInputBytes, maxWorkflowsFileBytes)
+	}
+	for _, s := range []string{"over 1 MiB", "over 8 MiB", "SIGINT or SIGTERM"} {
+		if !strings.Contains(usage(), s) {
+			t.Errorf("usage lacks %q", s)
 		}
 	}
 }

@@ -9,9 +9,16 @@ import (
 	"github.com/cairnhq/cairn/workflow/yamldef"
 )
 
+// maxWorkflowsFileBytes bounds the workflows file validate reads: the
+// worker's limit (yamldef.Load's), so that validate passes no file the
+// worker would refuse.
+const maxWorkflowsFileBytes = yamldef.MaxFileBytes
+
 // parseValidate parses "validate <file>": check a YAML workflows file as
 // the worker would load it (with the environment's defaults), without Redis.
-func parseValidate(_ *CLI, args []string) (action, error) {
+// The file must be a regular file of at most maxWorkflowsFileBytes; anything
+// else is bad input, refused without waiting.
+func parseValidate(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("validate")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -21,8 +28,17 @@ func parseValidate(_ *CLI, args []string) (action, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(_ context.Context, s *session) error {
-		defs, err := yamldef.Load(path, yamldef.Options{
+	return func(ctx context.Context, s *session) error {
+		data, err := readRegular(ctx, path, maxWorkflowsFileBytes)
+		switch {
+		case ctx.Err() != nil:
+			return failuref("interrupted while reading %s", path)
+		case errors.Is(err, errTooLarge):
+			return usageErrorf("validate: %s: file larger than %d bytes", path, maxWorkflowsFileBytes)
+		case err != nil:
+			return usageErrorf("validate: %v", err)
+		}
+		defs, err := yamldef.Parse(path, data, yamldef.Options{
 			MaxBodyBytes: int64(s.cfg.HTTPStepMaxBody),
 			Defaults:     s.cfg.Policy(),
 		})
@@ -34,7 +50,7 @@ func parseValidate(_ *CLI, args []string) (action, error) {
 			}
 			return failuref("%s: %s", path, plural(len(list), "problem"))
 		case err != nil:
-			return usageErrorf("validate: %v", err)
+			return failuref("validate: %s: %v", path, err)
 		}
 		names := make([]string, len(defs))
 		for i, d := range defs {

@@ -112,21 +112,34 @@ func TestValidateUsesTheEnvironment(t *testing.T) {
 func TestValidateUsageErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tests := []struct {
+	type usageCase struct {
 		name string
 		args []string
 		msg  string
-	}{
+	}
+	tests := []usageCase{
 		{"no file", []string{"validate"}, "validate: missing file (usage: enqueue validate <file>)"},
 		{"two files", []string{"validate", "a.yaml", "b.yaml"}, `validate: unexpected argument "b.yaml"`},
 		{"unknown flag", []string{"validate", "--strict", "a.yaml"}, "flag provided but not defined: -strict"},
 		{"missing file", []string{"validate", filepath.Join(dir, "nope.yaml")}, "no such file or directory"},
-		{"a directory", []string{"validate", dir}, "is a directory"},
+		{"a directory", []string{"validate", dir}, "enqueue: validate: " + dir + " is a directory, not a regular file"},
 	}
+	// Anything but a regular file is refused at once: a named pipe would
+	// wait for a writer, /dev/zero never end.
+	for path, kind := range specialFiles(t) {
+		tests = append(tests, usageCase{"special file " + filepath.Base(path), []string{"validate", path},
+			"enqueue: validate: " + path + " is " + kind + ", not a regular file"})
+	}
+	// Over the worker's limit: refused without being parsed.
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, 8<<20+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests = append(tests, usageCase{"over 8 MiB", []string{"validate", big}, "enqueue: validate: " + big + ": file larger than 8388608 bytes"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := invoke(t, invocation{args: tt.args, environ: unreachableRedis})
+			r := invokePromptly(t, invocation{args: tt.args, environ: unreachableRedis}, nil)
 			checkOneErrorLine(t, r, 2, tt.msg)
 		})
 	}

@@ -69,7 +69,9 @@ func TestKillWorkerMidStep(t *testing.T) {
 
 // TestRedisRestart: redis-server (appendonly yes, appendfsync always) is
 // killed while runs are in flight and started again on the same port and
-// data: every run completes, each step succeeding exactly once.
+// data: every run in flight makes progress within 15s of the restart, and
+// every run completes, each step succeeding exactly once, with no crash
+// counted (no worker died).
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
@@ -99,7 +101,9 @@ func TestRedisRestart(t *testing.T) {
 		return err == nil && err2 == nil && len(done) >= 1 && len(running) >= 1
 	})
 	srv.Kill(t)
+	killed := time.Now()
 	srv.Restart(t)
+	assertProgress(t, client, ids, killed, time.Now())
 
 	for _, id := range ids {
 		r := waitRun(t, client, id, 120*time.Second)
@@ -115,6 +119,9 @@ func TestRedisRestart(t *testing.T) {
 			if c := count(evs, workflow.EventAttemptSucceeded, step); c != 1 {
 				t.Errorf("run %s: %s succeeded %d times", id, step, c)
 			}
+		}
+		if c := count(evs, workflow.EventAttemptCrashed, ""); c != 0 {
+			t.Errorf("run %s: %d crashes counted\n%s", id, c, journalText(evs))
 		}
 	}
 }

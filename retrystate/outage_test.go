@@ -1,0 +1,281 @@
+package retrystate_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// The scripts a lost reply makes a caller repeat: each must answer the
+// second call as it answered the first, without counting anything twice,
+// and each repair must say so on the notification stream.
+
+func notificationsOf(t *testing.T, s *retrystate.Store, runID, typ string) []retrystate.Notification {
+	t.Helper()
+	ns, err := s.Notifications(ctxb, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []retrystate.Notification
+	for _, n := range ns {
+		if n.RunID == runID && n.Type == typ {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func countEntries(es []retrystate.Entry, typ string) int {
+	n := 0
+	for _, e := range es {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBeginAgainWithTheSameToken: a begin whose reply was lost, asked again
+// with the same token, is answered "ok" as the first time, with the fence's
+// expiry renewed and nothing counted twice; another token is still busy.
+func TestBeginAgainWithTheSameToken(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	id := runID(1)
+	create(t, s, id, t0, "a", "b")
+	task := tasks.ID(id, 0, 1, 0)
+	first := begin(t, s, id, 0, task, "tok", t0)
+	if first.Outcome != retrystate.BeginOK {
+		t.Fatalf("begin: %+v", first)
+	}
+	again := begin(t, s, id, 0, task, "tok", t0.Add(4*time.Second))
+	if again.Outcome != retrystate.BeginOK || again.Attempt != first.Attempt || again.Used != first.Used ||
+		again.Crashed || again.Input != first.Input || again.Next == nil || again.Next.Name != "b" {
+		t.Fatalf("begin again: %+v\nfirst: %+v", again, first)
+	}
+	run, _ := s.Run(ctxb, id)
+	if run.Iterations != 1 || run.Steps[0].AttemptsStarted != 1 || run.Steps[0].Crashes != 0 {
+		t.Errorf("after the repeat: iterations %d, attempts started %d, crashes %d; want 1, 1, 0",
+			run.Iterations, run.Steps[0].AttemptsStarted, run.Steps[0].Crashes)
+	}
+	if want := t0.Add(14 * time.Second); !run.Steps[0].FenceExpiresAt.Equal(want) {
+		t.Errorf("fence expires at %s, want %s (renewed by the repeat)", run.Steps[0].FenceExpiresAt, want)
+	}
+	if n := countEntries(mustJournal(t, s, id), retrystate.EventAttemptStarted); n != 1 {
+		t.Errorf("%d attempt_started entries, want 1", n)
+	}
+	if b := begin(t, s, id, 0, task, "other", t0.Add(5*time.Second)); b.Outcome != retrystate.BeginBusy {
+		t.Errorf("another delivery: %+v, want busy", b)
+	}
+}
+
+// TestFailAgainWithTheSameToken: a failure recorded twice (the first reply
+// lost) schedules one retry, whose task the script wrote, and the second
+// call says so.
+func TestFailAgainWithTheSameToken(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	id := runID(2)
+	create(t, s, id, t0, "a")
+	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
+	retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
+	args := retrystate.FailArgs{RunID: id, Index: 0, Token: "tok", Error: "503", Class: retrystate.ClassTransient,
+		Delay: 3 * time.Second, Retention: time.Hour, Now: t0,
+		RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(s.Queue(), time.Minute)}
+	f, err := s.Fail(ctxb, args)
+	if err != nil || f.Retry == nil || !f.Enqueued {
+		t.Fatalf("fail: %+v %v", f, err)
+	}
+	// The retry's task is in asynq's schedule, for its due time rounded up
+	// to the second.
+	score, err := rdb.ZScore(ctxb, "asynq:{"+s.Queue()+"}:scheduled", retry.ID()).Result()
+	if err != nil || int64(score) != t0.Add(3*time.Second).Unix() {
+		t.Fatalf("scheduled task: score %v %v, want %d", score, err, t0.Add(3*time.Second).Unix())
+	}
+	args.Now = t0.Add(time.Second)
+	again, err := s.Fail(ctxb, args)
+	if err != nil || !again.Done || again.RunFailed || again.Fenced || again.RunStatus != retrystate.StatusRunning {
+		t.Fatalf("fail again: %+v %v", again, err)
+	}
+	run, _ := s.Run(ctxb, id)
+	if run.Steps[0].Attempt != 2 || run.Steps[0].RetryAttempts != 1 {
+		t.Errorf("after the repeat: attempt %d, retries %d; want 2, 1", run.Steps[0].Attempt, run.Steps[0].RetryAttempts)
+	}
+	es := mustJournal(t, s, id)
+	if countEntries(es, retrystate.EventAttemptFailed) != 1 || countEntries(es, retrystate.EventRetryScheduled) != 1 {
+		t.Errorf("journal: %+v", es)
+	}
+}
+
+// TestRelease: an attempt its worker stopped for an unrenewable fence is
+// handed back: a new dispatch of the same attempt, its task written, no
+// crash and no attempt counted, journaled and notified; the resumed attempt
+// is not a new attempt, nor a crash. A stranger's release changes nothing.
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	id := runID(3)
+	create(t, s, id, t0, "a")
+	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
+	next := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 1, Gen: 1}
+	if r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "stranger", Now: t0}); err != nil || !r.Fenced {
+		t.Fatalf("a stranger's release: %+v %v", r, err)
+	}
+	r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second),
+		TaskID: next.ID(), Message: next.AsynqMessage(s.Queue(), time.Minute)})
+	if err != nil || r.Fenced || !r.Enqueued || r.Dispatch == nil || r.Dispatch.Attempt != 1 || r.Dispatch.Gen != 1 {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	if n, err := rdb.LPos(ctxb, "asynq:{"+s.Queue()+"}:pending", next.ID(), redis.LPosArgs{}).Result(); err != nil || n < 0 {
+		t.Fatalf("the new dispatch's task is not pending in asynq: %v %v", n, err)
+	}
+	if again, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second)}); err != nil || !again.Fenced {
+		t.Fatalf("a second release: %+v %v", again, err)
+	}
+	es := mustJournal(t, s, id)
+	if countEntries(es, retrystate.EventAttemptInterrupted) != 1 || countEntries(es, retrystate.EventAttemptCrashed) != 0 {
+		t.Errorf("journal: %+v", es)
+	}
+	ns := notificationsOf(t, s, id, "run_recovered")
+	if len(ns) != 1 || ns[0].Fields["by"] != "worker" || ns[0].Fields["kind"] != "interrupted_attempt" ||
+		ns[0].Fields["step"] != "a" || ns[0].Fields["owner"] != "o" {
+		t.Errorf("notifications: %+v", ns)
+	}
+	b := begin(t, s, id, 0, next.ID(), "tok2", t0.Add(2*time.Second))
+	if b.Outcome != retrystate.BeginOK || b.Attempt != 1 || b.Crashed || b.Used != 1 {
+		t.Fatalf("resume: %+v", b)
+	}
+	run, _ := s.Run(ctxb, id)
+	if a := run.Steps[0]; a.AttemptsStarted != 1 || a.Crashes != 0 || a.RetryAttempts != 0 {
+		t.Errorf("step: attempts started %d, crashes %d, retries %d; want 1, 0, 0", a.AttemptsStarted, a.Crashes, a.RetryAttempts)
+	}
+	es = mustJournal(t, s, id)
+	if last := es[len(es)-1]; last.Type != retrystate.EventAttemptStarted || last.Fields["resumed"] != "interrupted" {
+		t.Errorf("last entry: %+v", last)
+	}
+}
+
+// TestRepairStalledTask: a step whose task asynq handed to a worker that
+// never received it gets a new dispatch (not a crash, no budget), journaled
+// and notified; a step that was begun meanwhile is left alone.
+func TestRepairStalledTask(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	id := runID(4)
+	create(t, s, id, t0, "a")
+	task := tasks.ID(id, 0, 1, 0)
+	rp, err := s.RepairTask(ctxb, id, task, retrystate.TaskStalled, 3, t0.Add(10*time.Second))
+	if err != nil || rp.Outcome != retrystate.OutcomeDispatch || rp.Kind != "stalled_delivery" ||
+		rp.Dispatch.Attempt != 1 || rp.Dispatch.Gen != 1 {
+		t.Fatalf("repair: %+v %v", rp, err)
+	}
+	run, _ := s.Run(ctxb, id)
+	if a := run.Steps[0]; a.Task != tasks.ID(id, 0, 1, 1) || a.Crashes != 0 || a.Attempt != 1 || run.AutoRecoveries != 1 {
+		t.Errorf("after the repair: task %s, crashes %d, attempt %d, auto recoveries %d", a.Task, a.Crashes, a.Attempt,
+			run.AutoRecoveries)
+	}
+	ns := notificationsOf(t, s, id, "run_recovered")
+	if len(ns) != 1 || ns[0].Fields["by"] != "reconciler" || ns[0].Fields["kind"] != "stalled_delivery" || ns[0].Workflow != "wf" {
+		t.Errorf("notifications: %+v", ns)
+	}
+	// The old task is stale now: repairing it again does nothing.
+	if rp, err := s.RepairTask(ctxb, id, task, retrystate.TaskStalled, 3, t0.Add(11*time.Second)); err != nil || rp.Outcome != retrystate.OutcomeNoop {
+		t.Fatalf("repair of the old task: %+v %v", rp, err)
+	}
+	// A begun step is not stalled, whatever asynq's lease says.
+	begin(t, s, id, 0, tasks.ID(id, 0, 1, 1), "tok", t0.Add(12*time.Second))
+	if rp, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 1), retrystate.TaskStalled, 3, t0.Add(13*time.Second)); err != nil || rp.Outcome != retrystate.OutcomeNoop {
+		t.Fatalf("repair of a begun step: %+v %v", rp, err)
+	}
+}
+
+// TestStalledTasks lists the tasks whose lease expires before the cut-off.
+func TestStalledTasks(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	lease := "asynq:{" + s.Queue() + "}:lease"
+	rdb.ZAdd(ctxb, lease, redis.Z{Score: float64(t0.Unix()), Member: "old"}, redis.Z{Score: float64(t0.Unix() + 30), Member: "fresh"})
+	got, err := s.StalledTasks(ctxb, t0.Add(10*time.Second), 10)
+	if err != nil || len(got) != 1 || got[0] != "old" {
+		t.Fatalf("stalled: %v %v", got, err)
+	}
+}
+
+// TestRecoveryNotifications: every automatic repair that changes a run's
+// course appends run_recovered, with by and kind, in its own script; the
+// recovery-loop breaker appends run_needs_attention.
+func TestRecoveryNotifications(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+
+	// A crashed attempt re-dispatched by the reconciler.
+	crashed := runID(5)
+	create(t, s, crashed, t0, "a")
+	begin(t, s, crashed, 0, tasks.ID(crashed, 0, 1, 0), "tok", t0)
+	if rp, err := s.Redispatch(ctxb, crashed, 3, time.Hour, t0.Add(11*time.Second)); err != nil || rp.Kind != "crashed_attempt" {
+		t.Fatalf("redispatch: %+v %v", rp, err)
+	}
+	// A crash found by a delivery.
+	found := runID(6)
+	create(t, s, found, t0, "a")
+	begin(t, s, found, 0, tasks.ID(found, 0, 1, 0), "tok", t0)
+	if b := begin(t, s, found, 0, tasks.ID(found, 0, 1, 0), "tok2", t0.Add(11*time.Second)); !b.Crashed {
+		t.Fatalf("takeover: %+v", b)
+	}
+	// A lost task re-created.
+	missing := runID(7)
+	create(t, s, missing, t0, "a")
+	if rp, err := s.RepairTask(ctxb, missing, tasks.ID(missing, 0, 1, 0), retrystate.TaskMissing, 3, t0); err != nil || rp.Kind != "task_missing" {
+		t.Fatalf("repair: %+v %v", rp, err)
+	}
+	for _, c := range []struct{ run, by, kind string }{
+		{crashed, "reconciler", "crashed_attempt"},
+		{found, "worker", "crashed_attempt"},
+		{missing, "reconciler", "task_missing"},
+	} {
+		ns := notificationsOf(t, s, c.run, "run_recovered")
+		if len(ns) != 1 || ns[0].Fields["by"] != c.by || ns[0].Fields["kind"] != c.kind || ns[0].Fields["step"] != "a" {
+			t.Errorf("%s by %s: notifications %+v", c.kind, c.by, ns)
+		}
+	}
+
+	// Repaired too often: left for an operator, and said so.
+	loop := runID(8)
+	create(t, s, loop, t0, "a")
+	task := tasks.ID(loop, 0, 1, 0)
+	for i := range 2 {
+		rp, err := s.RepairTask(ctxb, loop, task, retrystate.TaskMissing, 1, t0.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{retrystate.OutcomeDispatch, retrystate.OutcomeAttention}[i]; rp.Outcome != want {
+			t.Fatalf("repair %d: %+v, want %s", i+1, rp, want)
+		}
+	}
+	if ns := notificationsOf(t, s, loop, "run_needs_attention"); len(ns) != 1 || ns[0].Fields["code"] != "auto_recovery_exhausted" {
+		t.Errorf("needs attention: %+v", ns)
+	}
+	if ns := notificationsOf(t, s, loop, "run_recovered"); len(ns) != 1 {
+		t.Errorf("run_recovered %d times, want once (the repair that was made)", len(ns))
+	}
+}
+
+// TestTryLockKnowsItsOwnToken: a lock taken by a caller whose reply was lost
+// is the caller's at its next try with the same token, and nobody else's.
+func TestTryLockKnowsItsOwnToken(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	for i, c := range []struct {
+		token string
+		want  bool
+	}{{"a", true}, {"a", true}, {"b", false}} {
+		ok, err := s.TryLock(ctxb, retrystate.LockSweep, c.token, time.Minute)
+		if err != nil || ok != c.want {
+			t.Errorf("try %d (%s): %v %v, want %v", i+1, c.token, ok, err, c.want)
+		}
+	}
+}

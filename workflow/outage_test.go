@@ -1,0 +1,227 @@
+package workflow_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// loseDelivery does what asynq's dequeue does (asynq v0.26,
+// internal/rdb.dequeueCmd) for a worker that never gets the reply: the
+// queue's next pending task becomes active under a lease expiring at
+// leaseExpiry, and nobody holds it. It returns the task's ID.
+func loseDelivery(t *testing.T, rdb redis.UniversalClient, queue string, leaseExpiry time.Time) string {
+	t.Helper()
+	q := "asynq:{" + queue + "}:"
+	id, err := rdb.RPopLPush(ctxb, q+"pending", q+"active").Result()
+	if err != nil {
+		t.Fatalf("no pending task to lose: %v", err)
+	}
+	rdb.HSet(ctxb, q+"t:"+id, "state", "active")
+	rdb.HDel(ctxb, q+"t:"+id, "pending_since")
+	rdb.ZAdd(ctxb, q+"lease", redis.Z{Score: float64(leaseExpiry.Unix()), Member: id})
+	return id
+}
+
+// TestSweepFreesStalledDelivery: a step's task that asynq moved to active
+// for a worker that never received it (the reply of the dequeue lost) is
+// given a new dispatch by the sweep once its lease has gone StalledAfter
+// without being extended: not before, not as a crash, and the old task,
+// should asynq deliver it after its lease, runs nothing.
+func TestSweepFreesStalledDelivery(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	r := newRig(t, twoSteps(func(context.Context, *workflow.StepContext) (any, error) {
+		calls.Add(1)
+		return "ok", nil
+	}))
+	run := mustStart(t, r.client, "two", nil)
+	lost := loseDelivery(t, r.rdb, r.queue, r.clock.Now().Add(tasks.AsynqLeaseDuration))
+	if lost != tasks.ID(run.ID, 0, 1, 0) {
+		t.Fatalf("lost %s, want step a's task", lost)
+	}
+
+	// Just dequeued: a worker may be about to begin it.
+	r.clock.Advance(7 * time.Second)
+	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Total() != 0 {
+		t.Fatalf("sweep 7s after the dequeue: %v %v", rep, err)
+	}
+	// Not extended for StalledAfter (8s): nobody has it.
+	r.clock.Advance(2 * time.Second)
+	rep, err := r.rec.Sweep(ctxb)
+	if err != nil || rep.Repairs["stalled_delivery"] != 1 || rep.Total() != 1 {
+		t.Fatalf("sweep 9s after the dequeue: %v %v", rep, err)
+	}
+	again := tasks.ID(run.ID, 0, 1, 1)
+	if info, ok := r.taskExists(again); !ok || info.State != asynq.TaskStatePending {
+		t.Fatalf("the new dispatch's task: %+v %v", info, ok)
+	}
+	// A second sweep finds the old task still active (asynq recovers it
+	// later) and does nothing more.
+	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Total() != 0 {
+		t.Fatalf("second sweep: %v %v", rep, err)
+	}
+	// asynq delivers the old task after all: stale; the new one runs.
+	if err := r.deliver(run.ID, "two", 0, "a", 1, 0); err != nil || calls.Load() != 0 {
+		t.Fatalf("old task: %v, %d executions", err, calls.Load())
+	}
+	if err := r.deliver(run.ID, "two", 0, "a", 1, 1); err != nil || calls.Load() != 1 {
+		t.Fatalf("new task: %v, %d executions", err, calls.Load())
+	}
+	got := r.get(run.ID)
+	if a := got.Step("a"); a.Status != workflow.StepSucceeded || a.Crashes != 0 || a.Attempts != 1 {
+		t.Errorf("step a: %+v", a)
+	}
+	evs, _ := r.client.Events(ctxb, run.ID)
+	if ev := lastEvent(evs, workflow.EventRepair); ev == nil || ev.Details["kind"] != "stalled_delivery" {
+		t.Errorf("repair journaled as %+v", ev)
+	}
+}
+
+// TestSweepLeavesHeldDeliveries: a task whose lease its worker extends, or
+// whose step was begun, is not stalled.
+func TestSweepLeavesHeldDeliveries(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, twoSteps(noop))
+	held := mustStart(t, r.client, "two", nil)
+	loseDelivery(t, r.rdb, r.queue, r.clock.Now().Add(tasks.AsynqLeaseDuration))
+	begun := mustStart(t, r.client, "two", nil)
+	task := loseDelivery(t, r.rdb, r.queue, r.clock.Now().Add(tasks.AsynqLeaseDuration))
+	if _, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: begun.ID, Index: 0, TaskID: task, Token: "tok",
+		FenceTTL: time.Minute, Now: r.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(20 * time.Second)
+	// The worker holding the first task extends its lease, as asynq's
+	// heartbeat does every 5s.
+	r.rdb.ZAdd(ctxb, "asynq:{"+r.queue+"}:lease", redis.Z{Score: float64(r.clock.Now().Add(tasks.AsynqLeaseDuration).Unix()),
+		Member: tasks.ID(held.ID, 0, 1, 0)})
+	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Total() != 0 {
+		t.Fatalf("sweep: %v %v", rep, err)
+	}
+}
+
+// TestOutageGraceHoldsCrashChecks: when Redis answers again after the
+// reconciler could not reach it, an attempt whose fence expired meanwhile is
+// not counted as crashed for OutageGrace, so its live worker can save it;
+// after the grace, one that nobody saved is.
+func TestOutageGraceHoldsCrashChecks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	clock := newFakeClock()
+	const queue = "outage"
+	eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Clock: clock, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(twoSteps(noop)); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Publish(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	rec := eng.NewReconciler(workflow.ReconcilerConfig{OutageGrace: 5 * time.Second})
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Clock: clock})
+	store := retrystate.New(rdb, queue)
+	begin := func(id string) {
+		t.Helper()
+		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0), Token: "tok-" + id,
+			FenceTTL: 10 * time.Second, Now: clock.Now()}); err != nil || b.Outcome != retrystate.BeginOK {
+			t.Fatalf("begin: %+v %v", b, err)
+		}
+	}
+	saved, dead := mustStart(t, client, "two", nil), mustStart(t, client, "two", nil)
+	begin(saved.ID)
+	begin(dead.ID)
+
+	srv.Stop(t)
+	clock.Advance(20 * time.Second) // both fences expire while Redis is away
+	if _, err := rec.Sweep(ctxb); err == nil {
+		t.Fatal("sweep with Redis stopped succeeded")
+	}
+	srv.Restart(t)
+	rep, err := rec.Sweep(ctxb)
+	if err != nil || !rep.CrashChecksHeld || rep.Total() != 0 {
+		t.Fatalf("first sweep after the outage: %+v %v", rep, err)
+	}
+	// The live worker saves its attempt within the grace.
+	if c, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: saved.ID, Index: 0, Token: "tok-" + saved.ID,
+		Output: "1", Now: clock.Now()}); err != nil || c.Fenced {
+		t.Fatalf("the live worker's checkpoint: %+v %v", c, err)
+	}
+	clock.Advance(5 * time.Second)
+	rep, err = rec.Sweep(ctxb)
+	if err != nil || rep.CrashChecksHeld || rep.Repairs["crashed_attempt"] != 1 {
+		t.Fatalf("sweep after the grace: %+v %v", rep, err)
+	}
+	for id, crashes := range map[string]int{saved.ID: 0, dead.ID: 1} {
+		r, err := client.Get(ctxb, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Step("a").Crashes; got != crashes {
+			t.Errorf("run %s: %d crashes, want %d", id, got, crashes)
+		}
+	}
+}
+
+// TestAsynqLease: asynq gives a worker a lease of tasks.AsynqLeaseDuration
+// on a task it dequeues, scored in Unix seconds in asynq:{q}:lease (what the
+// sweep reads to find stalled deliveries).
+func TestAsynqLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	srv := asynq.NewServerFromRedisClient(e.rdb, asynq.Config{Queues: map[string]int{e.queue: 1}, Concurrency: 1,
+		Logger: asynqLogger{}, LogLevel: asynq.FatalLevel})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("lease", func(context.Context, *asynq.Task) error {
+		close(started)
+		<-release
+		return nil
+	})
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	before := time.Now()
+	if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask("lease", nil), asynq.Queue(e.queue),
+		asynq.TaskID("leased")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task was not delivered")
+	}
+	score, err := e.rdb.ZScore(ctxb, "asynq:{"+e.queue+"}:lease", "leased").Result()
+	after := time.Now()
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := before.Add(tasks.AsynqLeaseDuration).Unix(), after.Add(tasks.AsynqLeaseDuration).Unix()
+	if int64(score) < lo || int64(score) > hi {
+		t.Errorf("lease expires at %d; want within [%d, %d] (dequeue time + %s)", int64(score), lo, hi, tasks.AsynqLeaseDuration)
+	}
+}
+
+// asynqLogger discards asynq's own logs.
+type asynqLogger struct{}
+
+func (asynqLogger) Debug(...any) {}
+func (asynqLogger) Info(...any)  {}
+func (asynqLogger) Warn(...any)  {}
+func (asynqLogger) Error(...any) {}
+func (asynqLogger) Fatal(...any) {}

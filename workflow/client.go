@@ -379,8 +379,11 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // failed after multiple attempts" or "step failed with a permanent error"),
 // step_failed (the step that failed the run: step, attempt, optional "1" or
 // "0", code, reason), retry_scheduled (step, attempt, due_at, delay_ms,
-// error), run_succeeded, run_cancelled, run_recovered (action recover,
-// retry, skip or restore, step, actor) and run_needs_attention.
+// error), run_succeeded, run_cancelled, run_recovered (by an operator:
+// action recover, retry, skip or restore, step, actor; by an automatic
+// repair: by "reconciler" or "worker", kind crashed_attempt, task_missing,
+// retry_task_missing, task_archived, stalled_delivery or
+// interrupted_attempt, step, attempt) and run_needs_attention (code, reason).
 type Notification struct {
 	ID       string    `json:"id"`
 	Type     string    `json:"type"`

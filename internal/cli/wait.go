@@ -221,7 +221,11 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		return fmt.Sprintf("run %s of %s started", run.ID, run.Workflow)
 	case workflow.EventAttemptStarted:
 		line := fmt.Sprintf("%s: attempt %d started", ev.Step, ev.Attempt)
-		if d["resumed"] != "" && d["resumed"] != "0" {
+		switch d["resumed"] {
+		case "", "0":
+		case "interrupted":
+			line += " (resumed after its worker lost Redis)"
+		default:
 			line += " (resumed after a worker crash)"
 		}
 		return line
@@ -236,6 +240,9 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 	case workflow.EventAttemptCrashed:
 		return fmt.Sprintf("%s: attempt %d was interrupted: its worker was lost (crash %s)", ev.Step, ev.Attempt,
 			dash(d["crashes"]))
+	case workflow.EventAttemptInterrupted:
+		return fmt.Sprintf("%s: attempt %d was interrupted: its worker could not reach Redis and handed it back",
+			ev.Step, ev.Attempt)
 	case workflow.EventRetryScheduled:
 		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
 	case workflow.EventRunSucceeded, workflow.EventRunFailed, workflow.EventRunCancelled:

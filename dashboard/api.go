@@ -159,8 +159,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.CanSee(run.Owner) {
-		// The key started another subject's run (nothing was written);
-		// do not show it.
+		// Keys are scoped by owner, so a key finds only the caller's own
+		// runs; should one name another subject's run all the same, do not
+		// show it (nothing was written).
 		s.fail(w, r, problemf(http.StatusConflict, ProblemConflict,
 			"idempotency key %q is already used by another subject", req.IdempotencyKey))
 		return

@@ -32,10 +32,19 @@ func TestStartAndSteerARun(t *testing.T) {
 	if again.status != 201 || same.ID != run.ID {
 		t.Fatalf("repeat start: %d, run %s, want %s", again.status, same.ID, run.ID)
 	}
-	// Bob may not reuse alice's key, nor learn her run from it.
+	// Keys are scoped by owner: bob's k1 is not alice's. He starts a run of
+	// his own, learns nothing of hers, and his k1 then finds his run.
 	bob := e.do(req{method: "POST", path: "/api/v1/workflows", token: bobToken, body: `{"workflow":"demo","idempotency_key":"k1"}`})
-	if bob.status != 409 || strings.Contains(string(bob.body), run.ID) {
-		t.Fatalf("bob reuses alice's key: %d %s", bob.status, bob.body)
+	var bobs workflow.Run
+	bob.decode(t, &bobs)
+	if bob.status != 201 || bobs.Owner != "bob" || bobs.ID == run.ID || strings.Contains(string(bob.body), run.ID) {
+		t.Fatalf("bob uses alice's key: %d %s", bob.status, bob.body)
+	}
+	bobAgain := e.do(req{method: "POST", path: "/api/v1/workflows", token: bobToken, body: `{"workflow":"demo","idempotency_key":"k1"}`})
+	var bobsAgain workflow.Run
+	bobAgain.decode(t, &bobsAgain)
+	if bobAgain.status != 201 || bobsAgain.ID != bobs.ID {
+		t.Fatalf("bob's repeat: %d %s, want his run %s", bobAgain.status, bobAgain.body, bobs.ID)
 	}
 	e.wait(run.ID)
 

@@ -1,5 +1,7 @@
 package retrystate
 
+import "strconv"
+
 // keys builds every Redis key of one queue's workflow state. It is the only
 // place a Cairn key name is spelled out.
 //
@@ -27,8 +29,22 @@ func (k keys) run(id string) string { return k.prefix + "run:" + id }
 // Journal is the run's journal stream.
 func (k keys) journal(id string) string { return k.prefix + "run:" + id + ":j" }
 
-// Idempotency maps an idempotency key to the run it started.
-func (k keys) idempotency(key string) string { return k.prefix + "idem:" + key }
+// Idempotency maps an owner's idempotency key to the run it started. Keys
+// are scoped by owner: two owners' equal keys are different keys (one user
+// cannot learn of, or collide with, another's runs through a key). A key
+// started without an owner keeps the name it had before keys were scoped.
+// The length of the owner makes the name unambiguous whatever the owner and
+// the key hold.
+func (k keys) idempotency(owner, key string) string {
+	if owner == "" {
+		return k.legacyIdempotency(key)
+	}
+	return k.prefix + "idemo:" + strconv.Itoa(len(owner)) + ":" + owner + ":" + key
+}
+
+// legacyIdempotency is an idempotency key's name before keys were scoped by
+// owner.
+func (k keys) legacyIdempotency(key string) string { return k.prefix + "idem:" + key }
 
 // idempotencyNone is the declared placeholder for scripts called without an
 // idempotency key: a key in the queue's slot that is never written.

@@ -279,3 +279,60 @@ func TestTryLockKnowsItsOwnToken(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyKeysAreScopedByOwner: two owners' equal keys are different
+// keys; a key without an owner is a third; a finished run's key expires with
+// it. A key written before keys were scoped still finds its run, for that
+// run's owner only.
+func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	start := func(n int, owner, key string) retrystate.Created {
+		t.Helper()
+		c, err := s.CreateRun(ctxb, retrystate.NewRun{ID: runID(n), Workflow: "wf", Owner: owner, IdempotencyKey: key,
+			Input: "{}", Definition: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		n            int
+		owner, key   string
+		existed      bool
+		runOfTheKeyN int
+	}{
+		{10, "alice", "k", false, 10},
+		{11, "bob", "k", false, 11},
+		{12, "alice", "k", true, 10},
+		{13, "", "k", false, 13},
+		{14, "", "k", true, 13},
+		// An owner that looks like another owner's name and key.
+		{15, "alice:k", "", false, 15},
+		{16, "5:alice", "k", false, 16},
+	} {
+		got := start(c.n, c.owner, c.key)
+		if got.Existed != c.existed || got.RunID != runID(c.runOfTheKeyN) {
+			t.Errorf("run %d (owner %q, key %q): %+v, want existed %v and run %d", c.n, c.owner, c.key, got, c.existed, c.runOfTheKeyN)
+		}
+	}
+	// A key from before the scoping (idem:<key>) counts for its run's owner.
+	start(20, "alice", "")
+	rdb.Set(ctxb, "cairn:{"+s.Queue()+"}:idem:old", runID(20), 0)
+	if got := start(21, "alice", "old"); !got.Existed || got.RunID != runID(20) {
+		t.Errorf("alice's legacy key: %+v, want run 20", got)
+	}
+	if got := start(22, "bob", "old"); got.Existed {
+		t.Errorf("bob's start with alice's legacy key found %s", got.RunID)
+	}
+	// A finished run's key gets the run's retention.
+	if _, err := s.Cancel(ctxb, runID(11), "bob", time.Hour, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctxb, "cairn:{"+s.Queue()+"}:idemo:3:bob:k").Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("bob's key after his run was cancelled: TTL %s, want the run's retention", ttl)
+	}
+	if ttl := rdb.PTTL(ctxb, "cairn:{"+s.Queue()+"}:idemo:5:alice:k").Val(); ttl != -1 {
+		t.Errorf("alice's key (her run goes on): TTL %s, want none", ttl)
+	}
+}

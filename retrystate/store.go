@@ -139,11 +139,11 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Created, error) {
 		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
 			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations)
 	}
-	idem := s.keys.idempotencyNone()
+	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
-		idem = s.keys.idempotency(r.IdempotencyKey)
+		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
 	}
-	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem}, argv)
+	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem, legacy}, argv)
 	if err != nil {
 		return Created{}, fmt.Errorf("create run: %w", err)
 	}

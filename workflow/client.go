@@ -73,8 +73,10 @@ func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 // StartOptions are the options of Client.Start.
 type StartOptions struct {
 	// IdempotencyKey, when set, makes Start idempotent: a later Start with
-	// the same key returns the run the first one started (for as long as
-	// that run is retained) and starts nothing.
+	// the same key and Owner returns the run the first one started (for as
+	// long as that run is retained) and starts nothing. Keys are scoped by
+	// Owner: another owner's equal key is another key, so one owner can
+	// neither collide with nor learn of another's runs through a key.
 	IdempotencyKey string
 	// Owner is the subject that starts the run (an API user, a service).
 	Owner string

@@ -255,19 +255,35 @@ local function activate(idx)
   return id, attempt, s[2], s[3]
 end
 
--- expire_run gives a terminal run's keys their retention.
+-- idem_name returns the name, after PREFIX, of the idempotency key of a run
+-- whose idem_key and idempotency_key fields are given (nil: none): idem_key
+-- as create wrote it (keys.go's idempotency, scoped by owner), or, for a run
+-- created before keys were scoped, "idem:<key>".
+local function idem_name(idem_key, key)
+  if idem_key and idem_key ~= "" then
+    return idem_key
+  end
+  if key and key ~= "" then
+    return "idem:" .. key
+  end
+  return nil
+end
+
+-- expire_run gives a terminal run's keys their retention. idem is the name
+-- of its idempotency key (idem_name), false for none, nil: read here.
 local function expire_run(retention_ms, idem)
   local ms = num(retention_ms)
   if ms <= 0 then
     return
   end
   if idem == nil then
-    idem = redis.call("HGET", RUN, "idempotency_key")
+    local r = redis.call("HMGET", RUN, "idem_key", "idempotency_key")
+    idem = idem_name(r[1], r[2])
   end
   redis.call("PEXPIRE", RUN, retention_ms)
   redis.call("PEXPIRE", JOURNAL, retention_ms)
-  if idem and idem ~= "" then
-    redis.call("PEXPIRE", PREFIX .. "idem:" .. idem, retention_ms)
+  if idem then
+    redis.call("PEXPIRE", PREFIX .. idem, retention_ms)
   end
 end
 
@@ -298,7 +314,7 @@ end
 -- starts afresh from now (activate sets the deadline of the step the run
 -- resumes at). Returns the new status.
 local function reopen(status)
-  local r = redis.call("HMGET", RUN, "started_at", "deadline", "idempotency_key")
+  local r = redis.call("HMGET", RUN, "started_at", "deadline", "idempotency_key", "idem_key")
   local to = "running"
   if num(r[1]) == 0 then
     to = "pending"
@@ -308,8 +324,9 @@ local function reopen(status)
   redis.call("ZREM", IDX.attention, RUN_ID)
   redis.call("PERSIST", RUN)
   redis.call("PERSIST", JOURNAL)
-  if r[3] and r[3] ~= "" then
-    redis.call("PERSIST", PREFIX .. "idem:" .. r[3])
+  local idem = idem_name(r[4], r[3])
+  if idem then
+    redis.call("PERSIST", PREFIX .. idem)
   end
   local deadline = num(r[2])
   if deadline > 0 and deadline <= NOW then

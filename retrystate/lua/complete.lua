@@ -23,7 +23,7 @@ local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
-  "deadline")
+  "deadline", "idem_key")
 if v[1] ~= "running" or v[6] ~= "running" or v[7] ~= ARGV[4] then
   if v[7] == "done:" .. ARGV[4] then
     -- This attempt's own complete, applied before: its reply was lost.
@@ -71,5 +71,5 @@ end
 status_move(leave, "running", "succeeded", v[4], unpack(done))
 journal("run_succeeded")
 notify("run_succeeded", v[3])
-expire_run(ARGV[7], v[5] or "")
+expire_run(ARGV[7], idem_name(v[18], v[5]) or false)
 return {"succeeded"}

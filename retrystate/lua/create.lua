@@ -1,6 +1,10 @@
 -- create.lua: create a run and make its first step due now.
--- KEYS[1] the run record; KEYS[2] the idempotency key (cairn:{q}:idem:<key>),
--- or the never-written placeholder cairn:{q}:idem: when there is none.
+-- KEYS[1] the run record
+-- KEYS[2] the idempotency key, scoped by owner (keys.go's idempotency), or the
+--         never-written placeholder cairn:{q}:idem: when there is none
+-- KEYS[3] the key's name before keys were scoped by owner, cairn:{q}:idem:<key>,
+--         for an owned key (else the placeholder): a run it names counts only
+--         when it has the same owner
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4]  workflow name
 -- ARGV[5]  input (JSON)
@@ -19,18 +23,26 @@ if ARGV[7] ~= "" then
   if existing then
     return {"exists", existing}
   end
+  if KEYS[3] ~= KEYS[2] then
+    local legacy = redis.call("GET", KEYS[3])
+    if legacy and redis.call("HGET", PREFIX .. "run:" .. legacy, "owner") == ARGV[6] then
+      return {"exists", legacy}
+    end
+  end
 end
 if redis.call("EXISTS", RUN) == 1 then
   return redis.error_reply("ERR cairn: run ID collision " .. RUN_ID)
 end
+local idem_key = ""
 if ARGV[7] ~= "" then
   redis.call("SET", KEYS[2], RUN_ID)
+  idem_key = string.sub(KEYS[2], #PREFIX + 1)
 end
 
 local n = tonumber(ARGV[11])
 local w = {
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
-  "idempotency_key", ARGV[7], "definition", ARGV[8], "steps", int(n),
+  "idempotency_key", ARGV[7], "idem_key", idem_key, "definition", ARGV[8], "steps", int(n),
   "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", "0", "deadline_base", NOWS, "run_timeout_ms", int(ARGV[9]),
   "created_at", NOWS, "started_at", "0", "finished_at", "0",
   "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",

@@ -31,8 +31,11 @@ chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (C
 bench: ## Benchmark Cairn step chains against raw asynq task chains
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 15m ./bench/
 
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 .PHONY: lint
-lint: ## gofmt, go vet, and golangci-lint when it is installed
+lint: ## gofmt, go vet, staticcheck (all checks), and golangci-lint when it is installed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) -checks all $(PKGS)
 	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run $(PKGS); else echo "golangci-lint not installed; skipped"; fi

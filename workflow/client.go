@@ -430,8 +430,8 @@ func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntri
 	return c.store.ResumeNotifications(ctx, after, int64(max(maxEntries, 0)), notBefore)
 }
 
-// ErrActionRefused: an operator action does not apply to the run in its
-// current state (recover of a running run, skip of a required step, ...).
+// ErrActionRefused is returned when an operator action does not apply to the
+// run in its current state (recover of a running run, skip of a required step, ...).
 // The error says why; nothing was changed.
 var ErrActionRefused = errors.New("action refused")
 

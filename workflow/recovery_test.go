@@ -46,7 +46,6 @@ type rig struct {
 	rec   *workflow.Reconciler
 	store *retrystate.Store
 	ins   *asynq.Inspector
-	calls map[string]*atomic.Int32
 }
 
 func newRig(t *testing.T, defs ...workflow.Definition) *rig {

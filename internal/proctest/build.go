@@ -1,12 +1,12 @@
 package proctest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +114,11 @@ func goBuild(bin, pkg string) error {
 		args = append(args, "-race")
 	}
 	args = append(args, pkg)
-	cmd := exec.Command(goTool(), args...)
+	tool, err := goTool()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(tool, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("proctest: %s failed: %v\n%s", strings.Join(cmd.Args, " "), err, out)
@@ -122,13 +126,28 @@ func goBuild(bin, pkg string) error {
 	return nil
 }
 
-// goTool returns the go command to build with.
-func goTool() string {
+// goTool returns the go command to build with: go on PATH, else under
+// $GOROOT, else in Go's default install location. An error says how to
+// install Go when there is none.
+func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
-		return p
+		return p, nil
 	}
-	// runtime.GOROOT is deprecated because the GOROOT the test binary was
-	// built with may have moved; it is still the best guess when go is not
-	// on PATH, and a wrong guess fails the build with a clear error.
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	for _, root := range []string{os.Getenv("GOROOT"), "/usr/local/go"} {
+		if root == "" {
+			continue
+		}
+		if p := filepath.Join(root, "bin", "go"); checkFile(p) == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("proctest: the go command is not on PATH, nor under $GOROOT or /usr/local/go; install Go 1.26 (https://go.dev/doc/install) and put its bin directory on PATH")
+}
+
+func checkFile(p string) error {
+	fi, err := os.Stat(p)
+	if err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", p)
+	}
+	return err
 }

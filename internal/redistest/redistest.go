@@ -410,7 +410,7 @@ func (s *Server) launch() error {
 // that grabbed the port first.
 func waitReady(addr string, p *process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	lastErr := errors.New("no attempt made")
+	var lastErr error
 	for {
 		select {
 		case <-p.done:

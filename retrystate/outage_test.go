@@ -336,3 +336,21 @@ func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 		t.Errorf("alice's key (her run goes on): TTL %s, want none", ttl)
 	}
 }
+
+// TestReadAfterTheLargestID: reading after the largest stream ID finds
+// nothing (Redis itself refuses that range).
+func TestReadAfterTheLargestID(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	create(t, s, runID(30), t0, "a")
+	if _, err := s.Cancel(ctxb, runID(30), "me", time.Hour, t0); err != nil {
+		t.Fatal(err)
+	}
+	const max = "18446744073709551615-18446744073709551615"
+	if ns, err := s.Notifications(ctxb, max, 10); err != nil || len(ns) != 0 {
+		t.Errorf("notifications after the largest ID: %v %v", ns, err)
+	}
+	if es, err := s.Audit(ctxb, max, 10); err != nil || len(es) != 0 {
+		t.Errorf("audit after the largest ID: %v %v", es, err)
+	}
+}

@@ -654,10 +654,16 @@ type Notification struct {
 func (s *Store) streamAfter(ctx context.Context, key, after string, count int64) ([]redis.XMessage, error) {
 	start := "-"
 	if after != "" && after != "0" {
+		if after == maxStreamID {
+			return nil, nil // nothing comes after it (Redis refuses the exclusive range)
+		}
 		start = "(" + after
 	}
 	return s.rdb.XRangeN(ctx, key, start, "+", count).Result()
 }
+
+// maxStreamID is the largest stream entry ID.
+const maxStreamID = "18446744073709551615-18446744073709551615"
 
 // Notifications returns up to count notifications after the stream ID
 // after ("" or "0" for the oldest retained), oldest first.

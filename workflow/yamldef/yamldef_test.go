@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +115,27 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := yamldef.Load(big, yamldef.Options{}); !errors.As(err, &list) || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("Load of a huge file = %v", err)
+	}
+	// Not a regular file: refused at once (a FIFO nobody writes to would
+	// block a plain open for ever).
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, what := range map[string]string{fifo: "named pipe", dir: "directory", "/dev/zero": "device"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := yamldef.Load(path, yamldef.Options{})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.As(err, &list) || !strings.Contains(err.Error(), what) {
+				t.Errorf("Load(%s) = %v, want an ErrorList saying %q", path, err, what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Load(%s) still blocks after 10s", path)
+		}
 	}
 }
 

@@ -210,37 +210,72 @@ func TestIterationCeiling(t *testing.T) {
 
 // TestDeadlineBetweenAttempts: a run whose next attempt would start after
 // its deadline fails with run_timeout when the attempt before fails, not
-// later, and the reason names the limit.
+// later, and the reason names the limit. Time is the rig's clock: each
+// attempt is delivered exactly when due, whatever the machine's load.
 func TestDeadlineBetweenAttempts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	var n atomic.Int64
 	pol := limitPolicy()
 	pol.InitialInterval, pol.MaxInterval = 400*time.Millisecond, 400*time.Millisecond
 	pol.RunTimeout = 1500 * time.Millisecond
-	e.startWorker(workflow.WorkerConfig{}, workflow.Definition{Name: "deadline", Policy: pol,
+	r := newRig(t, workflow.Definition{Name: "deadline", Policy: pol,
 		Steps: []workflow.Step{{Name: "s", Run: alwaysFailing(&n)}}})
-	start := time.Now()
-	run := mustStart(t, e.client, "deadline", nil)
-	run = e.wait(run.ID, 10*time.Second)
-	took := time.Since(start)
-	if run.FailureCode != workflow.CodeRunTimeout {
-		t.Fatalf("code %q reason %q, want run_timeout", run.FailureCode, run.FailureReason)
+	run := mustStart(t, r.client, "deadline", nil)
+	created := r.clock.Now()
+	// Attempts at 0, 0.4, 0.8 and 1.2 s; the one after would start at
+	// 1.6 s, past the 1.5 s deadline, so the fourth failure fails the run.
+	for attempt := 1; attempt <= 4; attempt++ {
+		if err := r.deliver(run.ID, "deadline", 0, "s", attempt, 0); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		got := r.get(run.ID)
+		if attempt < 4 {
+			if got.Status != workflow.StatusRunning || got.Step("s").NextAttemptAt == nil ||
+				!got.Step("s").NextAttemptAt.Equal(created.Add(time.Duration(attempt)*400*time.Millisecond).Truncate(time.Millisecond)) {
+				t.Fatalf("after attempt %d: %s, next attempt at %v", attempt, got.Status, got.Step("s").NextAttemptAt)
+			}
+			r.clock.Advance(400 * time.Millisecond)
+			continue
+		}
+		if got.FailureCode != workflow.CodeRunTimeout ||
+			!strings.Contains(got.FailureReason, "next attempt would start after the run's deadline (run_timeout 1500ms)") {
+			t.Fatalf("after attempt 4: code %q reason %q, want run_timeout", got.FailureCode, got.FailureReason)
+		}
+		if got.FinishedAt == nil || !got.FinishedAt.Equal(created.Add(1200*time.Millisecond).Truncate(time.Millisecond)) {
+			t.Errorf("failed at %v, want when the fourth attempt failed (1.2s)", got.FinishedAt)
+		}
 	}
-	// Attempts at about 0, 0.4, 0.8 and 1.2 s; the one after would start at
-	// 1.6 s, past the 1.5 s deadline, so the run fails at about 1.2 s.
-	if got := n.Load(); got < 2 || got > 4 {
-		t.Errorf("%d executions, want 2..4 within a 1.5s deadline at 0.4s intervals", got)
+	if got := n.Load(); got != 4 {
+		t.Errorf("%d executions, want 4 within a 1.5s deadline at 0.4s intervals", got)
 	}
-	// Either the last failure saw that no retry fits before the deadline, or
-	// (when a retry was due just before it but delivered late) its begin
-	// found the deadline passed; both name the limit.
-	if !strings.Contains(run.FailureReason, "next attempt would start after the run's deadline (run_timeout 1500ms)") &&
-		!strings.Contains(run.FailureReason, "run passed its deadline (run_timeout 1500ms) before step") {
-		t.Errorf("reason %q", run.FailureReason)
+}
+
+// TestDeadlinePassedBeforeDelivery: a retry delivered after the run's
+// deadline (asynq late, the workers busy) runs nothing: its begin fails the
+// run with run_timeout, and the reason names the limit.
+func TestDeadlinePassedBeforeDelivery(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	pol := limitPolicy()
+	pol.InitialInterval, pol.MaxInterval = 400*time.Millisecond, 400*time.Millisecond
+	pol.RunTimeout = 1500 * time.Millisecond
+	r := newRig(t, workflow.Definition{Name: "late", Policy: pol,
+		Steps: []workflow.Step{{Name: "s", Run: alwaysFailing(&n)}}})
+	run := mustStart(t, r.client, "late", nil)
+	if err := r.deliver(run.ID, "late", 0, "s", 1, 0); err != nil {
+		t.Fatal(err)
 	}
-	if took > 1500*time.Millisecond+time.Second {
-		t.Errorf("run failed after %s; want it to fail when the last possible attempt failed", took)
+	r.clock.Advance(1600 * time.Millisecond)
+	if err := r.deliver(run.ID, "late", 0, "s", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(run.ID)
+	if got.FailureCode != workflow.CodeRunTimeout ||
+		!strings.Contains(got.FailureReason, `run passed its deadline (run_timeout 1500ms) before step "s" attempt 2`) {
+		t.Fatalf("code %q reason %q", got.FailureCode, got.FailureReason)
+	}
+	if n.Load() != 1 {
+		t.Errorf("%d executions, want 1: the late retry must not run", n.Load())
 	}
 }
 

@@ -9,7 +9,7 @@
 //	cairn_runs_started_total{workflow}                  first attempt of a run began
 //	cairn_runs_finished_total{workflow,status,code}     succeeded, failed (code: the failure code), cancelled
 //	cairn_step_attempts_total{workflow,step,outcome}    succeeded, failed_transient, failed_permanent,
-//	                                                    exhausted, crashed, ignored, discarded
+//	                                                    exhausted, crashed, ignored, discarded, interrupted
 //	cairn_retries_scheduled_total{workflow,step}
 //	cairn_retry_delay_seconds{workflow}                 histogram of scheduled retry delays
 //	cairn_step_duration_seconds{workflow,step}          histogram of step body run times

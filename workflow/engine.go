@@ -486,7 +486,7 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 		return nil
 	}
 	log.Warn("attempt interrupted: its fence could not be renewed; handed back to resume", AttrDuration, elapsed)
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeInterrupted, elapsed)
 	if res.Enqueued {
 		return nil
 	}

@@ -55,6 +55,10 @@ const (
 	// its step (its fence expired or the run stopped): the result was
 	// discarded.
 	OutcomeDiscarded = "discarded"
+	// OutcomeInterrupted: the worker stopped the step because it could not
+	// renew the attempt's fence (Redis unreachable) and handed the attempt
+	// back; it resumes under a new dispatch, spending no budget.
+	OutcomeInterrupted = "interrupted"
 )
 
 // NopObserver is an Observer that does nothing; the default.

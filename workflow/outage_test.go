@@ -152,7 +152,7 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 	}
 	srv.Restart(t)
 	rep, err := rec.Sweep(ctxb)
-	if err != nil || !rep.CrashChecksHeld || rep.Total() != 0 {
+	if err != nil || !rep.RepairsHeld || rep.Total() != 0 {
 		t.Fatalf("first sweep after the outage: %+v %v", rep, err)
 	}
 	// The live worker saves its attempt within the grace.
@@ -162,7 +162,7 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 	}
 	clock.Advance(5 * time.Second)
 	rep, err = rec.Sweep(ctxb)
-	if err != nil || rep.CrashChecksHeld || rep.Repairs["crashed_attempt"] != 1 {
+	if err != nil || rep.RepairsHeld || rep.Repairs["crashed_attempt"] != 1 {
 		t.Fatalf("sweep after the grace: %+v %v", rep, err)
 	}
 	for id, crashes := range map[string]int{saved.ID: 0, dead.ID: 1} {

@@ -148,10 +148,10 @@ type Report struct {
 	// Attention counts runs left for an operator because they were
 	// repaired too often.
 	Attention int
-	// CrashChecksHeld is set when expired fences and stalled deliveries
+	// RepairsHeld is set when expired fences and stalled deliveries
 	// were left alone because Redis has just come back from an outage
 	// (OutageGrace).
-	CrashChecksHeld bool
+	RepairsHeld bool
 	// Recheck, when set, is when a run this pass left alone because it
 	// had just been written (its task may still have been on its way)
 	// leaves its grace: Run passes again then rather than a whole
@@ -177,7 +177,7 @@ func (r *Report) merge(o Report) {
 	}
 	r.Failed += o.Failed
 	r.Attention += o.Attention
-	r.CrashChecksHeld = r.CrashChecksHeld || o.CrashChecksHeld
+	r.RepairsHeld = r.RepairsHeld || o.RepairsHeld
 	if !o.Recheck.IsZero() && (r.Recheck.IsZero() || o.Recheck.Before(r.Recheck)) {
 		r.Recheck = o.Recheck
 	}
@@ -325,8 +325,9 @@ func (r *Reconciler) reached(ctx context.Context, err error) {
 	}
 }
 
-// crashChecksHeld reports whether expired fences must wait (OutageGrace).
-func (r *Reconciler) crashChecksHeld(now time.Time) bool {
+// repairsHeld reports whether expired fences and stalled deliveries must
+// wait (OutageGrace).
+func (r *Reconciler) repairsHeld(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return now.Before(r.quietUntil)
@@ -352,10 +353,10 @@ const batch = 1000
 
 func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 	now := r.eng.cfg.Clock.Now()
-	if r.crashChecksHeld(now) {
+	if r.repairsHeld(now) {
 		// Live workers are saving what they did while Redis was away (and
 		// asynq's leases, not extended meanwhile, all look stale).
-		return Report{CrashChecksHeld: true}, nil
+		return Report{RepairsHeld: true}, nil
 	}
 	dead, err := r.store.ExpiredFences(ctx, now, batch)
 	if err != nil {
@@ -561,8 +562,8 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 		if cur.FenceExpiresAt.After(now) {
 			return Report{}, nil
 		}
-		if r.crashChecksHeld(now) {
-			return Report{CrashChecksHeld: true}, nil
+		if r.repairsHeld(now) {
+			return Report{RepairsHeld: true}, nil
 		}
 		return r.redispatch(ctx, id)
 	case StepPending:

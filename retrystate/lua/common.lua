@@ -255,35 +255,25 @@ local function activate(idx)
   return id, attempt, s[2], s[3]
 end
 
--- idem_name returns the name, after PREFIX, of the idempotency key of a run
--- whose idem_key and idempotency_key fields are given (nil: none): idem_key
--- as create wrote it (keys.go's idempotency, scoped by owner), or, for a run
--- created before keys were scoped, "idem:<key>".
-local function idem_name(idem_key, key)
-  if idem_key and idem_key ~= "" then
-    return idem_key
-  end
-  if key and key ~= "" then
-    return "idem:" .. key
-  end
-  return nil
-end
-
--- expire_run gives a terminal run's keys their retention. idem is the name
--- of its idempotency key (idem_name), false for none, nil: read here.
+-- expire_run gives a terminal run's keys their retention. idem is false
+-- when the run has no idempotency key (nil: read here). The key's name is
+-- the run's idem_key (keys.go's idempotency, scoped by owner), or, for a
+-- run created before keys were scoped, idem:<idempotency_key>.
 local function expire_run(retention_ms, idem)
   local ms = num(retention_ms)
   if ms <= 0 then
     return
   end
-  if idem == nil then
-    local r = redis.call("HMGET", RUN, "idem_key", "idempotency_key")
-    idem = idem_name(r[1], r[2])
-  end
   redis.call("PEXPIRE", RUN, retention_ms)
   redis.call("PEXPIRE", JOURNAL, retention_ms)
-  if idem then
-    redis.call("PEXPIRE", PREFIX .. idem, retention_ms)
+  if idem == false then
+    return
+  end
+  local r = redis.call("HMGET", RUN, "idem_key", "idempotency_key")
+  if r[1] and r[1] ~= "" then
+    redis.call("PEXPIRE", PREFIX .. r[1], retention_ms)
+  elseif r[2] and r[2] ~= "" then
+    redis.call("PEXPIRE", PREFIX .. "idem:" .. r[2], retention_ms)
   end
 end
 
@@ -324,9 +314,10 @@ local function reopen(status)
   redis.call("ZREM", IDX.attention, RUN_ID)
   redis.call("PERSIST", RUN)
   redis.call("PERSIST", JOURNAL)
-  local idem = idem_name(r[4], r[3])
-  if idem then
-    redis.call("PERSIST", PREFIX .. idem)
+  if r[4] and r[4] ~= "" then
+    redis.call("PERSIST", PREFIX .. r[4])
+  elseif r[3] and r[3] ~= "" then
+    redis.call("PERSIST", PREFIX .. "idem:" .. r[3]) -- a run from before keys were scoped by owner
   end
   local deadline = num(r[2])
   if deadline > 0 and deadline <= NOW then

@@ -23,7 +23,7 @@ local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
-  "deadline", "idem_key")
+  "deadline")
 if v[1] ~= "running" or v[6] ~= "running" or v[7] ~= ARGV[4] then
   if v[7] == "done:" .. ARGV[4] then
     -- This attempt's own complete, applied before: its reply was lost.
@@ -56,7 +56,10 @@ if nxt < num(v[2]) then
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if ARGV[8] ~= "" and ARGV[8] == id then
-    put_task(KEYS[2], KEYS[3], nil, id, ARGV[9], "0")
+    -- As put_task (common.lua) writes a task due now, inline: this is the
+    -- hot path, and a helper would be a closure made on every call.
+    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
+    redis.call("LPUSH", KEYS[3], id)
     return {"next", int(nxt), v[12], int(attempt), int(v[13]), "1"}
   end
   return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}
@@ -71,5 +74,9 @@ end
 status_move(leave, "running", "succeeded", v[4], unpack(done))
 journal("run_succeeded")
 notify("run_succeeded", v[3])
-expire_run(ARGV[7], idem_name(v[18], v[5]) or false)
+local idem = false -- no idempotency key: expire_run has nothing more to read
+if v[5] and v[5] ~= "" then
+  idem = nil
+end
+expire_run(ARGV[7], idem)
 return {"succeeded"}

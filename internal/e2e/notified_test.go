@@ -36,21 +36,8 @@ func TestRecoveryNotified(t *testing.T) {
 	rdb := srv.Client(t)
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue})
 
-	var (
-		mu    sync.Mutex
-		hooks []hookRequest
-	)
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
-			verified: workflow.VerifyWebhookSignature(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
-				r.Header.Get(workflow.HeaderWebhookSignature)), status: http.StatusOK}
-		_ = json.Unmarshal(body, &h.note)
-		mu.Lock()
-		hooks = append(hooks, h)
-		mu.Unlock()
-	}))
-	t.Cleanup(rcv.Close)
+	rcvURL, hooks := hookReceiver(t, secret, func(int) int { return http.StatusOK })
+	var mu sync.Mutex // guards streamed
 
 	// The event stream, from a dashboard server of the test's own.
 	ds, err := dashboard.New(dashboard.Config{Client: client, Redis: rdb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -88,7 +75,7 @@ func TestRecoveryNotified(t *testing.T) {
 			for _, n := range streamed {
 				onStream = onStream || (n.RunID == runID && n.Type == typ && match(n))
 			}
-			for _, h := range hooks {
+			for _, h := range hooks() {
 				onHook = onHook || (h.verified && h.event == typ && h.note.RunID == runID && match(h.note))
 			}
 			return onStream && onHook
@@ -96,7 +83,7 @@ func TestRecoveryNotified(t *testing.T) {
 	}
 
 	env := workerEnv(srv, queue, "CAIRN_LOG_LEVEL=info", "CAIRN_HTTP_ADDR=", "CAIRN_FENCE_TTL=5s",
-		"CAIRN_MAX_AUTO_RECOVERIES=1", "CAIRN_WEBHOOK_URL="+rcv.URL, "CAIRN_WEBHOOK_SECRET="+secret)
+		"CAIRN_MAX_AUTO_RECOVERIES=1", "CAIRN_WEBHOOK_URL="+rcvURL, "CAIRN_WEBHOOK_SECRET="+secret)
 	a := startWorker(t, bin, env)
 	a.WaitForOutput(t, "webhook notifier started", 30*time.Second)
 	run, err := client.Start(ctxb, demo.Name, demo.Input{StepSleepMS: 120_000}, nil)

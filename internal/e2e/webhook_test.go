@@ -27,6 +27,35 @@ type hookRequest struct {
 	status          int
 }
 
+// hookReceiver starts a webhook receiver for the test: it records each
+// request, checking its signature with secret, and answers the n-th (from 0)
+// with status(n). requests returns what it got so far.
+func hookReceiver(t *testing.T, secret string, status func(n int) int) (url string, requests func() []hookRequest) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		reqs []hookRequest
+	)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
+			verified: workflow.VerifyWebhookSignature(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
+				r.Header.Get(workflow.HeaderWebhookSignature))}
+		_ = json.Unmarshal(body, &h.note)
+		mu.Lock()
+		defer mu.Unlock()
+		h.status = status(len(reqs))
+		reqs = append(reqs, h)
+		w.WriteHeader(h.status)
+	}))
+	t.Cleanup(rcv.Close)
+	return rcv.URL, func() []hookRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]hookRequest(nil), reqs...)
+	}
+}
+
 // TestWebhookSurvivesWorkerKill: a run fails permanently and its worker is
 // killed with SIGKILL the moment the failure is recorded, before the
 // webhook can have been delivered (the receiver also fails the first
@@ -41,33 +70,14 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 		secret = "e2e-secret"
 	)
 
-	var (
-		mu   sync.Mutex
-		reqs []hookRequest
-	)
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
-			verified: workflow.VerifyWebhookSignature(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
-				r.Header.Get(workflow.HeaderWebhookSignature))}
-		_ = json.Unmarshal(body, &h.note)
-		mu.Lock()
-		defer mu.Unlock()
-		h.status = http.StatusOK
-		if len(reqs) == 0 {
-			h.status = http.StatusInternalServerError // the first delivery never succeeds
+	rcvURL, requests := hookReceiver(t, secret, func(n int) int {
+		if n == 0 {
+			return http.StatusInternalServerError // the first delivery never succeeds
 		}
-		reqs = append(reqs, h)
-		w.WriteHeader(h.status)
-	}))
-	t.Cleanup(rcv.Close)
-	requests := func() []hookRequest {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]hookRequest(nil), reqs...)
-	}
+		return http.StatusOK
+	})
 
-	env := workerEnv(srv, queue, "CAIRN_WEBHOOK_URL="+rcv.URL+"/hooks/cairn", "CAIRN_WEBHOOK_SECRET="+secret)
+	env := workerEnv(srv, queue, "CAIRN_WEBHOOK_URL="+rcvURL+"/hooks/cairn", "CAIRN_WEBHOOK_SECRET="+secret)
 	rdb := srv.Client(t)
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue})
 

@@ -205,15 +205,9 @@ func literalOrigin(text string) (*url.URL, error) {
 	// of / ? # after it.
 	i := strings.Index(text, "://") + 3
 	end := i + strings.IndexAny(text[i:], "/?#")
-	u, err := url.Parse(text[:end] + "/")
+	u, err := checkURL(text[:end] + "/")
 	if err != nil {
-		return nil, urlParseError(err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%q: want an http:// or https:// URL", redactURL(u))
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("%q has no host", redactURL(u))
+		return nil, err
 	}
 	u.Path = ""
 	return u, nil

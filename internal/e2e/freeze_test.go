@@ -31,11 +31,11 @@ const progressWithin = 15 * time.Second
 // with each step succeeding once. Some runs' steps outlast the fence, so
 // their workers, unable to renew it, stop them and hand them back.
 //
-// CAIRN_FREEZE_SECONDS sets how long Redis stays frozen (default 12: more
-// than the fence TTL, 10s, and go-redis's read timeout, 3s).
+// CAIRN_FREEZE_SECONDS sets how long Redis stays frozen (default 8: more
+// than the workers' fence TTL here, 5s, and go-redis's read timeout, 3s).
 func TestRedisFreeze(t *testing.T) {
 	t.Parallel()
-	freeze := 12 * time.Second
+	freeze := 8 * time.Second
 	if v := os.Getenv("CAIRN_FREEZE_SECONDS"); v != "" {
 		var s int
 		if _, err := fmt.Sscan(v, &s); err != nil || s < 1 || s > 120 {

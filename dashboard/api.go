@@ -388,14 +388,13 @@ type AuditList struct {
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	after := q.Get("after")
-	var afterID streamID
 	if after != "" {
 		id, err := streamIDParam("after", after)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		afterID, after = id, id.String()
+		after = id.String()
 	}
 	limit := 100
 	if v := q.Get("limit"); v != "" {
@@ -406,16 +405,13 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	es := []workflow.AuditEntry{}
-	if afterID != maxStreamID { // Redis refuses a range that starts after the largest ID
-		var err error
-		if es, err = s.client.Audit(r.Context(), after, limit); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if es == nil {
-			es = []workflow.AuditEntry{}
-		}
+	es, err := s.client.Audit(r.Context(), after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if es == nil {
+		es = []workflow.AuditEntry{}
 	}
 	next := after
 	if len(es) > 0 {

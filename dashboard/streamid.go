@@ -12,9 +12,6 @@ import (
 // integers.
 type streamID struct{ ms, seq uint64 }
 
-// maxStreamID is the largest stream ID: no entry can come after it.
-var maxStreamID = streamID{math.MaxUint64, math.MaxUint64}
-
 func (id streamID) String() string {
 	return strconv.FormatUint(id.ms, 10) + "-" + strconv.FormatUint(id.seq, 10)
 }

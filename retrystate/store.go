@@ -423,7 +423,7 @@ func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Released, error) {
 	}
 	switch res[0] {
 	case "released":
-		if len(res) < 8 {
+		if len(res) < 7 {
 			return Released{}, unexpected("release", res)
 		}
 		return Released{Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Enqueued: res[6] == "1"}, nil

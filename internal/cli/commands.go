@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cairnhq/cairn/internal/regularfile"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -117,14 +118,14 @@ func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessa
 			return nil, usageErrorf("--input @: missing file name (use @path, or @- for stdin)")
 		case "-":
 			src = "--input @- (stdin)"
-			data, err = readBounded(ctx, stdin, maxInputBytes)
+			data, err = regularfile.ReadBounded(ctx, stdin, maxInputBytes)
 		default:
-			data, err = readRegular(ctx, path, maxInputBytes)
+			data, err = regularfile.Read(ctx, path, maxInputBytes)
 		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, failuref("interrupted while reading %s: no run was started", src)
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, regularfile.ErrTooLarge):
 			return nil, usageErrorf("%s: input larger than %d bytes", src, maxInputBytes)
 		case err != nil:
 			return nil, usageErrorf("%s: %v", src, err)

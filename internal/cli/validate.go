@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cairnhq/cairn/internal/regularfile"
 	"github.com/cairnhq/cairn/workflow/yamldef"
 )
 
@@ -29,11 +30,11 @@ func parseValidate(_ context.Context, _ *CLI, args []string) (action, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, s *session) error {
-		data, err := readRegular(ctx, path, maxWorkflowsFileBytes)
+		data, err := regularfile.Read(ctx, path, maxWorkflowsFileBytes)
 		switch {
 		case ctx.Err() != nil:
 			return failuref("interrupted while reading %s", path)
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, regularfile.ErrTooLarge):
 			return usageErrorf("validate: %s: file larger than %d bytes", path, maxWorkflowsFileBytes)
 		case err != nil:
 			return usageErrorf("validate: %v", err)

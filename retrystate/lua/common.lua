@@ -278,12 +278,14 @@ local function expire_run(retention_ms, idem)
 end
 
 -- fail_run ends the run as failed, needing attention, because of step idx.
-local function fail_run(idx, code, reason, message, retention_ms)
+-- fence is what the step's fence becomes (nil: none; fail.lua leaves its
+-- done:<token> mark).
+local function fail_run(idx, code, reason, message, retention_ms, fence)
   local r = redis.call("HMGET", RUN, "status", "workflow")
   local s = step_get(idx, "name", "attempt", "retry_state", "optional")
   local p = sp(idx)
   local w = {"failure_code", code, "failure_reason", reason, "needs_attention", "1",
-    p .. "status", "failed", p .. "fence", "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
+    p .. "status", "failed", p .. "fence", fence or "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
     p .. "next_attempt_at", "0"}
   if s[3] == "scheduled" then
     w[#w + 1] = p .. "retry_state"

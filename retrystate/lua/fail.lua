@@ -60,22 +60,19 @@ journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class,
 
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d: %s", name, used, msg)
-  fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9])
-  step_set(idx, "fence", DONE)
+  fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
   return {"failed", "permanent_error", reason}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", name, used, max_attempts, msg)
-  fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9])
-  step_set(idx, "fence", DONE)
+  fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
   return {"failed", "retries_exhausted", reason}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
     name, used, timeout_limit(idx), msg)
-  fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9])
-  step_set(idx, "fence", DONE)
+  fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
   return {"failed", "run_timeout", reason}
 end
 

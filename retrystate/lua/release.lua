@@ -12,7 +12,7 @@
 -- ARGV[5] step index
 -- ARGV[6] task ID the caller expects for the new dispatch, or ""
 -- ARGV[7] that task's asynq message (tasks.AsynqMessage)
--- Returns {"released", index, name, attempt, gen, timeout_ms, enqueued (0|1), workflow}, or
+-- Returns {"released", index, name, attempt, gen, timeout_ms, enqueued (0|1)}, or
 -- {"fenced", why} when the attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
@@ -40,4 +40,4 @@ if ARGV[6] ~= "" and ARGV[6] == id then
   put_task(KEYS[2], KEYS[3], nil, id, ARGV[7], "0")
   enqueued = "1"
 end
-return {"released", int(idx), st[3], int(st[4]), int(gen), int(st[5]), enqueued, rs[2]}
+return {"released", int(idx), st[3], int(st[4]), int(gen), int(st[5]), enqueued}

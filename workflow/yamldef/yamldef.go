@@ -2,20 +2,19 @@ package yamldef
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cairnhq/cairn/internal/regularfile"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -129,48 +128,19 @@ func (l ErrorList) Unwrap() []error {
 // Load reads and parses the workflows file at path (see Parse). A file that
 // cannot be read is an error that is not an ErrorList.
 func Load(path string, opts Options) ([]*workflow.Definition, error) {
-	// Only a regular file: opening a FIFO for reading would block until a
-	// writer came, and a device may never end. Checked before the open
-	// (O_NONBLOCK: a FIFO swapped in meanwhile does not block it) and on
-	// the file opened.
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, notRegular(path, fi.Mode())
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, notRegular(path, fi.Mode())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > MaxFileBytes {
+	// Only a regular file: opening a named pipe would block until a writer
+	// came, and a device may never end.
+	data, err := regularfile.Read(context.Background(), path, MaxFileBytes)
+	var notRegular *regularfile.NotRegularError
+	switch {
+	case errors.As(err, &notRegular):
+		return nil, ErrorList{{File: path, Msg: notRegular.Kind + ", not a regular file; a workflows file must be a regular file"}}
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("file larger than %d bytes", MaxFileBytes)}}
+	case err != nil:
+		return nil, err
 	}
 	return Parse(path, data, opts)
-}
-
-func notRegular(path string, mode fs.FileMode) error {
-	what := "not a regular file"
-	switch {
-	case mode.IsDir():
-		what = "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		what = "a named pipe (FIFO)"
-	case mode&fs.ModeDevice != 0:
-		what = "a device"
-	case mode&fs.ModeSocket != 0:
-		what = "a socket"
-	}
-	return ErrorList{{File: path, Msg: what + "; a workflows file must be a regular file"}}
 }
 
 // Parse parses a workflows file's contents; filename is used in errors. It

@@ -1,4 +1,9 @@
-package cli
+// Package regularfile reads files and streams that the caller does not
+// trust to be small or to end: only regular files (a named pipe, a device or
+// a directory is refused at once, without blocking), at most a limit of
+// bytes, and no longer than a context allows. The CLI reads --input @file
+// and validate's file with it, the worker its workflows file.
+package regularfile
 
 import (
 	"context"
@@ -10,21 +15,31 @@ import (
 	"syscall"
 )
 
-// errTooLarge is returned by readBounded and readRegular for content over
-// their limit; tooLarge describes it.
-var errTooLarge = errors.New("too large")
+// ErrTooLarge is wrapped by the error of ReadBounded and Read for content
+// over their limit.
+var ErrTooLarge = errors.New("too large")
 
 // tooLarge is the error of content over limit bytes.
 func tooLarge(limit int64) error {
-	return fmt.Errorf("%w: larger than %d bytes", errTooLarge, limit)
+	return fmt.Errorf("%w: larger than %d bytes", ErrTooLarge, limit)
 }
 
-// readBounded reads r to its end, at most limit bytes: it reads limit+1
-// bytes at most and returns errTooLarge if there are more than limit. It
+// NotRegularError is the error of Read for a path that is not a regular
+// file.
+type NotRegularError struct {
+	Path string
+	// Kind says what it is: "a directory", "a named pipe (FIFO)", ...
+	Kind string
+}
+
+func (e *NotRegularError) Error() string { return e.Path + " is " + e.Kind + ", not a regular file" }
+
+// ReadBounded reads r to its end, at most limit bytes: it reads limit+1
+// bytes at most and returns ErrTooLarge if there are more than limit. It
 // returns ctx's error as soon as ctx is done, even while a read blocks (on a
 // terminal or a pipe nobody writes to); the blocked read is then left
 // behind, to end when r does.
-func readBounded(ctx context.Context, r io.Reader, limit int64) ([]byte, error) {
+func ReadBounded(ctx context.Context, r io.Reader, limit int64) ([]byte, error) {
 	type result struct {
 		data []byte
 		err  error
@@ -48,14 +63,15 @@ func readBounded(ctx context.Context, r io.Reader, limit int64) ([]byte, error) 
 	}
 }
 
-// readRegular reads the file at path, which must be a regular file (or a
+// Read reads the file at path, which must be a regular file (or a
 // symbolic link to one) of at most limit bytes. Anything else (a
 // directory, a named pipe, a socket, a device such as /dev/zero) is refused
 // at once, without reading or waiting: it is checked before the file is
 // opened, and the open file is checked again, in case another file took the
 // name between the two; the open does not block, even on a named pipe.
-// A missing or unreadable file is an *fs.PathError with Op "open".
-func readRegular(ctx context.Context, path string, limit int64) ([]byte, error) {
+// A missing or unreadable file is an *fs.PathError with Op "open", one that
+// is not a regular file a *NotRegularError.
+func Read(ctx context.Context, path string, limit int64) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -83,16 +99,15 @@ func readRegular(ctx context.Context, path string, limit int64) ([]byte, error) 
 	if fi.Size() > limit {
 		return nil, tooLarge(limit)
 	}
-	return readBounded(ctx, f, limit)
+	return ReadBounded(ctx, f, limit)
 }
 
-// checkRegular returns an error naming path and what it is unless fi is a
-// regular file's.
+// checkRegular returns a *NotRegularError unless fi is a regular file's.
 func checkRegular(path string, fi fs.FileInfo) error {
 	if fi.Mode().IsRegular() {
 		return nil
 	}
-	return fmt.Errorf("%s is %s, not a regular file", path, fileKind(fi.Mode()))
+	return &NotRegularError{Path: path, Kind: fileKind(fi.Mode())}
 }
 
 // fileKind names the type of a file that is not regular.

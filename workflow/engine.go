@@ -405,17 +405,15 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 }
 
 func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
-	runErr = pol.markNonRetryable(runErr) // a code in NonRetryableCodes makes it permanent
-	class := Classify(runErr, pol.UnknownErrors)
-	delay := pol.Delay(used, e.cfg.Rand)
-	if d, ok := RetryDelayOf(runErr); ok {
-		delay = d
-	}
+	c := classify(runErr, pol)
+	runErr = c.err // a code in NonRetryableCodes made it permanent
+	class := c.class
+	delay := c.delay(pol, used, e.cfg.Rand)
 	// A retry is the step's next attempt: the fail script writes its task
 	// with the retry itself.
 	retry := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt + 1}
 	args := retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
-		Error: truncate(runErr.Error(), 4096), Class: class, Code: Code(runErr), Delay: delay,
+		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
 	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {

@@ -96,10 +96,11 @@ func (c EngineConfig) withDefaults() EngineConfig {
 // Engine on an asynq server; use an Engine directly to mount it on an asynq
 // server of your own.
 type Engine struct {
-	cfg   EngineConfig
-	store *retrystate.Store
-	disp  *dispatcher
-	log   *slog.Logger
+	cfg EngineConfig
+	// deps: the store, the dispatcher, the clock and the retries of state
+	// writes, shared with the engine's reconcilers (see NewReconciler).
+	*deps
+	log *slog.Logger
 
 	mu   sync.RWMutex
 	defs map[string]*registered
@@ -122,11 +123,10 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("global policy: %w", err)
 	}
 	return &Engine{
-		cfg:   cfg,
-		store: retrystate.New(rdb, cfg.Queue),
-		disp:  newDispatcher(rdb, cfg.Queue, cfg.Clock),
-		log:   cfg.Logger,
-		defs:  make(map[string]*registered),
+		cfg:  cfg,
+		deps: newDeps(rdb, cfg),
+		log:  cfg.Logger,
+		defs: make(map[string]*registered),
 	}, nil
 }
 
@@ -405,17 +405,15 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 }
 
 func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
-	runErr = pol.markNonRetryable(runErr) // a code in NonRetryableCodes makes it permanent
-	class := Classify(runErr, pol.UnknownErrors)
-	delay := pol.Delay(used, e.cfg.Rand)
-	if d, ok := RetryDelayOf(runErr); ok {
-		delay = d
-	}
+	c := classify(runErr, pol)
+	runErr = c.err // a code in NonRetryableCodes made it permanent
+	class := c.class
+	delay := c.delay(pol, used, e.cfg.Rand)
 	// A retry is the step's next attempt: the fail script writes its task
 	// with the retry itself.
 	retry := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt + 1}
 	args := retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
-		Error: truncate(runErr.Error(), 4096), Class: class, Code: Code(runErr), Delay: delay,
+		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
 	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
@@ -605,38 +603,6 @@ func (e *Engine) policy(log logger, stored string) Policy {
 	return pol
 }
 
-// persist runs a state write or an enqueue, retrying with backoff while it
-// fails, for at most StateWriteTimeout. It outlives the delivery's context:
-// an attempt's result is worth saving even while asynq shuts down.
-func (e *Engine) persist(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
-	return e.retry(context.WithoutCancel(ctx), log, what, fn)
-}
-
-// retry runs fn, retrying with backoff while it fails, until ctx is done or
-// for at most StateWriteTimeout.
-func (e *Engine) retry(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
-	if err := fn(ctx); err == nil { // the common case: no timer needed
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.StateWriteTimeout)
-	defer cancel()
-	backoff := 50 * time.Millisecond
-	for {
-		err := fn(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		log.Warn("redis write failed; retrying", "op", what, AttrError, err, "retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
-			return err
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-}
-
 // call runs a step body, turning a panic into an error.
 func call(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err error) {
 	defer func() {
@@ -704,52 +670,3 @@ func (ll lineLogger) log(level slog.Level, msg string, args []any) {
 
 // Logger returns a *slog.Logger with the attributes.
 func (ll lineLogger) Logger() *slog.Logger { return ll.l.With(ll.attrs...) }
-
-// dispatcher enqueues and stops step tasks.
-type dispatcher struct {
-	client    *asynq.Client
-	inspector *asynq.Inspector
-	queue     string
-	clock     Clock
-}
-
-func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispatcher {
-	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
-		queue: queue, clock: clock}
-}
-
-// stop deletes the task of a step that must not run any more and, when the
-// step was running, signals its worker to cancel the step's context. Both
-// are best effort: the state already forbids the step from going on, and a
-// running step also learns it at its next fence renewal.
-func (d *dispatcher) stop(log logger, task, stepStatus string) {
-	if task == "" {
-		return
-	}
-	if err := d.inspector.DeleteTask(d.queue, task); err != nil &&
-		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
-		log.Debug("task of a stopped step not deleted", AttrTaskID, task, AttrError, err)
-	}
-	if stepStatus == StepRunning {
-		if err := d.inspector.CancelProcessing(task); err != nil {
-			log.Warn("could not signal the running step to stop; it stops at its next fence renewal",
-				AttrTaskID, task, AttrError, err)
-		}
-	}
-}
-
-// enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
-// whose task exists already is a no-op, so it can always be retried.
-func (d *dispatcher) enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
-	p := tasks.Step{RunID: runID, Workflow: workflow, Index: x.Index, Name: x.Name, Attempt: x.Attempt, Gen: x.Gen}
-	id := p.ID()
-	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(tasks.TypeStep, p.Encode()),
-		tasks.Options(d.queue, id, x.Timeout, x.DueAt, d.clock.Now())...)
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("enqueue task %s: %w", id, err)
-	}
-	return nil
-}

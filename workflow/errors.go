@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -169,4 +170,48 @@ func Classify(err error, mode ErrorMode) string {
 	default:
 		return ClassTransient
 	}
+}
+
+// classification is how the engine records a failed attempt: the outcome
+// of classify.
+type classification struct {
+	// err is the error as recorded: the step's error, marked Permanent
+	// (with a message saying why) when its code is non-retryable.
+	err error
+	// class is ClassPermanent or ClassTransient.
+	class string
+	// code is the code attached with WithCode, or "".
+	code string
+	// retryAfter is the delay asked for with RetryAfter, when hasRetryAfter.
+	retryAfter    time.Duration
+	hasRetryAfter bool
+	// message is err's message as stored with the attempt (at most 4096
+	// bytes and an ellipsis).
+	message string
+}
+
+// classify decides, under the step's effective policy, what a step error
+// is: an error whose code is listed in NonRetryableCodes (and not
+// permanent already) becomes permanent; then Classify with the policy's
+// UnknownErrors; the code; the delay asked for with RetryAfter.
+func classify(err error, pol Policy) classification {
+	if !IsPermanent(err) && pol.NonRetryable(err) {
+		err = Permanent(fmt.Errorf("error code %q is non-retryable: %w", Code(err), err))
+	}
+	c := classification{err: err, class: Classify(err, pol.UnknownErrors), code: Code(err),
+		message: truncate(err.Error(), 4096)}
+	c.retryAfter, c.hasRetryAfter = RetryDelayOf(err)
+	return c
+}
+
+// delay is the delay before the retry of the failed attempt that was the
+// used'th of its budget: the one asked for with RetryAfter, else the
+// policy's backoff with jitter from rnd. (rnd is drawn from either way, as
+// it always was.)
+func (c classification) delay(pol Policy, used int, rnd func() float64) time.Duration {
+	d := pol.Delay(used, rnd)
+	if c.hasRetryAfter {
+		return c.retryAfter
+	}
+	return d
 }

@@ -168,16 +168,6 @@ func (p Policy) NonRetryable(err error) bool {
 	return c != "" && slices.Contains(p.NonRetryableCodes, c)
 }
 
-// markNonRetryable returns err marked Permanent, with a message saying why,
-// when its code is listed in NonRetryableCodes and it is not permanent
-// already; otherwise err unchanged.
-func (p Policy) markNonRetryable(err error) error {
-	if err == nil || IsPermanent(err) || !p.NonRetryable(err) {
-		return err
-	}
-	return Permanent(fmt.Errorf("error code %q is non-retryable: %w", Code(err), err))
-}
-
 // ErrInvalidPolicy is wrapped by every policy validation error.
 var ErrInvalidPolicy = errors.New("invalid policy")
 

@@ -100,10 +100,11 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 // notified (run_recovered, by reconciler). One replica at a time runs a
 // pass, under a Redis lock with expiry.
 type Reconciler struct {
-	cfg   ReconcilerConfig
-	eng   *Engine
-	store *retrystate.Store
-	log   *slog.Logger
+	cfg ReconcilerConfig
+	// deps: the engine's store, dispatcher, clock, retention and retries
+	// of state writes (the reconciler holds no Engine).
+	*deps
+	log *slog.Logger
 
 	// token is this reconciler's lock token, the same on every try: a
 	// lock it took whose reply was lost (Redis froze or restarted) is its
@@ -123,11 +124,15 @@ func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	if cfg.Observer == nil {
 		cfg.Observer = e.cfg.Observer
 	}
+	return newReconciler(e.deps, cfg, e.log)
+}
+
+// newReconciler returns a reconciler working with d, logging to log.
+func newReconciler(d *deps, cfg ReconcilerConfig, log *slog.Logger) *Reconciler {
 	return &Reconciler{
 		cfg:   cfg.withDefaults(),
-		eng:   e,
-		store: e.store,
-		log:   e.log.With("component", "reconciler"),
+		deps:  d,
+		log:   log.With("component", "reconciler"),
 		token: newToken(),
 	}
 }
@@ -236,7 +241,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 	arm := func(at time.Time) {
 		recheck.Stop()
 		if !at.IsZero() {
-			recheck.Reset(max(at.Sub(r.eng.cfg.Clock.Now()), 0) + 10*time.Millisecond)
+			recheck.Reset(max(at.Sub(r.clock.Now()), 0) + 10*time.Millisecond)
 		}
 	}
 	arm(recheckAt)
@@ -319,7 +324,7 @@ func (r *Reconciler) reached(ctx context.Context, err error) {
 	}
 	if r.unreached {
 		r.unreached = false
-		r.quietUntil = r.eng.cfg.Clock.Now().Add(r.cfg.OutageGrace)
+		r.quietUntil = r.clock.Now().Add(r.cfg.OutageGrace)
 		r.log.Info("Redis answers again; attempts whose fences expired meanwhile are not counted as crashed yet, so that live workers can save them",
 			"for", r.cfg.OutageGrace)
 	}
@@ -352,7 +357,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 const batch = 1000
 
 func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
-	now := r.eng.cfg.Clock.Now()
+	now := r.clock.Now()
 	if r.repairsHeld(now) {
 		// Live workers are saving what they did while Redis was away (and
 		// asynq's leases, not extended meanwhile, all look stale).
@@ -421,7 +426,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 			return err
 		}
 		rep.merge(sw)
-		now := r.eng.cfg.Clock.Now()
+		now := r.clock.Now()
 
 		due, err := r.store.DueDeadlines(ctx, now, batch)
 		if err != nil {
@@ -440,7 +445,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		}
 		rep.merge(r.each(ctx, append(sched, idle...), r.checkTask))
 
-		trimmed, err := r.store.TrimIndexes(ctx, now.Add(-r.eng.cfg.Retention), 10*batch)
+		trimmed, err := r.store.TrimIndexes(ctx, now.Add(-r.retention), 10*batch)
 		if err != nil {
 			return err
 		}
@@ -506,8 +511,8 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 	log := r.runLog(id, rp.Dispatch)
 	switch rp.Outcome {
 	case retrystate.OutcomeDispatch:
-		if err := r.eng.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
-			return r.eng.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
+		if err := r.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
+			return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
 		}); err != nil {
 			return rep, err
 		}
@@ -518,7 +523,7 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 		log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason)
 		rep.add(rp.Kind, 1)
 		rep.Failed++
-		r.eng.disp.stop(log, rp.Task, rp.StepStatus)
+		r.disp.stop(log, rp.Task, rp.StepStatus)
 		r.observeFailed(ctx, id, rp)
 	case retrystate.OutcomeAttention:
 		log.Error("run needs attention: repaired automatically too often", AttrReason, rp.Reason)
@@ -529,7 +534,7 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 }
 
 func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) {
-	rp, err := r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.eng.cfg.Retention, r.eng.cfg.Clock.Now())
+	rp, err := r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.retention, r.clock.Now())
 	if err != nil {
 		return Report{}, err
 	}
@@ -537,7 +542,7 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 }
 
 func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
-	rp, err := r.store.ExpireDeadline(ctx, id, r.eng.cfg.Retention, r.eng.cfg.Clock.Now())
+	rp, err := r.store.ExpireDeadline(ctx, id, r.retention, r.clock.Now())
 	if err != nil {
 		return Report{}, err
 	}
@@ -558,7 +563,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	}
 	switch cur.StepStatus {
 	case StepRunning:
-		now := r.eng.cfg.Clock.Now()
+		now := r.clock.Now()
 		if cur.FenceExpiresAt.After(now) {
 			return Report{}, nil
 		}
@@ -567,7 +572,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 		}
 		return r.redispatch(ctx, id)
 	case StepPending:
-		if cur.UpdatedAt.After(r.eng.cfg.Clock.Now().Add(-r.cfg.Grace)) {
+		if cur.UpdatedAt.After(r.clock.Now().Add(-r.cfg.Grace)) {
 			// Just written: the engine is enqueueing its task, or died
 			// doing so. Look again when the grace ends.
 			return Report{Recheck: cur.UpdatedAt.Add(r.cfg.Grace)}, nil
@@ -575,7 +580,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	default:
 		return Report{}, nil
 	}
-	info, err := r.eng.disp.inspector.GetTaskInfo(r.eng.cfg.Queue, cur.Task)
+	info, err := r.disp.taskInfo(cur.Task)
 	archived := false
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
@@ -596,7 +601,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 // repairTask gives a run's current step whose task is in trouble a task
 // that will be delivered.
 func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble retrystate.TaskTrouble) (Report, error) {
-	rp, err := r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.eng.cfg.Clock.Now())
+	rp, err := r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.clock.Now())
 	if err != nil {
 		return Report{}, err
 	}

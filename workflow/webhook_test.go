@@ -126,23 +126,14 @@ func failingDef() workflow.Definition {
 	}}
 }
 
-// The deprecated wrappers of webhook.Sign and webhook.Verify, which users
-// may still call.
-var (
-	//lint:ignore SA1019 the deprecated wrapper is tested
-	signWebhook = workflow.SignWebhook
-	//lint:ignore SA1019 the deprecated wrapper is tested
-	verifyWebhookSignature = workflow.VerifyWebhookSignature
-)
-
 func TestWebhookSignatureRoundTrip(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"1-0","type":"run_failed"}`)
-	sig := signWebhook(hookSecret, "1700000000", body)
+	sig := workflow.SignWebhook(hookSecret, "1700000000", body)
 	if len(sig) != len("sha256=")+64 || sig[:7] != "sha256=" {
 		t.Fatalf("signature %q: want sha256=<64 hex digits>", sig)
 	}
-	if !verifyWebhookSignature(hookSecret, "1700000000", body, sig) {
+	if !workflow.VerifyWebhookSignature(hookSecret, "1700000000", body, sig) {
 		t.Fatal("a signature does not verify")
 	}
 	// An independent computation (Python's hmac) of HMAC-SHA256(secret, "1700000000." + body).
@@ -160,9 +151,9 @@ func TestWebhookSignatureRoundTrip(t *testing.T) {
 		"no prefix":       {hookSecret, "1700000000", body, sig[7:]},
 		"truncated":       {hookSecret, "1700000000", body, sig[:len(sig)-1]},
 		"empty header":    {hookSecret, "1700000000", body, ""},
-		"empty secret":    {"", "1700000000", body, signWebhook("", "1700000000", body)},
+		"empty secret":    {"", "1700000000", body, workflow.SignWebhook("", "1700000000", body)},
 	} {
-		if verifyWebhookSignature(c.secret, c.ts, c.body, c.header) {
+		if workflow.VerifyWebhookSignature(c.secret, c.ts, c.body, c.header) {
 			t.Errorf("%s: verified", name)
 		}
 	}

@@ -173,6 +173,12 @@ func TestStandardLibraryOnly(t *testing.T) {
 		first, _, _ := strings.Cut(path, "/")
 		if strings.Contains(first, ".") {
 			t.Errorf("package webhook imports %s, outside the standard library", path)
+			continue
+		}
+		// The standard library imports nothing else, so the direct
+		// imports are all there is to check.
+		if dep, err := build.Import(path, pkg.Dir, build.FindOnly); err != nil || !dep.Goroot {
+			t.Errorf("package webhook imports %s, not found in GOROOT (%v)", path, err)
 		}
 	}
 }

@@ -52,9 +52,17 @@ var DefaultWebhookEvents = webhookdelivery.DefaultEvents
 
 // WebhookConfig configures webhook notifications: each entry of the queue's
 // notification stream (run failed, recovered, succeeded, cancelled, needs
-// attention) is POSTed, signed, to URL. URL and Secret are required; the
-// other fields (Events, MaxRetry, HTTPClient, Group, ClaimIdle, Clock) have
-// defaults, given in their comments. Its Validate method checks it.
+// attention) is POSTed, signed, to URL. Its Validate method checks it.
+//
+// URL (http or https) and Secret (the key of the HMAC-SHA256 signatures)
+// are required. The other fields default when zero: Events (the types
+// delivered) to DefaultWebhookEvents; MaxRetry (retries of a failed
+// delivery, with backoff from 1s to 10m) to tasks.DefaultWebhookMaxRetry,
+// 20, about 2 hours; HTTPClient to a client with a 10s timeout that does
+// not follow redirects; Group (of the stream) to DefaultWebhookGroup;
+// ClaimIdle (after which an entry another worker read and did not
+// acknowledge is taken over) to 5s; Clock (of the signatures and the claim
+// schedule) to the wall clock, in a Worker to its EngineConfig.Clock.
 type WebhookConfig = webhookdelivery.Config
 
 // ValidateWebhookURL checks that s is an absolute http or https URL with a

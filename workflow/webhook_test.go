@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/webhook"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -94,12 +95,20 @@ func checkSigned(t *testing.T, d delivery) workflow.Notification {
 	if sec, err := strconv.ParseInt(ts, 10, 64); err != nil || time.Since(time.Unix(sec, 0)).Abs() > time.Minute {
 		t.Errorf("timestamp header %q is not the current Unix time", ts)
 	}
-	if !workflow.VerifyWebhookSignature(hookSecret, ts, d.body, d.header.Get(workflow.HeaderWebhookSignature)) {
+	if !webhook.Verify(hookSecret, ts, d.body, d.header.Get(workflow.HeaderWebhookSignature)) {
 		t.Errorf("signature %q does not verify", d.header.Get(workflow.HeaderWebhookSignature))
 	}
 	var n workflow.Notification
 	if err := json.Unmarshal(d.body, &n); err != nil {
 		t.Fatalf("body %s: %v", d.body, err)
+	}
+	// What a receiver using package webhook gets.
+	req := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(d.body))
+	req.Header = d.header.Clone()
+	if p, err := webhook.VerifyRequest(req, hookSecret, time.Minute, time.Now()); err != nil {
+		t.Errorf("webhook.VerifyRequest: %v", err)
+	} else if got := workflow.Notification(p); !reflect.DeepEqual(got, n) {
+		t.Errorf("webhook.VerifyRequest returned %+v, want %+v", got, n)
 	}
 	if n.ID != d.header.Get(workflow.HeaderWebhookDelivery) || n.Type != d.header.Get(workflow.HeaderWebhookEvent) {
 		t.Errorf("headers (delivery %q, event %q) disagree with the body %s", d.header.Get(workflow.HeaderWebhookDelivery),
@@ -150,6 +159,31 @@ func TestWebhookSignatureRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWebhookPayloadIsNotification: the body of a delivery, webhook.Payload,
+// has the fields, types and JSON names of Notification, so either decodes
+// it alike.
+func TestWebhookPayloadIsNotification(t *testing.T) {
+	t.Parallel()
+	p, n := reflect.TypeFor[webhook.Payload](), reflect.TypeFor[workflow.Notification]()
+	if p.NumField() != n.NumField() {
+		t.Fatalf("webhook.Payload has %d fields, Notification %d", p.NumField(), n.NumField())
+	}
+	for i := range p.NumField() {
+		pf, nf := p.Field(i), n.Field(i)
+		if pf.Name != nf.Name || pf.Type != nf.Type || pf.Tag.Get("json") != nf.Tag.Get("json") {
+			t.Errorf("field %d: webhook.Payload's %s %s `%s`, Notification's %s %s `%s`", i, pf.Name, pf.Type, pf.Tag,
+				nf.Name, nf.Type, nf.Tag)
+		}
+	}
+	note := workflow.Notification{ID: "1-0", Type: workflow.NotifyRunFailed, At: time.Date(2024, 4, 5, 19, 34, 38, 901e6, time.UTC),
+		RunID: "r", Workflow: "w", Owner: "o", Details: map[string]string{"code": "permanent_error"}}
+	a, _ := json.Marshal(note)
+	b, _ := json.Marshal(webhook.Payload(note))
+	if !bytes.Equal(a, b) {
+		t.Errorf("JSON of a Notification %s, of the same webhook.Payload %s", a, b)
+	}
+}
+
 func TestWebhookConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, c := range []workflow.WebhookConfig{
@@ -165,6 +199,11 @@ func TestWebhookConfigValidate(t *testing.T) {
 	}
 	if err := (workflow.WebhookConfig{URL: "https://example.com/hook?x=1", Secret: "x"}).Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+	// A workflow.Clock is a WebhookConfig.Clock.
+	var clock workflow.Clock = workflow.SystemClock
+	if err := (workflow.WebhookConfig{URL: "https://example.com/hook", Secret: "x", Clock: clock}).Validate(); err != nil {
+		t.Errorf("valid config with a clock: %v", err)
 	}
 	if _, err := workflow.NewWorker(nil, workflow.WorkerConfig{Webhook: &workflow.WebhookConfig{URL: "nope"}}); err == nil {
 		t.Error("NewWorker accepted a bad webhook URL")
@@ -334,48 +373,4 @@ func (e *env) startStoppableWorker(cfg workflow.WorkerConfig, defs ...workflow.D
 	}
 	e.t.Cleanup(stop)
 	return stop
-}
-
-func ExampleVerifyWebhookSignature() {
-	// A receiver's handler: verify the signature and the timestamp's age,
-	// then deduplicate on the delivery ID.
-	secret := "s3cret"
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
-		}
-		ts := r.Header.Get(workflow.HeaderWebhookTimestamp)
-		sec, err := strconv.ParseInt(ts, 10, 64)
-		if err != nil || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute {
-			http.Error(w, "stale or missing timestamp", http.StatusUnauthorized)
-			return
-		}
-		if !workflow.VerifyWebhookSignature(secret, ts, body, r.Header.Get(workflow.HeaderWebhookSignature)) {
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
-		var n workflow.Notification
-		if err := json.Unmarshal(body, &n); err != nil {
-			http.Error(w, "bad JSON", http.StatusBadRequest)
-			return
-		}
-		// if seen(n.ID) { return } // deliveries are at least once
-		fmt.Println(n.Type, n.RunID, n.Details["code"])
-		w.WriteHeader(http.StatusNoContent)
-	})
-
-	// What a worker sends:
-	body := []byte(`{"id":"1712345678901-0","type":"run_failed","at":"2024-04-05T19:34:38.901Z","run_id":"01hv0000000000000000000000","workflow":"signup","details":{"code":"permanent_error"}}`)
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req := httptest.NewRequest(http.MethodPost, "/hooks/cairn", bytes.NewReader(body))
-	req.Header.Set(workflow.HeaderWebhookTimestamp, ts)
-	req.Header.Set(workflow.HeaderWebhookSignature, workflow.SignWebhook(secret, ts, body))
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, req)
-	fmt.Println(rec.Code)
-	// Output:
-	// run_failed 01hv0000000000000000000000 permanent_error
-	// 204
 }

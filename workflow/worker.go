@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/webhookdelivery"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -200,7 +201,7 @@ func (w *Worker) webhooks(mux *asynq.ServeMux) *Notifier {
 	}
 	h, _ := NewWebhookHandler(cfg, w.log) // validated by NewWorker
 	mux.Handle(tasks.TypeWebhook, h)
-	return newNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue, cfg, w.log)
+	return webhookdelivery.NewNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue, cfg, w.log)
 }
 
 // retryDelay is the worker's asynq RetryDelayFunc: WebhookRetryDelay for

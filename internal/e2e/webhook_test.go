@@ -16,6 +16,7 @@ import (
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/webhook"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -39,7 +40,7 @@ func hookReceiver(t *testing.T, secret string, status func(n int) int) (url stri
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
-			verified: workflow.VerifyWebhookSignature(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
+			verified: webhook.Verify(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
 				r.Header.Get(workflow.HeaderWebhookSignature))}
 		_ = json.Unmarshal(body, &h.note)
 		mu.Lock()

@@ -1,0 +1,440 @@
+package webhookdelivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/webhook"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+const secret = "s3cret"
+
+// fakeClock is a Clock that moves only when told, and counts its readings.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	reads atomic.Int64
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.reads.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c := Config{URL: "https://example.com/hook", Secret: "x"}.withDefaults()
+	if c.MaxRetry != tasks.DefaultWebhookMaxRetry || c.Group != DefaultGroup || c.ClaimIdle != 5*time.Second ||
+		len(c.Events) != len(DefaultEvents) || c.Clock == nil || c.HTTPClient == nil || c.HTTPClient.Timeout != 10*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+	if since := time.Since(c.Clock.Now()).Abs(); since > time.Minute {
+		t.Errorf("the default clock is %s off the wall clock", since)
+	}
+	for _, ev := range []string{"run_failed", "run_succeeded", "run_cancelled", "run_recovered", "run_needs_attention"} {
+		if !c.wants(ev) {
+			t.Errorf("%s is not delivered by default", ev)
+		}
+	}
+	if c.wants("step_failed") || c.wants("retry_scheduled") {
+		t.Error("step-level events are delivered by default")
+	}
+	// The default client does not follow redirects: a redirected POST
+	// would become a GET.
+	redirect := httptest.NewServer(http.RedirectHandler("/elsewhere", http.StatusFound))
+	defer redirect.Close()
+	resp, err := c.HTTPClient.Post(redirect.URL, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Errorf("status %d: the default client followed a redirect", resp.StatusCode)
+	}
+	// Set fields are kept.
+	clock := &fakeClock{now: t0}
+	k := Config{URL: "https://example.com/hook", Secret: "x", Group: "g", ClaimIdle: time.Second, MaxRetry: 3,
+		Events: []string{"step_failed"}, Clock: clock}.withDefaults()
+	if k.Group != "g" || k.ClaimIdle != time.Second || k.MaxRetry != 3 || !k.wants("step_failed") || k.wants("run_failed") ||
+		k.Clock != Clock(clock) {
+		t.Errorf("set fields changed: %+v", k)
+	}
+}
+
+func TestRedactedURL(t *testing.T) {
+	t.Parallel()
+	c := Config{URL: "https://user:pw@example.com/hook?token=t"}
+	if got, want := c.redactedURL(), "https://user:xxxxx@example.com/hook"; got != want {
+		t.Errorf("redactedURL %q, want %q", got, want)
+	}
+}
+
+func TestPayloadOf(t *testing.T) {
+	t.Parallel()
+	x := retrystate.Notification{ID: "1712345678901-0", Type: "run_failed", At: time.UnixMilli(1712345678901),
+		RunID: "r1", Workflow: "signup", Fields: map[string]string{"owner": "", "code": "permanent_error"}}
+	body, err := json.Marshal(payloadOf(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wire format: the owner stays in the details.
+	want := `{"id":"1712345678901-0","type":"run_failed","at":"2024-04-05T19:34:38.901Z","run_id":"r1",` +
+		`"workflow":"signup","details":{"code":"permanent_error","owner":""}}`
+	if string(body) != want {
+		t.Errorf("body\n%s\nwant\n%s", body, want)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false},
+		{"0", 0, true},
+		{"120", 2 * time.Minute, true},
+		{"86400", time.Hour, true},
+		{"-1", 0, false},
+		{"soon", 0, false},
+		{t0.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
+		{t0.Add(-time.Minute).Format(http.TimeFormat), 0, true},
+		{t0.Add(2 * time.Hour).Format(http.TimeFormat), time.Hour, true},
+	} {
+		d, ok := parseRetryAfter(c.v, t0)
+		if d != c.want || ok != c.ok {
+			t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", c.v, d, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	task := asynq.NewTask(tasks.TypeWebhook, nil)
+	for n := range 15 {
+		d := RetryDelay(n, errors.New("500"), task)
+		base := min(time.Second<<n, 10*time.Minute)
+		if d < base/2 || d > base {
+			t.Errorf("retry %d: delay %s, want within [%s, %s]", n, d, base/2, base)
+		}
+	}
+	if d := RetryDelay(3, fmt.Errorf("wrapped: %w", &retryAfter{after: 42 * time.Second, err: errors.New("503")}), task); d != 42*time.Second {
+		t.Errorf("delay %s after Retry-After 42s", d)
+	}
+	if d := RetryDelay(3, &retryAfter{after: 0, err: errors.New("503")}, task); d != time.Second {
+		t.Errorf("delay %s after Retry-After 0, want the 1s floor", d)
+	}
+}
+
+// request is one request the test receiver got.
+type request struct {
+	header http.Header
+	body   []byte
+}
+
+// receive starts a receiver answering every request with status and
+// header, and returns its URL and what it got so far.
+func receive(t *testing.T, status int, header http.Header) (string, func() []request) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got []request
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, request{header: r.Header.Clone(), body: body})
+		mu.Unlock()
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, "answer")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/hook", func() []request {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]request(nil), got...)
+	}
+}
+
+const noteBody = `{"id":"1712345678901-0","type":"run_failed","at":"2024-04-05T19:34:38.901Z","run_id":"r1","workflow":"signup"}`
+
+// TestHandlerSignsWithClock: the request carries the body as it is, the
+// headers, and a signature made at the injected clock's time.
+func TestHandlerSignsWithClock(t *testing.T) {
+	t.Parallel()
+	url, got := receive(t, http.StatusNoContent, nil)
+	h, err := NewHandler(Config{URL: url, Secret: secret, Clock: &fakeClock{now: t0}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ProcessTask(context.Background(), asynq.NewTask(tasks.TypeWebhook, []byte(noteBody))); err != nil {
+		t.Fatalf("ProcessTask: %v", err)
+	}
+	rs := got()
+	if len(rs) != 1 {
+		t.Fatalf("%d requests, want 1", len(rs))
+	}
+	r := rs[0]
+	ts := strconv.FormatInt(t0.Unix(), 10)
+	for name, want := range map[string]string{
+		"Content-Type":          "application/json",
+		"User-Agent":            "cairn-webhook/1",
+		webhook.HeaderEvent:     "run_failed",
+		webhook.HeaderDelivery:  "1712345678901-0",
+		webhook.HeaderTimestamp: ts,
+		webhook.HeaderSignature: webhook.Sign(secret, ts, []byte(noteBody)),
+	} {
+		if v := r.header.Get(name); v != want {
+			t.Errorf("%s: %q, want %q", name, v, want)
+		}
+	}
+	if string(r.body) != noteBody {
+		t.Errorf("body %s, want %s", r.body, noteBody)
+	}
+	// A receiver whose clock agrees accepts it.
+	req := httptest.NewRequest(http.MethodPost, "/hook", nil)
+	req.Body = io.NopCloser(bytes.NewReader(r.body))
+	req.Header = r.header
+	if p, err := webhook.VerifyRequest(req, secret, time.Minute, t0.Add(30*time.Second)); err != nil || p.RunID != "r1" {
+		t.Errorf("VerifyRequest: %+v, %v", p, err)
+	}
+}
+
+// TestHandlerStatuses: what each answer of the receiver makes of the
+// delivery.
+func TestHandlerStatuses(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: t0}
+	task := asynq.NewTask(tasks.TypeWebhook, []byte(noteBody))
+	for _, c := range []struct {
+		status    int
+		header    http.Header
+		retried   bool          // an error asynq retries
+		delay     time.Duration // of the retry, when the receiver named one
+		skipRetry bool
+	}{
+		{status: http.StatusOK},
+		{status: http.StatusAccepted},
+		{status: http.StatusInternalServerError, retried: true},
+		{status: http.StatusRequestTimeout, retried: true},
+		{status: http.StatusTooManyRequests, header: http.Header{"Retry-After": {"7"}}, retried: true, delay: 7 * time.Second},
+		{status: http.StatusServiceUnavailable, header: http.Header{"Retry-After": {t0.Add(3 * time.Minute).Format(http.TimeFormat)}},
+			retried: true, delay: 3 * time.Minute},
+		{status: http.StatusBadRequest, skipRetry: true},
+		{status: http.StatusUnauthorized, skipRetry: true},
+		{status: http.StatusMovedPermanently, skipRetry: true},
+	} {
+		url, got := receive(t, c.status, c.header)
+		h, err := NewHandler(Config{URL: url, Secret: secret, Clock: clock}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.ProcessTask(context.Background(), task)
+		switch {
+		case len(got()) != 1:
+			t.Errorf("%d: %d requests, want 1", c.status, len(got()))
+		case !c.retried && !c.skipRetry && err != nil:
+			t.Errorf("%d: %v, want success", c.status, err)
+		case c.retried && (err == nil || errors.Is(err, asynq.SkipRetry)):
+			t.Errorf("%d: %v, want an error asynq retries", c.status, err)
+		case c.skipRetry && !errors.Is(err, asynq.SkipRetry):
+			t.Errorf("%d: %v, want asynq.SkipRetry", c.status, err)
+		case c.delay > 0 && RetryDelay(5, err, task) != c.delay:
+			t.Errorf("%d: retry delay %s, want %s (the receiver's Retry-After)", c.status, RetryDelay(5, err, task), c.delay)
+		}
+	}
+}
+
+func TestHandlerNetworkErrorRetried(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	h, err := NewHandler(Config{URL: url, Secret: secret}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.ProcessTask(context.Background(), asynq.NewTask(tasks.TypeWebhook, []byte(noteBody)))
+	if err == nil || errors.Is(err, asynq.SkipRetry) {
+		t.Errorf("%v, want an error asynq retries", err)
+	}
+}
+
+func TestHandlerDropsMalformedTask(t *testing.T) {
+	t.Parallel()
+	url, got := receive(t, http.StatusOK, nil)
+	h, err := NewHandler(Config{URL: url, Secret: secret}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`nope`, `{"type":"run_failed"}`} {
+		if err := h.ProcessTask(context.Background(), asynq.NewTask(tasks.TypeWebhook, []byte(body))); !errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("%s: %v, want asynq.SkipRetry", body, err)
+		}
+	}
+	if n := len(got()); n != 0 {
+		t.Errorf("%d requests for malformed tasks", n)
+	}
+	if _, err := NewHandler(Config{URL: url}, nil); err == nil {
+		t.Error("NewHandler accepted a config without a secret")
+	}
+}
+
+var queues atomic.Int64
+
+// addNotification appends a notification to the queue's stream as the
+// state scripts do (retrystate/lua/common.lua, notify).
+func addNotification(t *testing.T, rdb *redis.Client, queue, typ, runID string) string {
+	t.Helper()
+	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{
+		Stream: "cairn:{" + queue + "}:notifications",
+		Values: []any{"type", typ, "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", runID, "workflow", "wf", "owner", ""},
+	}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestNotifierClaimsOnItsClock: the notifier claims entries that a dead
+// consumer left pending when its clock says ClaimIdle has passed since the
+// last claim, and not before, however long they were pending in Redis.
+func TestNotifierClaimsOnItsClock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb := redistest.Shared(t).Client(t)
+	queue := fmt.Sprintf("whd%d_%d", time.Now().UnixNano(), queues.Add(1))
+	store := retrystate.New(rdb, queue)
+	// The notifier starts right after the dead consumer's read, so that its
+	// first claim, at its start, finds the entry idle for less than
+	// claimIdle and leaves it.
+	const group, claimIdle = "hooks", 500 * time.Millisecond
+	if err := store.CreateNotifyGroup(ctx, group); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer reads an entry and dies.
+	entry := addNotification(t, rdb, queue, "run_failed", "r1")
+	if ns, err := store.ReadNotifyGroup(ctx, group, "dead", 10, 100*time.Millisecond); err != nil || len(ns) != 1 || ns[0].ID != entry {
+		t.Fatalf("the dead consumer read %+v, %v; want entry %s", ns, err, entry)
+	}
+
+	clock := &fakeClock{now: t0}
+	n := NewNotifier(store, asynq.NewClientFromRedisClient(rdb), queue, Config{URL: "http://127.0.0.1:1/hook",
+		Secret: secret, Group: group, ClaimIdle: claimIdle, Clock: clock}, slog.New(slog.DiscardHandler))
+	n.block = 10 * time.Millisecond
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// The entry becomes idle enough in Redis, and the notifier goes round
+	// its loop a few times: with its clock standing still, it claims
+	// nothing.
+	eventually(t, 10*time.Second, "the entry to be idle for claimIdle, still the dead consumer's", func() bool {
+		p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "cairn:{" + queue + "}:notifications", Group: group,
+			Start: "-", End: "+", Count: 10}).Result()
+		return err == nil && len(p) == 1 && p[0].Consumer == "dead" && p[0].Idle >= claimIdle
+	})
+	reads := clock.reads.Load()
+	eventually(t, 10*time.Second, "the notifier to go round its loop", func() bool { return clock.reads.Load() >= reads+5 })
+	p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "cairn:{" + queue + "}:notifications", Group: group,
+		Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(p) != 1 || p[0].Consumer != "dead" {
+		t.Fatalf("pending %+v, %v: want the entry still the dead consumer's, the clock did not move", p, err)
+	}
+
+	// The clock moves on by claimIdle: the notifier claims the entry,
+	// enqueues its delivery and acknowledges it.
+	clock.Add(claimIdle)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	eventually(t, 10*time.Second, "the delivery to be enqueued", func() bool {
+		info, err := insp.GetTaskInfo(queue, tasks.WebhookID(entry))
+		return err == nil && info.Type == tasks.TypeWebhook
+	})
+	info, _ := insp.GetTaskInfo(queue, tasks.WebhookID(entry))
+	var note webhook.Payload
+	if err := json.Unmarshal(info.Payload, &note); err != nil || note.ID != entry || note.RunID != "r1" || note.Type != "run_failed" ||
+		!note.At.Equal(t0) {
+		t.Errorf("delivery payload %s (%v): want run_failed of r1, entry %s, at %s", info.Payload, err, entry, t0)
+	}
+	eventually(t, 10*time.Second, "the entry to be acknowledged", func() bool {
+		k, err := store.NotifyPending(ctx, group)
+		return err == nil && k == 0
+	})
+}
+
+// TestNotifierSkipsUnwantedEvents: only the configured events are
+// delivered; the others are acknowledged all the same.
+func TestNotifierSkipsUnwantedEvents(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb := redistest.Shared(t).Client(t)
+	queue := fmt.Sprintf("whd%d_%d", time.Now().UnixNano(), queues.Add(1))
+	store := retrystate.New(rdb, queue)
+	n := NewNotifier(store, asynq.NewClientFromRedisClient(rdb), queue, Config{URL: "http://127.0.0.1:1/hook", Secret: secret},
+		slog.New(slog.DiscardHandler))
+	n.block = 10 * time.Millisecond
+	if err := store.CreateNotifyGroup(ctx, DefaultGroup); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	skipped := addNotification(t, rdb, queue, "step_failed", "r1")
+	wanted := addNotification(t, rdb, queue, "run_failed", "r1")
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	eventually(t, 10*time.Second, "the run_failed delivery to be enqueued and both entries acknowledged", func() bool {
+		_, err := insp.GetTaskInfo(queue, tasks.WebhookID(wanted))
+		k, perr := store.NotifyPending(ctx, DefaultGroup)
+		return err == nil && perr == nil && k == 0
+	})
+	if _, err := insp.GetTaskInfo(queue, tasks.WebhookID(skipped)); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Errorf("step_failed delivery: %v, want no task", err)
+	}
+}

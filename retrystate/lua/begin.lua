@@ -43,42 +43,49 @@ for i = 0, idx - 1 do
   f[#f + 1] = e .. "output"
 end
 local v = redis.call("HMGET", RUN, unpack(f))
-local status = v[1]
-if not status then
+-- The slots of f by name: run_<field> of the run, st_<field> of this step,
+-- nx_<field> of the next step; the earlier steps' follow from v[NF + 1].
+local run_status, run_current, run_deadline, run_iterations, run_max_iterations, run_input =
+  v[1], v[2], v[3], v[4], v[5], v[6]
+local st_status, st_task, st_fence, st_fence_expires_at, st_next_attempt_at =
+  v[7], v[8], v[9], v[10], v[11]
+local st_attempt, st_name, st_policy, st_budget_base = v[12], v[13], v[14], v[15]
+local st_resuming, st_retry_state, st_attempts_started, st_started_at = v[16], v[17], v[18], v[19]
+local nx_name, nx_attempt, nx_timeout_ms, st_max_iterations, run_warning = v[20], v[21], v[22], v[23], v[24]
+if not run_status then
   return {"gone"}
 end
-if is_terminal(status) then
-  journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. status)
-  return {"ended", status}
+if is_terminal(run_status) then
+  journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. run_status)
+  return {"ended", run_status}
 end
 
-local st_status, st_task = v[7], v[8]
-if v[2] ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
-  local cur = num(v[2])
+if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
+  local cur = num(run_current)
   local c = step_get(cur, "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
-  if c[1] == "pending" then
-    return {"stale", int(cur), c[2], int(c[3]), int(c[4]), int(c[5]), int(c[6])}
+  local c_status, c_name, c_attempt, c_gen, c_next_attempt_at, c_timeout_ms = c[1], c[2], c[3], c[4], c[5], c[6]
+  if c_status == "pending" then
+    return {"stale", int(cur), c_name, int(c_attempt), int(c_gen), int(c_next_attempt_at), int(c_timeout_ms)}
   end
   return {"stale"}
 end
 
-local name, attempt = v[13], v[12]
 local crashes = nil -- read when the attempt resumes after a crash
 -- crashed: this begin resumes an attempt whose worker died, either found
 -- here (the fence expired) or by the reconciler, which re-dispatched it.
 -- resume: this begin resumes an attempt rather than starts one: after a
 -- crash, or after its worker handed it back (release.lua).
 local crashed, resume = 0, 0
-if v[16] == "1" then
+if st_resuming == "1" then
   crashed, resume = 1, 1
-elseif v[16] == "interrupted" then
+elseif st_resuming == "interrupted" then
   resume = 1
 end
 -- again: this delivery's own begin was applied before (see the header).
-local again = st_status == "running" and v[9] == token
+local again = st_status == "running" and st_fence == token
 if st_status == "running" and not again then
-  local fence_expires = num(v[10])
-  if v[9] ~= "" and fence_expires > NOW then
+  local fence_expires = num(st_fence_expires_at)
+  if st_fence ~= "" and fence_expires > NOW then
     return {"busy", int(fence_expires - NOW)}
   end
   -- The worker that held the fence stopped renewing it: a crash, which has
@@ -86,10 +93,10 @@ if st_status == "running" and not again then
   crashed, resume = 1, 1
   crashes = step_incr(idx, "crashes", "1")
   local max_crashes = num(redis.call("HGET", RUN, p .. "max_crashes"))
-  journal("attempt_crashed", "step", name, "attempt", attempt, "task", ARGV[4], "crashes", int(crashes))
+  journal("attempt_crashed", "step", st_name, "attempt", st_attempt, "task", ARGV[4], "crashes", int(crashes))
   if crashes > max_crashes then
     local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
-      name, crashes, num(attempt), max_crashes)
+      st_name, crashes, num(st_attempt), max_crashes)
     fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
     return {"failed", "crash_budget_exhausted", reason}
   end
@@ -107,25 +114,26 @@ if again then
   redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
 else
   -- "0" (the common case) needs no number conversion.
-  local due = v[11] ~= "0" and num(v[11]) or 0
+  local due = st_next_attempt_at ~= "0" and num(st_next_attempt_at) or 0
   if due > NOW then
     return {"early", int(due - NOW)}
   end
-  local deadline = v[3] ~= "0" and num(v[3]) or 0
+  local deadline = run_deadline ~= "0" and num(run_deadline) or 0
   if deadline > 0 and NOW >= deadline then
-    local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), name,
-      num(attempt))
+    local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), st_name,
+      num(st_attempt))
     fail_run(idx, "run_timeout", reason, "run timed out", retention)
     return {"failed", "run_timeout", reason}
   end
   -- The most specific iteration ceiling wins: the step's, else the run's.
-  local max_iter = v[23] ~= "0" and num(v[23]) or 0
-  if max_iter == 0 and v[5] ~= "0" then
-    max_iter = num(v[5])
+  local max_iter = st_max_iterations ~= "0" and num(st_max_iterations) or 0
+  if max_iter == 0 and run_max_iterations ~= "0" then
+    max_iter = num(run_max_iterations)
   end
-  local iterations = num(v[4])
+  local iterations = num(run_iterations)
   if max_iter > 0 and iterations >= max_iter then
-    local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, name, num(attempt))
+    local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, st_name,
+      num(st_attempt))
     fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
     return {"failed", "max_iterations_exceeded", reason}
   end
@@ -135,53 +143,53 @@ else
   local fence_expires = int(NOW + ttl)
   local w = {"iterations", int(iterations + 1), "updated_at", NOWS,
     p .. "status", "running", p .. "fence", token, p .. "fence_expires_at", fence_expires,
-    p .. "attempt_started_at", NOWS, p .. "attempts_started", int(num(v[18]) + 1 - resume)}
-  if v[17] ~= "none" then
+    p .. "attempt_started_at", NOWS, p .. "attempts_started", int(num(st_attempts_started) + 1 - resume)}
+  if st_retry_state ~= "none" then
     w[#w + 1] = p .. "retry_state"
     w[#w + 1] = "none"
   end
-  if v[11] ~= "0" then
+  if st_next_attempt_at ~= "0" then
     w[#w + 1] = p .. "next_attempt_at"
     w[#w + 1] = "0"
   end
-  if v[16] == "1" or v[16] == "interrupted" then
+  if st_resuming == "1" or st_resuming == "interrupted" then
     w[#w + 1] = p .. "resuming"
     w[#w + 1] = "0"
   end
-  if not v[19] or v[19] == "0" then
+  if not st_started_at or st_started_at == "0" then
     w[#w + 1] = p .. "started_at"
     w[#w + 1] = NOWS
   end
-  if v[24] and v[24] ~= "" then
+  if run_warning and run_warning ~= "" then
     w[#w + 1] = "warning"
     w[#w + 1] = ""
   end
-  if status == "pending" then
+  if run_status == "pending" then
     w[#w + 1] = "started_at"
     w[#w + 1] = NOWS
     set_status("pending", "running", nil, unpack(w))
   else
     redis.call("HSET", RUN, unpack(w))
   end
-  if v[17] == "scheduled" then
+  if st_retry_state == "scheduled" then
     redis.call("ZREM", IDX.scheduled, RUN_ID)
   end
   redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
-  journal("attempt_started", "step", name, "attempt", attempt, "task", ARGV[4], "resumed", resumed)
+  journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", ARGV[4], "resumed", resumed)
   if crashes then
     -- This delivery found the crash (the reconciler's re-dispatch notifies
     -- of its own).
     notify("run_recovered", redis.call("HGET", RUN, "workflow"), "by", "worker", "kind", "crashed_attempt",
-      "step", name, "attempt", attempt, "crashes", int(crashes))
+      "step", st_name, "attempt", st_attempt, "crashes", int(crashes))
   end
 end
 
-local used = attempt
-if v[15] ~= "0" then
-  used = int(num(attempt) - num(v[15]))
+local used = st_attempt
+if st_budget_base ~= "0" then
+  used = int(num(st_attempt) - num(st_budget_base))
 end
-local out = {"ok", attempt, "0", resumed, v[6], v[14] or "{}", used, v[3] or "0", v[20] or "", v[21] or "0",
-  v[22] or "0"}
+local out = {"ok", st_attempt, "0", resumed, run_input, st_policy or "{}", used, run_deadline or "0", nx_name or "",
+  nx_attempt or "0", nx_timeout_ms or "0"}
 if crashed == 1 then
   out[3] = int(crashes or redis.call("HGET", RUN, p .. "crashes"))
 end

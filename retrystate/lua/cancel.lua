@@ -8,21 +8,23 @@
 -- terminal run, or {"gone"}.
 
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow")
-if not rs[1] then
+local run_status, run_current, run_workflow = rs[1], rs[2], rs[3]
+if not run_status then
   return {"gone"}
 end
-if rs[1] == "cancelled" then
+if run_status == "cancelled" then
   return {"already"}
 end
-if is_terminal(rs[1]) then
-  return {"ended", rs[1]}
+if is_terminal(run_status) then
+  return {"ended", run_status}
 end
-local cur = num(rs[2])
+local cur = num(run_current)
 local st = step_get(cur, "status", "task", "name", "attempt")
-set_status(rs[1], "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
+local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
+set_status(run_status, "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
 step_set(cur, "status", "cancelled", "retry_state", "none", "next_attempt_at", "0",
   "fence", "", "fence_expires_at", "0", "finished_at", NOWS)
-journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", ARGV[4])
-notify("run_cancelled", rs[3], "step", st[3], "actor", ARGV[4])
+journal("run_cancelled", "step", st_name, "attempt", st_attempt, "actor", ARGV[4])
+notify("run_cancelled", run_workflow, "step", st_name, "actor", ARGV[4])
 expire_run(ARGV[5])
-return {"cancelled", st[2] or "", st[1] or ""}
+return {"cancelled", st_task or "", st_status or ""}

@@ -232,7 +232,8 @@ end
 -- timeout_limit describes the run timeout in force while step idx is
 -- current, for failure reasons: "run_timeout 1500ms".
 local function timeout_limit(idx)
-  local ms = num(step_get(idx, "run_timeout_ms")[1])
+  local st_run_timeout_ms = step_get(idx, "run_timeout_ms")[1]
+  local ms = num(st_run_timeout_ms)
   if ms == 0 then
     ms = num(redis.call("HGET", RUN, "run_timeout_ms"))
   end
@@ -247,12 +248,14 @@ end
 -- task ID, the attempt number, the step's name and its timeout (ms).
 local function activate(idx)
   local s = step_get(idx, "attempt", "name", "timeout_ms", "run_timeout_ms")
+  local st_attempt, st_name, st_timeout_ms, st_run_timeout_ms = s[1], s[2], s[3], s[4]
   local r = redis.call("HMGET", RUN, "deadline_base", "run_timeout_ms", "created_at")
-  local w, id, attempt = activation(idx, s[1])
-  step_deadline(w, r[1] or r[3], s[4], r[2], nil)
+  local run_deadline_base, run_timeout_ms, run_created_at = r[1], r[2], r[3]
+  local w, id, attempt = activation(idx, st_attempt)
+  step_deadline(w, run_deadline_base or run_created_at, st_run_timeout_ms, run_timeout_ms, nil)
   redis.call("HSET", RUN, unpack(w))
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
-  return id, attempt, s[2], s[3]
+  return id, attempt, st_name, st_timeout_ms
 end
 
 -- expire_run gives a terminal run's keys their retention. idem is false
@@ -270,10 +273,11 @@ local function expire_run(retention_ms, idem)
     return
   end
   local r = redis.call("HMGET", RUN, "idem_key", "idempotency_key")
-  if r[1] and r[1] ~= "" then
-    redis.call("PEXPIRE", PREFIX .. r[1], retention_ms)
-  elseif r[2] and r[2] ~= "" then
-    redis.call("PEXPIRE", PREFIX .. "idem:" .. r[2], retention_ms)
+  local run_idem_key, run_idempotency_key = r[1], r[2]
+  if run_idem_key and run_idem_key ~= "" then
+    redis.call("PEXPIRE", PREFIX .. run_idem_key, retention_ms)
+  elseif run_idempotency_key and run_idempotency_key ~= "" then
+    redis.call("PEXPIRE", PREFIX .. "idem:" .. run_idempotency_key, retention_ms)
   end
 end
 
@@ -282,20 +286,24 @@ end
 -- done:<token> mark).
 local function fail_run(idx, code, reason, message, retention_ms, fence)
   local r = redis.call("HMGET", RUN, "status", "workflow")
+  local run_status, run_workflow = r[1], r[2]
   local s = step_get(idx, "name", "attempt", "retry_state", "optional")
+  local st_name, st_attempt, st_retry_state, st_optional = s[1], s[2], s[3], s[4]
   local p = sp(idx)
   local w = {"failure_code", code, "failure_reason", reason, "needs_attention", "1",
     p .. "status", "failed", p .. "fence", fence or "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
     p .. "next_attempt_at", "0"}
-  if s[3] == "scheduled" then
+  if st_retry_state == "scheduled" then
     w[#w + 1] = p .. "retry_state"
     w[#w + 1] = "none"
   end
-  set_status(r[1], "failed", nil, unpack(w))
+  set_status(run_status, "failed", nil, unpack(w))
   redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
-  journal("run_failed", "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
-  notify("step_failed", r[2], "step", s[1], "attempt", s[2], "optional", s[4] or "0", "code", code, "reason", reason)
-  notify("run_failed", r[2], "step", s[1], "attempt", s[2], "code", code, "reason", reason, "message", message)
+  journal("run_failed", "step", st_name, "attempt", st_attempt, "code", code, "reason", reason, "message", message)
+  notify("step_failed", run_workflow, "step", st_name, "attempt", st_attempt, "optional", st_optional or "0",
+    "code", code, "reason", reason)
+  notify("run_failed", run_workflow, "step", st_name, "attempt", st_attempt, "code", code, "reason", reason,
+    "message", message)
   expire_run(retention_ms)
 end
 
@@ -307,8 +315,9 @@ end
 -- resumes at). Returns the new status.
 local function reopen(status)
   local r = redis.call("HMGET", RUN, "started_at", "deadline", "idempotency_key", "idem_key")
+  local run_started_at, run_deadline, run_idempotency_key, run_idem_key = r[1], r[2], r[3], r[4]
   local to = "running"
-  if num(r[1]) == 0 then
+  if num(run_started_at) == 0 then
     to = "pending"
   end
   set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
@@ -316,12 +325,12 @@ local function reopen(status)
   redis.call("ZREM", IDX.attention, RUN_ID)
   redis.call("PERSIST", RUN)
   redis.call("PERSIST", JOURNAL)
-  if r[4] and r[4] ~= "" then
-    redis.call("PERSIST", PREFIX .. r[4])
-  elseif r[3] and r[3] ~= "" then
-    redis.call("PERSIST", PREFIX .. "idem:" .. r[3]) -- a run from before keys were scoped by owner
+  if run_idem_key and run_idem_key ~= "" then
+    redis.call("PERSIST", PREFIX .. run_idem_key)
+  elseif run_idempotency_key and run_idempotency_key ~= "" then
+    redis.call("PERSIST", PREFIX .. "idem:" .. run_idempotency_key) -- a run from before keys were scoped by owner
   end
-  local deadline = num(r[2])
+  local deadline = num(run_deadline)
   if deadline > 0 and deadline <= NOW then
     redis.call("HSET", RUN, "deadline_base", NOWS)
   end

@@ -24,31 +24,38 @@ local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", 
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
   "deadline")
-if v[1] ~= "running" or v[6] ~= "running" or v[7] ~= ARGV[4] then
-  if v[7] == "done:" .. ARGV[4] then
+-- The slots by name: run_<field> of the run (run_timeout_ms is its own),
+-- st_<field> of this step, nx_<field> of the next step.
+local run_status, run_steps, run_workflow, run_created_at, run_idempotency_key = v[1], v[2], v[3], v[4], v[5]
+local st_status, st_fence, st_name, st_attempt, st_attempt_started_at = v[6], v[7], v[8], v[9], v[10]
+local nx_attempt, nx_name, nx_timeout_ms, nx_run_timeout_ms = v[11], v[12], v[13], v[14]
+local run_deadline_base, run_timeout_ms, run_deadline = v[15], v[16], v[17]
+if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
+  if st_fence == "done:" .. ARGV[4] then
     -- This attempt's own complete, applied before: its reply was lost.
-    return {"done", v[1]}
+    return {"done", run_status}
   end
-  if not v[1] then
+  if not run_status then
     return {"fenced", "run gone"}
   end
-  if v[1] ~= "running" then
-    return {"fenced", "run " .. v[1]}
+  if run_status ~= "running" then
+    return {"fenced", "run " .. run_status}
   end
   return {"fenced", "fence lost"}
 end
 
 redis.call("ZREM", IDX.fences, RUN_ID)
-journal("attempt_succeeded", "step", v[8], "attempt", v[9], "duration_ms", int(NOW - num(v[10])))
+journal("attempt_succeeded", "step", st_name, "attempt", st_attempt,
+  "duration_ms", int(NOW - num(st_attempt_started_at)))
 -- (Begin left retry_state "none" and next_attempt_at "0", and only this
 -- attempt, holding the fence, could have changed them since.)
 local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", NOWS,
   p .. "fence", "done:" .. ARGV[4], p .. "fence_expires_at", "0"}
 
 local nxt = idx + 1
-if nxt < num(v[2]) then
-  local w, id, attempt = activation(nxt, v[11])
-  step_deadline(w, v[15] or v[4], v[14], v[16], v[17])
+if nxt < num(run_steps) then
+  local w, id, attempt = activation(nxt, nx_attempt)
+  step_deadline(w, run_deadline_base or run_created_at, nx_run_timeout_ms, run_timeout_ms, run_deadline)
   for i = 1, #done do
     w[#w + 1] = done[i]
   end
@@ -60,22 +67,22 @@ if nxt < num(v[2]) then
     -- hot path, and a helper would be a closure made on every call.
     redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
     redis.call("LPUSH", KEYS[3], id)
-    return {"next", int(nxt), v[12], int(attempt), int(v[13]), "1"}
+    return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "1"}
   end
-  return {"next", int(nxt), v[12], int(attempt), int(v[13]), "0"}
+  return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "0"}
 end
 -- The run can only still be in the active index, and in the deadline
 -- index when it has a deadline: the fence went above, and a running step
 -- has no scheduled retry (begin took it out of that index).
 local leave = {"active"}
-if not zero(v[17]) then
+if not zero(run_deadline) then
   leave[2] = "deadlines"
 end
-status_move(leave, "running", "succeeded", v[4], unpack(done))
+status_move(leave, "running", "succeeded", run_created_at, unpack(done))
 journal("run_succeeded")
-notify("run_succeeded", v[3])
+notify("run_succeeded", run_workflow)
 local idem = false -- no idempotency key: expire_run has nothing more to read
-if v[5] and v[5] ~= "" then
+if run_idempotency_key and run_idempotency_key ~= "" then
   idem = nil
 end
 expire_run(ARGV[7], idem)

@@ -31,47 +31,51 @@ local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]
 -- DONE marks the step's fence once this attempt's failure is recorded.
 local DONE = "done:" .. ARGV[4]
 local rs = redis.call("HMGET", RUN, "status", "deadline", "workflow", "failure_code")
+local run_status, run_deadline, run_workflow, run_failure_code = rs[1], rs[2], rs[3], rs[4]
 local st = step_get(idx, "status", "fence", "name", "attempt", "budget_base", "max_attempts",
   "timeout_ms", "attempt_started_at")
-if rs[1] ~= "running" or st[1] ~= "running" or st[2] ~= ARGV[4] then
-  if st[2] == DONE then
+local st_status, st_fence, st_name, st_attempt = st[1], st[2], st[3], st[4]
+local st_budget_base, st_max_attempts, st_timeout_ms, st_attempt_started_at = st[5], st[6], st[7], st[8]
+if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
+  if st_fence == DONE then
     -- This attempt's own fail, applied before: its reply was lost.
-    return {"done", rs[1], rs[4] or ""}
+    return {"done", run_status, run_failure_code or ""}
   end
-  if not rs[1] then
+  if not run_status then
     return {"fenced", "run gone"}
   end
-  if rs[1] ~= "running" then
-    return {"fenced", "run " .. rs[1]}
+  if run_status ~= "running" then
+    return {"fenced", "run " .. run_status}
   end
   return {"fenced", "fence lost"}
 end
-local name, attempt = st[3], num(st[4])
-local used = attempt - num(st[5])
-local max_attempts = num(st[6])
-local deadline = num(rs[2])
+local attempt = num(st_attempt)
+local used = attempt - num(st_budget_base)
+local max_attempts = num(st_max_attempts)
+local deadline = num(run_deadline)
 local due = NOW + delay
 
 redis.call("ZREM", IDX.fences, RUN_ID)
 step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
   "last_error_at", NOWS, "fence", DONE, "fence_expires_at", "0")
-journal("attempt_failed", "step", name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
-  "duration_ms", int(NOW - num(st[8])))
+journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
+  "duration_ms", int(NOW - num(st_attempt_started_at)))
 
 if class == "permanent" then
-  local reason = string.format("step %q failed with a permanent error on attempt %d: %s", name, used, msg)
+  local reason = string.format("step %q failed with a permanent error on attempt %d: %s", st_name, used, msg)
   fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
   return {"failed", "permanent_error", reason}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
-  local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", name, used, max_attempts, msg)
+  local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", st_name, used, max_attempts,
+    msg)
   fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
   return {"failed", "retries_exhausted", reason}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
-    name, used, timeout_limit(idx), msg)
+    st_name, used, timeout_limit(idx), msg)
   fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
   return {"failed", "run_timeout", reason}
 end
@@ -84,13 +88,13 @@ step_set(idx, "status", "pending", "retry_state", "scheduled", "next_attempt_at"
 redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
 redis.call("HSET", RUN, "warning", "retry_pending")
 touch()
-journal("retry_scheduled", "step", name, "attempt", int(next_attempt), "task", id, "due_at", int(due),
+journal("retry_scheduled", "step", st_name, "attempt", int(next_attempt), "task", id, "due_at", int(due),
   "delay_ms", int(delay))
-notify("retry_scheduled", rs[3], "step", name, "attempt", int(next_attempt), "due_at", int(due),
+notify("retry_scheduled", run_workflow, "step", st_name, "attempt", int(next_attempt), "due_at", int(due),
   "delay_ms", int(delay), "error", msg)
 local enqueued = "0"
 if ARGV[11] ~= "" and ARGV[11] == id then
   put_task(KEYS[2], KEYS[3], KEYS[4], id, ARGV[12], int(due))
   enqueued = "1"
 end
-return {"retry", int(due), int(next_attempt), int(st[7]), enqueued}
+return {"retry", int(due), int(next_attempt), int(st_timeout_ms), enqueued}

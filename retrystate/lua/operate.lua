@@ -18,19 +18,19 @@
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow")
-local status = rs[1]
+local status, run_needs_attention, run_steps, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not status then
   return {"gone"}
 end
-if not (status == "failed" or (not is_terminal(status) and rs[2] == "1")) then
+if not (status == "failed" or (not is_terminal(status) and run_needs_attention == "1")) then
   return {"refused", string.format("run is %s; only a failed run or one needing attention can be %s", status,
     action == "recover" and "recovered" or (action == "retry" and "retried" or "skipped"))}
 end
-local n = num(rs[3])
+local n = num(run_steps)
 local first = -1
 for i = 0, n - 1 do
-  local s = step_get(i, "status")[1]
-  if s ~= "succeeded" and s ~= "skipped" then
+  local s_status = step_get(i, "status")[1]
+  if s_status ~= "succeeded" and s_status ~= "skipped" then
     first = i
     break
   end
@@ -40,39 +40,41 @@ if first < 0 then
 end
 local target = first
 local st = step_get(target, "name", "status", "optional", "fence_expires_at")
+local st_name, st_status, st_optional, st_fence_expires_at = st[1], st[2], st[3], st[4]
 if action ~= "recover" then
-  if st[1] ~= step_name then
+  if st_name ~= step_name then
     local found = false
     for i = 0, n - 1 do
       local s = step_get(i, "name", "status")
-      if s[1] == step_name then
+      local s_name, s_status = s[1], s[2]
+      if s_name == step_name then
         return {"refused", string.format("step %q is %s; only the step the run stopped at (%q) can be %s",
-          step_name, s[2], st[1], action == "retry" and "retried" or "skipped")}
+          step_name, s_status, st_name, action == "retry" and "retried" or "skipped")}
       end
     end
     return {"refused", string.format("the run has no step %q", step_name)}
   end
-  if action == "skip" and st[3] ~= "1" then
+  if action == "skip" and st_optional ~= "1" then
     return {"refused", string.format("step %q is not optional; only optional steps can be skipped", step_name)}
   end
 end
-if st[2] == "running" and num(st[4]) > NOW then
-  return {"refused", string.format("step %q is running", st[1])}
+if st_status == "running" and num(st_fence_expires_at) > NOW then
+  return {"refused", string.format("step %q is running", st_name)}
 end
 
 local to = reopen(status)
-journal("run_recovered", "action", action, "step", st[1], "actor", actor)
-notify("run_recovered", rs[4], "action", action, "step", st[1], "actor", actor)
+journal("run_recovered", "action", action, "step", st_name, "actor", actor)
+notify("run_recovered", run_workflow, "action", action, "step", st_name, "actor", actor)
 
 if action == "skip" then
   step_set(target, "status", "skipped", "finished_at", NOWS, "retry_state", "none", "next_attempt_at", "0",
     "fence", "", "fence_expires_at", "0")
-  journal("step_skipped", "step", st[1], "actor", actor)
+  journal("step_skipped", "step", st_name, "actor", actor)
   target = target + 1
   if target >= n then
     set_status(to, "succeeded")
     journal("run_succeeded")
-    notify("run_succeeded", rs[4])
+    notify("run_succeeded", run_workflow)
     expire_run(ARGV[7])
     return {"succeeded"}
   end
@@ -80,4 +82,4 @@ else
   step_set(target, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
 end
 local _, attempt, name, timeout = activate(target)
-return {"dispatch", int(target), name, int(attempt), int(timeout), rs[4]}
+return {"dispatch", int(target), name, int(attempt), int(timeout), run_workflow}

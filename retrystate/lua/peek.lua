@@ -5,11 +5,15 @@
 -- fence_expires_at, timeout_ms}.
 
 local rs = redis.call("HMGET", KEYS[1], "status", "needs_attention", "updated_at", "current")
-if not rs[1] then
+local run_status, run_needs_attention, run_updated_at, run_current = rs[1], rs[2], rs[3], rs[4]
+if not run_status then
   return {}
 end
-local p = "s" .. (rs[4] or "0") .. "."
+local p = "s" .. (run_current or "0") .. "."
 local st = redis.call("HMGET", KEYS[1], p .. "name", p .. "status", p .. "attempt", p .. "gen", p .. "task",
   p .. "next_attempt_at", p .. "fence_expires_at", p .. "timeout_ms")
-return {rs[1], rs[2], rs[3], rs[4], st[1] or "", st[2] or "", st[3] or "0", st[4] or "0", st[5] or "", st[6] or "0",
-  st[7] or "0", st[8] or "0"}
+local st_name, st_status, st_attempt, st_gen, st_task = st[1], st[2], st[3], st[4], st[5]
+local st_next_attempt_at, st_fence_expires_at, st_timeout_ms = st[6], st[7], st[8]
+return {run_status, run_needs_attention, run_updated_at, run_current, st_name or "", st_status or "",
+  st_attempt or "0", st_gen or "0", st_task or "", st_next_attempt_at or "0", st_fence_expires_at or "0",
+  st_timeout_ms or "0"}

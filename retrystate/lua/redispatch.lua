@@ -13,34 +13,38 @@
 -- {"noop", why} when the attempt is alive or gone (the index is fixed).
 
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
-if not rs[1] or is_terminal(rs[1]) then
+local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
+if not run_status or is_terminal(run_status) then
   redis.call("ZREM", IDX.fences, RUN_ID)
-  return {"noop", "run " .. (rs[1] or "gone")}
+  return {"noop", "run " .. (run_status or "gone")}
 end
-local idx = num(rs[2])
+local idx = num(run_current)
 local st = step_get(idx, "status", "fence_expires_at", "crashes", "max_crashes", "name", "attempt",
   "timeout_ms", "task")
-if st[1] ~= "running" then
+-- (st_crashes is unused: step_incr below counts this crash and returns the total.)
+local st_status, st_fence_expires_at, st_crashes, st_max_crashes = st[1], st[2], st[3], st[4]
+local st_name, st_attempt, st_timeout_ms, st_task = st[5], st[6], st[7], st[8]
+if st_status ~= "running" then
   redis.call("ZREM", IDX.fences, RUN_ID)
-  return {"noop", "step " .. (st[1] or "gone")}
+  return {"noop", "step " .. (st_status or "gone")}
 end
-local expires = num(st[2])
+local expires = num(st_fence_expires_at)
 if expires > NOW then
-  redis.call("ZADD", IDX.fences, st[2], RUN_ID)
+  redis.call("ZADD", IDX.fences, st_fence_expires_at, RUN_ID)
   return {"noop", "fence alive"}
 end
 redis.call("ZREM", IDX.fences, RUN_ID)
-if rs[3] == "1" then
+if run_needs_attention == "1" then
   return {"noop", "needs attention"}
 end
 
-local name, attempt = st[5], num(st[6])
+local attempt = num(st_attempt)
 local crashes = step_incr(idx, "crashes", "1")
-journal("attempt_crashed", "step", name, "attempt", int(attempt), "task", st[8], "crashes", int(crashes),
+journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_task, "crashes", int(crashes),
   "detected_by", "reconciler")
-if crashes > num(st[4]) then
+if crashes > num(st_max_crashes) then
   local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
-    name, crashes, attempt, num(st[4]))
+    st_name, crashes, attempt, num(st_max_crashes))
   fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
   return {"failed", "crash_budget_exhausted", reason}
 end
@@ -52,7 +56,7 @@ local ok, why = auto_repair(ARGV[4], "crashed attempt")
 if not ok then
   return {"attention", why}
 end
-journal("repair", "kind", "crashed_attempt", "step", name, "attempt", int(attempt), "task", id)
-notify("run_recovered", rs[4], "by", "reconciler", "kind", "crashed_attempt", "step", name, "attempt", int(attempt),
-  "crashes", int(crashes))
-return {"redispatched", int(idx), name, int(attempt), int(gen), int(st[7]), int(crashes), rs[4]}
+journal("repair", "kind", "crashed_attempt", "step", st_name, "attempt", int(attempt), "task", id)
+notify("run_recovered", run_workflow, "by", "reconciler", "kind", "crashed_attempt", "step", st_name,
+  "attempt", int(attempt), "crashes", int(crashes))
+return {"redispatched", int(idx), st_name, int(attempt), int(gen), int(st_timeout_ms), int(crashes), run_workflow}

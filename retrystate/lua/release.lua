@@ -17,27 +17,30 @@
 
 local idx = tonumber(ARGV[5])
 local rs = redis.call("HMGET", RUN, "status", "workflow")
-if not rs[1] then
+local run_status, run_workflow = rs[1], rs[2]
+if not run_status then
   return {"fenced", "run gone"}
 end
-if rs[1] ~= "running" then
-  return {"fenced", "run " .. rs[1]}
+if run_status ~= "running" then
+  return {"fenced", "run " .. run_status}
 end
 local st = step_get(idx, "status", "fence", "name", "attempt", "timeout_ms")
-if st[1] ~= "running" or st[2] ~= ARGV[4] then
+local st_status, st_fence, st_name, st_attempt, st_timeout_ms = st[1], st[2], st[3], st[4], st[5]
+if st_status ~= "running" or st_fence ~= ARGV[4] then
   return {"fenced", "fence lost"}
 end
 local gen = step_incr(idx, "gen", "1")
-local id = task_id(idx, st[4], gen)
+local id = task_id(idx, st_attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "interrupted")
 redis.call("ZREM", IDX.fences, RUN_ID)
 touch()
-journal("attempt_interrupted", "step", st[3], "attempt", st[4], "task", id,
+journal("attempt_interrupted", "step", st_name, "attempt", st_attempt, "task", id,
   "reason", "its worker could not renew the attempt's fence (Redis unreachable) and stopped it")
-notify("run_recovered", rs[2], "by", "worker", "kind", "interrupted_attempt", "step", st[3], "attempt", st[4])
+notify("run_recovered", run_workflow, "by", "worker", "kind", "interrupted_attempt", "step", st_name,
+  "attempt", st_attempt)
 local enqueued = "0"
 if ARGV[6] ~= "" and ARGV[6] == id then
   put_task(KEYS[2], KEYS[3], nil, id, ARGV[7], "0")
   enqueued = "1"
 end
-return {"released", int(idx), st[3], int(st[4]), int(gen), int(st[5]), enqueued}
+return {"released", int(idx), st_name, int(st_attempt), int(gen), int(st_timeout_ms), enqueued}

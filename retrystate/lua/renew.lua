@@ -11,10 +11,11 @@
 
 local p = "s" .. ARGV[5] .. "."
 local v = redis.call("HMGET", KEYS[1], "status", p .. "status", p .. "fence")
-if v[1] ~= "running" then
+local run_status, st_status, st_fence = v[1], v[2], v[3]
+if run_status ~= "running" then
   return -1
 end
-if v[2] ~= "running" or v[3] ~= ARGV[1] then
+if st_status ~= "running" or st_fence ~= ARGV[1] then
   return 0
 end
 local expires = string.format("%d", tonumber(ARGV[2]) + tonumber(ARGV[3]))

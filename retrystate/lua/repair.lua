@@ -17,19 +17,22 @@
 -- often; {"noop", why} when the state moved on since the caller looked.
 
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
-if not rs[1] or is_terminal(rs[1]) then
-  return {"noop", "run " .. (rs[1] or "gone")}
+local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
+if not run_status or is_terminal(run_status) then
+  return {"noop", "run " .. (run_status or "gone")}
 end
-if rs[3] == "1" then
+if run_needs_attention == "1" then
   return {"noop", "needs attention"}
 end
-local idx = num(rs[2])
+local idx = num(run_current)
 local st = step_get(idx, "status", "task", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
-if st[1] ~= "pending" or st[2] ~= ARGV[4] then
+local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
+local st_gen, st_next_attempt_at, st_timeout_ms = st[5], st[6], st[7]
+if st_status ~= "pending" or st_task ~= ARGV[4] then
   return {"noop", "state moved on"}
 end
 local kind = "task_missing"
-if num(st[6]) > 0 then
+if num(st_next_attempt_at) > 0 then
   kind = "retry_task_missing"
 end
 if ARGV[5] == "archived" then
@@ -41,13 +44,14 @@ local ok, why = auto_repair(ARGV[6], kind)
 if not ok then
   return {"attention", why}
 end
-local gen, id = num(st[5]), st[2]
+local gen, id = num(st_gen), st_task
 if ARGV[5] ~= "missing" then
   gen = step_incr(idx, "gen", "1")
-  id = task_id(idx, st[4], gen)
+  id = task_id(idx, st_attempt, gen)
   step_set(idx, "task", id)
 end
 touch()
-journal("repair", "kind", kind, "step", st[3], "attempt", st[4], "task", id)
-notify("run_recovered", rs[4], "by", "reconciler", "kind", kind, "step", st[3], "attempt", st[4])
-return {"repair", int(idx), st[3], int(st[4]), int(gen), int(st[6]), int(st[7]), kind, rs[4]}
+journal("repair", "kind", kind, "step", st_name, "attempt", st_attempt, "task", id)
+notify("run_recovered", run_workflow, "by", "reconciler", "kind", kind, "step", st_name, "attempt", st_attempt)
+return {"repair", int(idx), st_name, int(st_attempt), int(gen), int(st_next_attempt_at), int(st_timeout_ms), kind,
+  run_workflow}

@@ -22,7 +22,7 @@
 
 local from_name, actor = ARGV[4], ARGV[5]
 local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
-local status = rs[1]
+local status, run_steps, run_workflow, run_owner = rs[1], rs[2], rs[3], rs[4]
 if not status then
   return {"gone"}
 end
@@ -30,10 +30,11 @@ if not is_terminal(status) then
   return {"refused", string.format(
     "run is %s; only a finished run (succeeded, failed or cancelled) can be restored", status)}
 end
-local n = num(rs[2])
+local n = num(run_steps)
 local from = -1
 for i = 0, n - 1 do
-  if step_get(i, "name")[1] == from_name then
+  local s_name = step_get(i, "name")[1]
+  if s_name == from_name then
     from = i
     break
   end
@@ -43,9 +44,10 @@ if from < 0 then
 end
 for i = 0, from - 1 do
   local s = step_get(i, "name", "status")
-  if s[2] ~= "succeeded" and s[2] ~= "skipped" then
+  local s_name, s_status = s[1], s[2]
+  if s_status ~= "succeeded" and s_status ~= "skipped" then
     return {"refused", string.format("step %q before %q is %s; a run can only be restored from a step whose earlier steps all succeeded or were skipped",
-      s[1], from_name, s[2])}
+      s_name, from_name, s_status)}
   end
 end
 
@@ -59,9 +61,10 @@ end
 
 reopen(status)
 journal("run_recovered", "action", "restore", "step", from_name, "actor", actor, "from_status", status)
-notify("run_recovered", rs[3], "action", "restore", "step", from_name, "actor", actor)
+notify("run_recovered", run_workflow, "action", "restore", "step", from_name, "actor", actor)
 redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", NOWS, "actor", actor, "action", "restore",
-  "run", RUN_ID, "workflow", rs[3], "owner", rs[4] or "", "step", from_name, "detail", "restored a " .. status .. " run")
+  "run", RUN_ID, "workflow", run_workflow, "owner", run_owner or "", "step", from_name,
+  "detail", "restored a " .. status .. " run")
 
 local _, attempt, name, timeout = activate(from)
-return {"dispatch", int(from), name, int(attempt), int(timeout), rs[3]}
+return {"dispatch", int(from), name, int(attempt), int(timeout), run_workflow}

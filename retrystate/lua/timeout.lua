@@ -7,23 +7,25 @@
 -- or {"noop", why}.
 
 local rs = redis.call("HMGET", RUN, "status", "current", "deadline")
-if not rs[1] or is_terminal(rs[1]) then
+local run_status, run_current, run_deadline = rs[1], rs[2], rs[3]
+if not run_status or is_terminal(run_status) then
   redis.call("ZREM", IDX.deadlines, RUN_ID)
-  return {"noop", "run " .. (rs[1] or "gone")}
+  return {"noop", "run " .. (run_status or "gone")}
 end
-local deadline = num(rs[3])
+local deadline = num(run_deadline)
 if deadline <= 0 then
   redis.call("ZREM", IDX.deadlines, RUN_ID)
   return {"noop", "no deadline"}
 end
 if deadline > NOW then
-  redis.call("ZADD", IDX.deadlines, rs[3], RUN_ID)
+  redis.call("ZADD", IDX.deadlines, run_deadline, RUN_ID)
   return {"noop", "not due"}
 end
-local cur = num(rs[2])
+local cur = num(run_current)
 local st = step_get(cur, "status", "task", "name", "attempt")
-local reason = string.format("run passed its deadline (%s) during step %q (attempt %d)", timeout_limit(cur), st[3],
-  num(st[4]))
-journal("repair", "kind", "deadline", "step", st[3], "attempt", st[4])
+local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
+local reason = string.format("run passed its deadline (%s) during step %q (attempt %d)", timeout_limit(cur), st_name,
+  num(st_attempt))
+journal("repair", "kind", "deadline", "step", st_name, "attempt", st_attempt)
 fail_run(cur, "run_timeout", reason, "run timed out", ARGV[4])
-return {"failed", st[2] or "", st[1] or "", reason}
+return {"failed", st_task or "", st_status or "", reason}

@@ -1,0 +1,936 @@
+package retrystate
+
+// Table tests of the Lua scripts, one table per script. Each case seeds a
+// state in a private redis-server (one per table, flushed before every
+// case), runs the script with the case's KEYS and ARGV as the Store runs it
+// (redis.Script.Run: EVALSHA, then EVAL), and compares the whole reply and
+// the whole database: what the script changed is rendered as a diff against
+// the seed (every hash field, sorted-set member and score, string, list
+// element, stream entry with its fields, and key expiry), and compared with
+// testdata/scripts/<table>.golden. Stream entry IDs are left out (they carry
+// the server's clock); everything else is fixed by the case: the time (tNow)
+// comes from ARGV, as it does from the Store.
+//
+// After a deliberate change to a script, review the new behaviour with
+//
+//	go test ./retrystate/ -run TestScript -update-script-tables
+//
+// and the diff of testdata/scripts.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/redistest"
+)
+
+var updateScriptTables = flag.Bool("update-script-tables", false,
+	"rewrite retrystate/testdata/scripts/*.golden with the scripts' current writes")
+
+// The fixed parameters of every case.
+const (
+	tQueue   = "q"
+	tRun     = "R1"
+	tNow     = int64(1_800_000_000_000) // ARGV[3] of every run-level script
+	tCreated = tNow - 600_000           // the seeded run's creation
+	tStarted = tCreated + 1_000         // its first attempt
+	tAttempt = tNow - 5_000             // the start of the current attempt
+	tFence   = tNow + 5_000             // a live fence's expiry
+	tKeep    = int64(3_600_000)         // retention, ms
+)
+
+var (
+	tk      = newKeys(tQueue)
+	runKey  = tk.run(tRun)
+	jKey    = tk.journal(tRun)
+	taskKey = func(id string) string { return tk.asynqTask(id) }
+)
+
+// world is a seed: Redis commands that build the state a case starts from.
+type world struct {
+	n        int  // steps of the seeded run
+	finished bool // the run's keys expire
+	cmds     [][]any
+}
+
+// nothing is an empty database.
+func nothing() *world { return &world{} }
+
+func (w *world) do(args ...any) *world {
+	w.cmds = append(w.cmds, args)
+	return w
+}
+
+// set writes fields of the run hash.
+func (w *world) set(kv ...any) *world { return w.do(append([]any{"HSET", runKey}, kv...)...) }
+
+// step writes fields of step i.
+func (w *world) step(i int, kv ...any) *world {
+	args := []any{"HSET", runKey}
+	for j := 0; j < len(kv); j += 2 {
+		args = append(args, fmt.Sprintf("s%d.%v", i, kv[j]), kv[j+1])
+	}
+	return w.do(args...)
+}
+
+func (w *world) zadd(key string, score int64, member string) *world {
+	return w.do("ZADD", key, score, member)
+}
+
+func (w *world) zrem(key, member string) *world { return w.do("ZREM", key, member) }
+
+// move moves the run from one status index to another.
+func (w *world) move(from, to string) *world {
+	return w.zrem(tk.byStatus(from), tRun).zadd(tk.byStatus(to), tCreated, tRun)
+}
+
+// expiring gives the run and its journal the retention of a finished run.
+func (w *world) expiring() *world {
+	w.finished = true
+	return w.do("PEXPIRE", runKey, tKeep).do("PEXPIRE", jKey, tKeep)
+}
+
+// idem gives the run the idempotency key "k", owned by o (expiring with a
+// finished run).
+func (w *world) idem() *world {
+	name := tk.idempotency("o", "k")
+	w.set("idempotency_key", "k", "idem_key", strings.TrimPrefix(name, tk.prefix)).do("SET", name, tRun)
+	if w.finished {
+		w.do("PEXPIRE", name, tKeep)
+	}
+	return w
+}
+
+func taskID(idx, attempt int) string { return fmt.Sprintf("%s_s%d_a%d", tRun, idx, attempt) }
+
+// fresh is a run of the named steps as create.lua leaves it, created at
+// tCreated (TestSeedIsWhatCreateWrites holds the two together): pending,
+// step 0 current and due, no run timeout or iteration ceiling. Step i has
+// max_attempts 3, max_crashes 1, timeout 60s.
+func fresh(names ...string) *world {
+	w := &world{n: len(names)}
+	w.set("workflow", "wf", "status", "pending", "owner", "o", "input", `{"n":1}`,
+		"idempotency_key", "", "idem_key", "", "definition", "{}", "steps", len(names),
+		"iterations", "0", "max_iterations", "0", "deadline", "0", "deadline_base", tCreated, "run_timeout_ms", "0",
+		"created_at", tCreated, "started_at", "0", "finished_at", "0",
+		"failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
+		"auto_recoveries", "0", "current", "0", "updated_at", tCreated)
+	for i, name := range names {
+		w.step(i, "name", name, "optional", "0", "max_attempts", "3", "max_crashes", "1",
+			"timeout_ms", "60000", "policy", `{"p":"`+name+`"}`, "run_timeout_ms", "0", "max_iterations", "0",
+			"status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0", "retry_state", "none",
+			"next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "", "fence", "",
+			"fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
+			"finished_at", "0")
+	}
+	w.step(0, "attempt", "1", "task", taskID(0, 1))
+	w.zadd(tk.all(), tCreated, tRun).zadd(tk.byStatus("pending"), tCreated, tRun).zadd(tk.active(), tCreated, tRun)
+	return w.do("XADD", jKey, "*", "type", "run_started", "at", tCreated, "workflow", "wf", "owner", "o",
+		"task", taskID(0, 1))
+}
+
+// abc is a fresh run of steps a, b and c.
+func abc() *world { return fresh("a", "b", "c") }
+
+// done marks the steps before idx succeeded (attempt 1, output {"out":"<i>"}).
+func (w *world) done(idx int) *world {
+	for i := 0; i < idx; i++ {
+		w.step(i, "attempt", "1", "task", taskID(i, 1), "status", "succeeded", "attempts_started", "1",
+			"started_at", tStarted+int64(i), "attempt_started_at", tStarted+int64(i), "finished_at", tStarted+int64(i)+1,
+			"output", fmt.Sprintf(`{"out":%d}`, i), "fence", fmt.Sprintf("done:t%d", i))
+	}
+	return w
+}
+
+// pendingAt makes step idx current and due (attempt 1), after the earlier
+// steps succeeded; the run is running (pending for idx 0).
+func (w *world) pendingAt(idx int) *world {
+	w.done(idx).step(idx, "attempt", "1", "task", taskID(idx, 1))
+	if idx == 0 {
+		return w
+	}
+	return w.set("status", "running", "started_at", tStarted, "current", idx, "iterations", idx,
+		"updated_at", tAttempt).move("pending", "running").zadd(tk.active(), tAttempt, tRun)
+}
+
+// runningAt makes step idx current and running attempt 1 under fence token,
+// live until tFence, after the earlier steps succeeded.
+func (w *world) runningAt(idx int, token string) *world {
+	w.done(idx).step(idx, "attempt", "1", "task", taskID(idx, 1), "status", "running", "fence", token,
+		"fence_expires_at", tFence, "attempt_started_at", tAttempt, "attempts_started", "1", "started_at", tAttempt)
+	return w.set("status", "running", "started_at", tStarted, "current", idx, "iterations", idx+1,
+		"updated_at", tAttempt).move("pending", "running").zadd(tk.active(), tAttempt, tRun).
+		zadd(tk.fences(), tFence, tRun)
+}
+
+// retryAt makes step idx wait for its attempt 2, due at due, after attempt
+// 1 (fence tok) failed with a transient error.
+func (w *world) retryAt(idx int, due int64) *world {
+	return w.runningAt(idx, "tok").step(idx, "attempt", "2", "retry_attempts", "1", "retry_state", "scheduled",
+		"next_attempt_at", due, "status", "pending", "task", taskID(idx, 2), "fence", "done:tok", "fence_expires_at", "0",
+		"last_error", "boom", "last_error_class", "transient", "last_error_code", "", "last_error_at", tAttempt+1).
+		set("warning", "retry_pending", "updated_at", tAttempt+1).zrem(tk.fences(), tRun).
+		zadd(tk.scheduled(), due, tRun).zadd(tk.active(), tAttempt+1, tRun)
+}
+
+// failedAt ends the run as failed at step idx (its attempt 1 failed with a
+// permanent error), needing attention, with the retention of a finished run.
+func (w *world) failedAt(idx int) *world {
+	return w.runningAt(idx, "tok").step(idx, "status", "failed", "fence", "done:tok", "fence_expires_at", "0",
+		"finished_at", tAttempt+1, "last_error", "bad", "last_error_class", "permanent", "last_error_code", "",
+		"last_error_at", tAttempt+1).
+		set("status", "failed", "failure_code", "permanent_error", "failure_reason", "step failed", "needs_attention", "1",
+			"updated_at", tAttempt+1, "finished_at", tAttempt+1).
+		move("running", "failed").zrem(tk.active(), tRun).zrem(tk.fences(), tRun).
+		zadd(tk.attention(), tAttempt+1, tRun).expiring()
+}
+
+// succeeded ends the run as succeeded: every step succeeded.
+func (w *world) succeeded() *world {
+	return w.done(w.n).set("status", "succeeded", "started_at", tStarted, "current", w.n-1, "iterations", w.n,
+		"updated_at", tAttempt, "finished_at", tAttempt).move("pending", "succeeded").zrem(tk.active(), tRun).expiring()
+}
+
+// cancelledAt ends the run as cancelled while step idx was due.
+func (w *world) cancelledAt(idx int) *world {
+	w.pendingAt(idx).step(idx, "status", "cancelled", "finished_at", tAttempt).
+		set("status", "cancelled", "failure_code", "cancelled", "failure_reason", "cancelled by x",
+			"updated_at", tAttempt, "finished_at", tAttempt).zrem(tk.active(), tRun).expiring()
+	if idx == 0 {
+		return w.move("pending", "cancelled")
+	}
+	return w.move("running", "cancelled")
+}
+
+// luaCase is one run of a script.
+type luaCase struct {
+	name string
+	seed *world
+	keys []string // nil: the table's
+	// argv is the script's ARGV; for a run-level script, from ARGV[4] on
+	// (run ID, key prefix and tNow come first).
+	argv []any
+	// reply is the script's whole reply, as render writes it.
+	reply string
+}
+
+// luaTable is the cases of one script; the database each leaves is in
+// testdata/scripts/<name>.golden.
+type luaTable struct {
+	name     string
+	script   *redis.Script
+	runLevel bool
+	keys     []string
+	cases    []luaCase
+}
+
+func (tb luaTable) run(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t, nil).Client(t)
+	ctx := context.Background()
+	path := filepath.Join("testdata", "scripts", tb.name+".golden")
+	golden := map[string]string{}
+	if !*updateScriptTables {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden = parseGolden(t, string(b))
+	}
+	var out strings.Builder
+	seen := map[string]bool{}
+	for _, c := range tb.cases {
+		if seen[c.name] {
+			t.Fatalf("two cases named %q", c.name)
+		}
+		seen[c.name] = true
+		keys := c.keys
+		if keys == nil {
+			keys = tb.keys
+		}
+		argv := c.argv
+		if tb.runLevel {
+			argv = append([]any{tRun, tk.prefix, tNow}, c.argv...)
+		}
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range c.seed.cmds {
+			if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+				t.Fatalf("%s: seed %v: %v", c.name, cmd, err)
+			}
+		}
+		before := dumpDB(t, rdb)
+		res, err := tb.script.Run(ctx, rdb, keys, argv...).Result()
+		reply := renderReply(res, err)
+		diff := diffDumps(before, dumpDB(t, rdb))
+		fmt.Fprintf(&out, "=== %s\n%s", c.name, diff)
+		if reply != c.reply {
+			t.Errorf("%s: reply\n got %s\nwant %s", c.name, reply, c.reply)
+		}
+		if *updateScriptTables {
+			continue
+		}
+		want, ok := golden[c.name]
+		if !ok {
+			t.Errorf("%s: not in %s (run with -update-script-tables); its writes:\n%s", c.name, path, diff)
+		} else if diff != want {
+			t.Errorf("%s: writes\n--- got\n%s--- want\n%s", c.name, diff, want)
+		}
+	}
+	for name := range golden {
+		if !seen[name] {
+			t.Errorf("%s has case %q, which the table does not", path, name)
+		}
+	}
+	if *updateScriptTables {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func parseGolden(t *testing.T, s string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	name := ""
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if n, ok := strings.CutPrefix(line, "=== "); ok {
+			name = strings.TrimSuffix(n, "\n")
+			if _, dup := out[name]; dup {
+				t.Fatalf("golden: two cases named %q", name)
+			}
+			out[name] = ""
+			continue
+		}
+		if name == "" {
+			if line != "" {
+				t.Fatalf("golden: %q before the first case", line)
+			}
+			continue
+		}
+		out[name] += line
+	}
+	return out
+}
+
+// renderReply writes a script's reply: strings quoted, integers bare, nil
+// as nil, arrays in brackets; an error as "error: <message>".
+func renderReply(res any, err error) string {
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return "nil"
+		}
+		return "error: " + err.Error()
+	}
+	switch v := res.(type) {
+	case string:
+		return strconv.Quote(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case nil:
+		return "nil"
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = renderReply(e, nil)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	}
+	return fmt.Sprintf("%T(%v)", res, res)
+}
+
+// dumpDB reads the whole database: one entry per hash field, sorted-set
+// member, set member, string, list element and stream entry, and one per
+// key's expiry, by a name that identifies it (type, key, field). Key names
+// are shown without the queue's prefix cairn:{q}:.
+func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, key := range keys {
+		short := strings.TrimPrefix(key, tk.prefix)
+		typ, err := rdb.Type(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch typ {
+		case "hash":
+			h, err := rdb.HGetAll(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for f, v := range h {
+				out["H "+short+" "+f] = strconv.Quote(v)
+			}
+		case "zset":
+			zs, err := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, z := range zs {
+				score := strconv.FormatFloat(z.Score, 'f', -1, 64)
+				out["Z "+short+" "+z.Member.(string)] = score
+			}
+		case "set":
+			ms, err := rdb.SMembers(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				out["S "+short+" "+m] = "member"
+			}
+		case "string":
+			v, err := rdb.Get(ctx, key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out["V "+short] = strconv.Quote(v)
+		case "list":
+			l, err := rdb.LRange(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range l {
+				out[fmt.Sprintf("L %s[%d]", short, i)] = strconv.Quote(v)
+			}
+		case "stream":
+			xs, err := rdb.XRange(ctx, key, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range xs {
+				out[fmt.Sprintf("X %s[%d]", short, i)] = streamFieldsInOrder(t, rdb, key, x.ID)
+			}
+		default:
+			t.Fatalf("key %s: type %s", key, typ)
+		}
+		pttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl > 0 {
+			// Rounded to the second: the case takes milliseconds.
+			out["T "+short] = fmt.Sprintf("%ds", int64(math.Round(pttl.Seconds())))
+		}
+	}
+	return out
+}
+
+// streamFieldsInOrder returns the field/value pairs of one stream entry, in
+// the order the script wrote them (go-redis's XMessage is a map).
+func streamFieldsInOrder(t *testing.T, rdb *redis.Client, key, id string) string {
+	t.Helper()
+	res, err := rdb.Do(context.Background(), "XRANGE", key, id, id).Slice()
+	if err != nil || len(res) != 1 {
+		t.Fatalf("XRANGE %s %s: %v %v", key, id, res, err)
+	}
+	entry := res[0].([]any)
+	kv := entry[1].([]any)
+	parts := make([]string, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		parts = append(parts, fmt.Sprintf("%s=%s", kv[i], strconv.Quote(kv[i+1].(string))))
+	}
+	return strings.Join(parts, " ")
+}
+
+// diffDumps writes what changed from before to after, one line per entry,
+// sorted by entry: "+ name = value" (new), "- name = value" (gone), "~ name
+// = old -> new" (changed).
+func diffDumps(before, after map[string]string) string {
+	names := map[string]bool{}
+	for n := range before {
+		names[n] = true
+	}
+	for n := range after {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	slices.Sort(sorted)
+	var b strings.Builder
+	for _, n := range sorted {
+		old, had := before[n]
+		cur, has := after[n]
+		switch {
+		case had && !has:
+			fmt.Fprintf(&b, "- %s = %s\n", n, old)
+		case !had && has:
+			fmt.Fprintf(&b, "+ %s = %s\n", n, cur)
+		case old != cur:
+			fmt.Fprintf(&b, "~ %s = %s -> %s\n", n, old, cur)
+		}
+	}
+	return b.String()
+}
+
+// createArgv is create.lua's ARGV from ARGV[4] on, for steps a, b and c as
+// fresh seeds them, with the given owner, idempotency key and run limits.
+func createArgv(owner, idem string, runTimeout, maxIter int, stepRunTimeout ...int) []any {
+	argv := []any{"wf", `{"n":1}`, owner, idem, "{}", runTimeout, maxIter, 3}
+	for i, name := range []string{"a", "b", "c"} {
+		rt := 0
+		if i < len(stepRunTimeout) {
+			rt = stepRunTimeout[i]
+		}
+		argv = append(argv, name, "0", 3, 1, 60000, `{"p":"`+name+`"}`, rt, 0)
+	}
+	return argv
+}
+
+// The seed of a fresh run is what create.lua writes: the other tables start
+// from states create and the scripts after it make.
+func TestSeedIsWhatCreateWrites(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t, nil).Client(t)
+	ctx := context.Background()
+	none := tk.idempotencyNone()
+	argv := append([]any{tRun, tk.prefix, tCreated}, createArgv("o", "", 0, 0)...)
+	res, err := loadScripts().create.Run(ctx, rdb, []string{runKey, none, none}, argv...).Result()
+	if got := renderReply(res, err); got != `["created" "R1_s0_a1" "1"]` {
+		t.Fatalf("create: %s", got)
+	}
+	created := dumpDB(t, rdb)
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range abc().cmds {
+		if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := diffDumps(created, dumpDB(t, rdb)); d != "" {
+		t.Fatalf("the seed differs from what create wrote (- create, + seed):\n%s", d)
+	}
+}
+
+func TestScriptCreate(t *testing.T) {
+	none := tk.idempotencyNone()
+	owned, legacy := tk.idempotency("o", "k"), tk.legacyIdempotency("k")
+	ownedKeys := []string{runKey, owned, legacy}
+	luaTable{name: "create", script: loadScripts().create, runLevel: true,
+		keys: []string{runKey, none, none},
+		cases: []luaCase{
+			{name: "created: three steps, no limits", seed: nothing(), argv: createArgv("o", "", 0, 0),
+				reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "created: a run timeout and an iteration ceiling", seed: nothing(),
+				argv: createArgv("o", "", 60000, 10), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "created: the first step's run timeout wins", seed: nothing(),
+				argv: createArgv("o", "", 60000, 0, 30000, 90000), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "created: an owned idempotency key", seed: nothing(), keys: ownedKeys,
+				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "created: an idempotency key without an owner", seed: nothing(), keys: []string{runKey, legacy, legacy},
+				argv: createArgv("", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "exists: the key started a run", seed: nothing().do("SET", owned, "R0"), keys: ownedKeys,
+				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
+			{name: "exists: the unscoped key started a run of the same owner",
+				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "o"), keys: ownedKeys,
+				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
+			{name: "created: the unscoped key started a run of another owner",
+				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "p"), keys: ownedKeys,
+				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "created: the unscoped key names a run that is gone",
+				seed: nothing().do("SET", legacy, "R0"), keys: ownedKeys, argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+			{name: "error: the run ID is taken", seed: abc(), argv: createArgv("o", "", 0, 0), reply: `error: ERR cairn: run ID collision R1`},
+		},
+	}.run(t)
+}
+
+// beginArgv is begin.lua's ARGV from ARGV[4] on: a 10s fence.
+func beginArgv(idx int, task, token string) []any { return []any{task, token, 10000, idx, tKeep} }
+
+func TestScriptBegin(t *testing.T) {
+	crashed := func() *world { // attempt 1 of step 0, whose worker stopped renewing its fence
+		return abc().runningAt(0, "old").step(0, "fence_expires_at", tNow-1).zadd(tk.fences(), tNow-1, tRun)
+	}
+	handedBack := func(resuming string, crashes int) *world { // attempt 1 of step 0, re-dispatched as gen 1
+		return abc().runningAt(0, "old").step(0, "status", "pending", "fence", "", "fence_expires_at", "0",
+			"gen", "1", "task", taskID(0, 1)+"_g1", "resuming", resuming, "crashes", crashes).zrem(tk.fences(), tRun)
+	}
+	luaTable{name: "begin", script: loadScripts().begin, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "gone", seed: nothing(), argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["gone"]`},
+			{name: "ended: succeeded", seed: abc().succeeded(), argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["ended" "succeeded"]`},
+			{name: "ended: cancelled", seed: abc().cancelledAt(1), argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ended" "cancelled"]`},
+			{name: "stale: an earlier step's task", seed: abc().pendingAt(1), argv: beginArgv(0, taskID(0, 1), "tok"),
+				reply: `["stale" "1" "b" "1" "0" "0" "60000"]`},
+			{name: "stale: an earlier attempt's task", seed: abc().retryAt(0, tNow-1),
+				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["stale" "0" "a" "2" "0" "1799999999999" "60000"]`},
+			{name: "stale: the current step is running", seed: abc().runningAt(1, "t1"),
+				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["stale"]`},
+			{name: "stale: an earlier gen's task", seed: handedBack("1", 1), argv: beginArgv(0, taskID(0, 1), "tok"),
+				reply: `["stale" "0" "a" "1" "1" "0" "60000"]`},
+			{name: "busy: another delivery's fence is live", seed: abc().runningAt(0, "other"),
+				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["busy" "5000"]`},
+			{name: "early: the retry is not due", seed: abc().retryAt(0, tNow+2000),
+				argv: beginArgv(0, taskID(0, 2), "tok"), reply: `["early" "2000"]`},
+			{name: "ok: the first attempt of a fresh run", seed: abc(), argv: beginArgv(0, taskID(0, 1), "tok"),
+				reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+			{name: "ok: a middle step", seed: abc().pendingAt(1), argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "ok: the last step", seed: abc().pendingAt(2), argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"c\"}" "1" "0" "" "0" "0" "a" "{\"out\":0}" "b" "{\"out\":1}"]`},
+			{name: "ok: the same delivery asks again", seed: abc().runningAt(1, "tok"),
+				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "ok: a due retry", seed: abc().retryAt(0, tNow), argv: beginArgv(0, taskID(0, 2), "tok"), reply: `["ok" "2" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "2" "0" "b" "0" "60000"]`},
+			{name: "ok: a crash found here", seed: crashed(), argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+			{name: "failed: a crash past the crash budget", seed: crashed().step(0, "crashes", "1").idem(),
+				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["failed" "crash_budget_exhausted" "step \"a\": worker crashed 2 times during attempt 1 (max_crashes 1)"]`},
+			{name: "ok: an attempt the reconciler re-dispatched", seed: handedBack("1", 1),
+				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+			{name: "ok: an attempt its worker handed back", seed: handedBack("interrupted", 0),
+				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "0" "interrupted" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+			{name: "ok: before the deadline",
+				seed: abc().set("run_timeout_ms", "60000", "deadline", tNow+1).zadd(tk.deadlines(), tNow+1, tRun),
+				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "1800000000001" "b" "0" "60000"]`},
+			{name: "failed: the run's deadline passed",
+				seed: abc().pendingAt(1).set("run_timeout_ms", "60000", "deadline", tNow).zadd(tk.deadlines(), tNow, tRun),
+				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 60s) before step \"b\" attempt 1"]`},
+			{name: "failed: the deadline of the step's run timeout passed",
+				seed: abc().pendingAt(1).step(1, "run_timeout_ms", "1500").set("deadline", tCreated+1500).
+					zadd(tk.deadlines(), tCreated+1500, tRun),
+				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 1500ms) before step \"b\" attempt 1"]`},
+			{name: "failed: the run's iteration ceiling", seed: abc().pendingAt(1).set("max_iterations", "1"),
+				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 1 before step \"b\" attempt 1"]`},
+			{name: "ok: the step's iteration ceiling wins",
+				seed: abc().pendingAt(1).set("max_iterations", "1").step(1, "max_iterations", "5"),
+				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "failed: the step's iteration ceiling",
+				seed: abc().pendingAt(2).set("max_iterations", "9").step(2, "max_iterations", "2"),
+				argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 2 before step \"c\" attempt 1"]`},
+			{name: "ok: a fresh budget after an operator's retry",
+				seed: abc().step(0, "attempt", "4", "budget_base", "3", "task", taskID(0, 4)),
+				argv: beginArgv(0, taskID(0, 4), "tok"), reply: `["ok" "4" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+		},
+	}.run(t)
+}
+
+// completeCase is a complete of step idx by token, predicting the next
+// step's task next ("" for none).
+func completeCase(name string, seed *world, idx int, token, next, reply string) luaCase {
+	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
+		argv: []any{token, idx, fmt.Sprintf(`{"done":%d}`, idx), tKeep, next, "MSG"}, reply: reply}
+}
+
+func TestScriptComplete(t *testing.T) {
+	deadline := func(w *world, d int64) *world {
+		return w.set("run_timeout_ms", "60000", "deadline", d).zadd(tk.deadlines(), d, tRun)
+	}
+	luaTable{name: "complete", script: loadScripts().complete, runLevel: true,
+		cases: []luaCase{
+			completeCase("next: its task written", abc().runningAt(0, "tok"), 0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
+			completeCase("next: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["next" "1" "b" "1" "60000" "0"]`),
+			completeCase("next: a wrong prediction", abc().runningAt(1, "tok"), 1, "tok", taskID(2, 2), `["next" "2" "c" "1" "60000" "0"]`),
+			completeCase("next: a step activated before starts afresh",
+				abc().runningAt(0, "tok").step(1, "attempt", "2", "retry_attempts", "1", "retry_state", "exhausted",
+					"next_attempt_at", tNow, "gen", "1", "fence", "done:x", "fence_expires_at", tNow, "status", "failed"),
+				0, "tok", taskID(1, 3), `["next" "1" "b" "3" "60000" "1"]`),
+			completeCase("next: the next step's run timeout moves the deadline",
+				deadline(abc().runningAt(0, "tok"), tCreated+60000).step(1, "run_timeout_ms", "120000"),
+				0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
+			completeCase("next: the deadline stays", deadline(abc().runningAt(0, "tok"), tCreated+60000),
+				0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
+			completeCase("next: the deadline goes",
+				abc().runningAt(0, "tok").step(0, "run_timeout_ms", "60000").set("deadline", tCreated+60000).
+					zadd(tk.deadlines(), tCreated+60000, tRun),
+				0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
+			completeCase("succeeded: the last step", abc().runningAt(2, "tok"), 2, "tok", "", `["succeeded"]`),
+			completeCase("succeeded: with a deadline and an idempotency key",
+				deadline(abc().runningAt(2, "tok"), tNow+1).idem(), 2, "tok", "", `["succeeded"]`),
+			completeCase("succeeded: a key from before keys were scoped",
+				abc().runningAt(2, "tok").set("idempotency_key", "k").do("SET", tk.legacyIdempotency("k"), tRun),
+				2, "tok", "", `["succeeded"]`),
+			completeCase("fenced: run gone", nothing(), 0, "tok", taskID(1, 1), `["fenced" "run gone"]`),
+			completeCase("fenced: run cancelled", abc().cancelledAt(0), 0, "tok", taskID(1, 1), `["fenced" "run cancelled"]`),
+			completeCase("fenced: run pending", abc(), 0, "tok", taskID(1, 1), `["fenced" "run pending"]`),
+			completeCase("fenced: another delivery's fence", abc().runningAt(0, "other"), 0, "tok", taskID(1, 1), `["fenced" "fence lost"]`),
+			completeCase("fenced: the step is not running", abc().pendingAt(1), 1, "tok", taskID(2, 1), `["fenced" "fence lost"]`),
+			completeCase("done: applied before, the run goes on", abc().pendingAt(1), 0, "t0", taskID(1, 1), `["done" "running"]`),
+			completeCase("done: applied before, the run succeeded", abc().succeeded(), 2, "t2", "", `["done" "succeeded"]`),
+		},
+	}.run(t)
+}
+
+// failCase is a fail of step idx by token with an error of class after
+// delay ms, predicting the retry's task retry ("" for none).
+func failCase(name string, seed *world, idx int, token, class string, delay int, retry, reply string) luaCase {
+	return luaCase{name: name, seed: seed,
+		keys: []string{runKey, taskKey(retry), tk.asynqPending(), tk.asynqScheduled()},
+		argv: []any{token, idx, "boom " + token, class, delay, tKeep, "E1", retry, "MSG"}, reply: reply}
+}
+
+func TestScriptFail(t *testing.T) {
+	luaTable{name: "fail", script: loadScripts().fail, runLevel: true,
+		cases: []luaCase{
+			failCase("retry: scheduled, its task scheduled", abc().runningAt(0, "tok"), 0, "tok", "transient", 1500,
+				taskID(0, 2), `["retry" "1800000001500" "2" "60000" "1"]`),
+			failCase("retry: due now, its task pending", abc().runningAt(1, "tok"), 1, "tok", "transient", 0,
+				taskID(1, 2), `["retry" "1800000000000" "2" "60000" "1"]`),
+			failCase("retry: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "transient", 1000, "", `["retry" "1800000001000" "2" "60000" "0"]`),
+			failCase("retry: a wrong prediction", abc().runningAt(0, "tok"), 0, "tok", "transient", 1000,
+				taskID(0, 3), `["retry" "1800000001000" "2" "60000" "0"]`),
+			failCase("retry: the second of three attempts",
+				abc().retryAt(0, tNow-3000).step(0, "status", "running", "fence", "tok", "fence_expires_at", tFence,
+					"retry_state", "none", "next_attempt_at", "0").
+					zrem(tk.scheduled(), tRun).zadd(tk.fences(), tFence, tRun).set("warning", ""),
+				0, "tok", "transient", 1000, taskID(0, 3), `["retry" "1800000001000" "3" "60000" "1"]`),
+			failCase("retry: a fresh budget after an operator's retry",
+				abc().runningAt(0, "tok").step(0, "attempt", "5", "budget_base", "3", "task", taskID(0, 5)),
+				0, "tok", "transient", 1000, taskID(0, 6), `["retry" "1800000001000" "6" "60000" "1"]`),
+			failCase("failed: a permanent error", abc().runningAt(1, "tok").step(1, "optional", "1").idem(),
+				1, "tok", "permanent", 1000, taskID(1, 2), `["failed" "permanent_error" "step \"b\" failed with a permanent error on attempt 1: boom tok"]`),
+			failCase("failed: retries exhausted",
+				abc().runningAt(0, "tok").step(0, "attempt", "3", "task", taskID(0, 3), "retry_attempts", "2"),
+				0, "tok", "transient", 1000, taskID(0, 4), `["failed" "retries_exhausted" "step \"a\" failed after 3 attempts (max_attempts 3): boom tok"]`),
+			failCase("failed: the retry would come after the deadline",
+				abc().runningAt(0, "tok").set("run_timeout_ms", "60000", "deadline", tNow+1500).
+					zadd(tk.deadlines(), tNow+1500, tRun),
+				0, "tok", "transient", 1500, taskID(0, 2), `["failed" "run_timeout" "step \"a\" failed on attempt 1 and its next attempt would start after the run's deadline (run_timeout 60s): boom tok"]`),
+			failCase("retry: just before the deadline",
+				abc().runningAt(0, "tok").set("run_timeout_ms", "60000", "deadline", tNow+1501).
+					zadd(tk.deadlines(), tNow+1501, tRun),
+				0, "tok", "transient", 1500, taskID(0, 2), `["retry" "1800000001500" "2" "60000" "1"]`),
+			failCase("fenced: run gone", nothing(), 0, "tok", "transient", 1000, taskID(0, 2), `["fenced" "run gone"]`),
+			failCase("fenced: run cancelled", abc().cancelledAt(0), 0, "tok", "transient", 1000, taskID(0, 2), `["fenced" "run cancelled"]`),
+			failCase("fenced: another delivery's fence", abc().runningAt(0, "other"), 0, "tok", "transient", 1000,
+				taskID(0, 2), `["fenced" "fence lost"]`),
+			failCase("fenced: the step is not running", abc().pendingAt(1), 1, "tok", "transient", 1000,
+				taskID(1, 2), `["fenced" "fence lost"]`),
+			failCase("done: applied before, a retry scheduled", abc().retryAt(0, tNow+1000), 0, "tok", "transient",
+				1000, taskID(0, 2), `["done" "running" ""]`),
+			failCase("done: applied before, the run failed", abc().failedAt(0), 0, "tok", "permanent", 1000,
+				taskID(0, 2), `["done" "failed" "permanent_error"]`),
+		},
+	}.run(t)
+}
+
+// releaseCase is a release of step idx by token, predicting the new
+// dispatch's task next ("" for none).
+func releaseCase(name string, seed *world, idx int, token, next, reply string) luaCase {
+	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
+		argv: []any{token, idx, next, "MSG"}, reply: reply}
+}
+
+func TestScriptRelease(t *testing.T) {
+	luaTable{name: "release", script: loadScripts().release, runLevel: true,
+		cases: []luaCase{
+			releaseCase("released: its task written", abc().runningAt(0, "tok"), 0, "tok", taskID(0, 1)+"_g1", `["released" "0" "a" "1" "1" "60000" "1"]`),
+			releaseCase("released: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["released" "0" "a" "1" "1" "60000" "0"]`),
+			releaseCase("released: the next gen",
+				abc().runningAt(1, "tok").step(1, "gen", "2", "task", taskID(1, 1)+"_g2"), 1, "tok",
+				taskID(1, 1)+"_g3", `["released" "1" "b" "1" "3" "60000" "1"]`),
+			releaseCase("fenced: run gone", nothing(), 0, "tok", "", `["fenced" "run gone"]`),
+			releaseCase("fenced: run failed", abc().failedAt(0), 0, "tok", "", `["fenced" "run failed"]`),
+			releaseCase("fenced: another delivery's fence", abc().runningAt(0, "other"), 0, "tok", "", `["fenced" "fence lost"]`),
+			releaseCase("fenced: the step is not running", abc().pendingAt(1), 1, "tok", "", `["fenced" "fence lost"]`),
+		},
+	}.run(t)
+}
+
+func TestScriptCancel(t *testing.T) {
+	argv := []any{"alice", tKeep}
+	luaTable{name: "cancel", script: loadScripts().cancel, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "cancelled: a pending run", seed: abc(), argv: argv, reply: `["cancelled" "R1_s0_a1" "pending"]`},
+			{name: "cancelled: a running step", seed: abc().runningAt(1, "tok"), argv: argv, reply: `["cancelled" "R1_s1_a1" "running"]`},
+			{name: "cancelled: a scheduled retry, with a deadline and an idempotency key",
+				seed: abc().retryAt(0, tNow+1000).set("run_timeout_ms", "60000", "deadline", tCreated+60000).
+					zadd(tk.deadlines(), tCreated+60000, tRun).idem(),
+				argv: argv, reply: `["cancelled" "R1_s0_a2" "pending"]`},
+			{name: "already", seed: abc().cancelledAt(1), argv: argv, reply: `["already"]`},
+			{name: "ended: failed", seed: abc().failedAt(0), argv: argv, reply: `["ended" "failed"]`},
+			{name: "ended: succeeded", seed: abc().succeeded(), argv: argv, reply: `["ended" "succeeded"]`},
+			{name: "gone", seed: nothing(), argv: argv, reply: `["gone"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptRenew(t *testing.T) {
+	argv := func(token string, idx int) []any { return []any{token, tNow, 10000, tRun, idx} }
+	luaTable{name: "renew", script: loadScripts().renew, keys: []string{runKey, tk.fences()},
+		cases: []luaCase{
+			{name: "renewed", seed: abc().runningAt(1, "tok"), argv: argv("tok", 1), reply: `1`},
+			{name: "renewed: an expired fence nobody took", seed: abc().runningAt(0, "tok").step(0, "fence_expires_at", tNow-1),
+				argv: argv("tok", 0), reply: `1`},
+			{name: "lost: another delivery's fence", seed: abc().runningAt(1, "other"), argv: argv("tok", 1), reply: `0`},
+			{name: "lost: the step is not running", seed: abc().pendingAt(1), argv: argv("tok", 1), reply: `0`},
+			{name: "lost: another step", seed: abc().runningAt(1, "tok"), argv: argv("tok", 0), reply: `0`},
+			{name: "stopped: run failed", seed: abc().failedAt(0), argv: argv("tok", 0), reply: `-1`},
+			{name: "stopped: run pending", seed: abc(), argv: argv("tok", 0), reply: `-1`},
+			{name: "stopped: run gone", seed: nothing(), argv: argv("tok", 0), reply: `-1`},
+		},
+	}.run(t)
+}
+
+func TestScriptTimeout(t *testing.T) {
+	argv := []any{tKeep}
+	deadline := func(w *world, d int64) *world {
+		return w.set("run_timeout_ms", "60000", "deadline", d).zadd(tk.deadlines(), d, tRun)
+	}
+	luaTable{name: "timeout", script: loadScripts().timeout, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "noop: run gone", seed: nothing().zadd(tk.deadlines(), tNow, tRun), argv: argv, reply: `["noop" "run gone"]`},
+			{name: "noop: run succeeded", seed: abc().succeeded().zadd(tk.deadlines(), tNow, tRun), argv: argv,
+				reply: `["noop" "run succeeded"]`},
+			{name: "noop: no deadline", seed: abc().zadd(tk.deadlines(), tNow, tRun), argv: argv, reply: `["noop" "no deadline"]`},
+			{name: "noop: not due", seed: deadline(abc(), tNow+1).zadd(tk.deadlines(), tNow, tRun), argv: argv,
+				reply: `["noop" "not due"]`},
+			{name: "failed: a running step", seed: deadline(abc().runningAt(1, "tok"), tNow), argv: argv, reply: `["failed" "R1_s1_a1" "running" "run passed its deadline (run_timeout 60s) during step \"b\" (attempt 1)"]`},
+			{name: "failed: a scheduled retry", seed: deadline(abc().retryAt(0, tNow+1000), tNow-1).idem(), argv: argv,
+				reply: `["failed" "R1_s0_a2" "pending" "run passed its deadline (run_timeout 60s) during step \"a\" (attempt 2)"]`},
+			{name: "failed: a pending step, under the step's run timeout",
+				seed: abc().pendingAt(2).step(2, "run_timeout_ms", "2500").set("deadline", tNow-7).
+					zadd(tk.deadlines(), tNow-7, tRun),
+				argv: argv, reply: `["failed" "R1_s2_a1" "pending" "run passed its deadline (run_timeout 2500ms) during step \"c\" (attempt 1)"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptRedispatch(t *testing.T) {
+	argv := []any{3, tKeep}
+	dead := func() *world { // attempt 1 of step 1, whose fence expired
+		return abc().runningAt(1, "old").step(1, "fence_expires_at", tNow).zadd(tk.fences(), tNow, tRun)
+	}
+	luaTable{name: "redispatch", script: loadScripts().redispatch, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "noop: run gone", seed: nothing().zadd(tk.fences(), tNow, tRun), argv: argv, reply: `["noop" "run gone"]`},
+			{name: "noop: run failed", seed: abc().failedAt(1).zadd(tk.fences(), tNow, tRun), argv: argv, reply: `["noop" "run failed"]`},
+			{name: "noop: the step is not running", seed: abc().pendingAt(1).zadd(tk.fences(), tNow, tRun), argv: argv,
+				reply: `["noop" "step pending"]`},
+			{name: "noop: the fence is alive", seed: abc().runningAt(1, "tok").zadd(tk.fences(), tNow, tRun),
+				argv: argv, reply: `["noop" "fence alive"]`},
+			{name: "noop: the run needs attention", seed: dead().set("needs_attention", "1"), argv: argv, reply: `["noop" "needs attention"]`},
+			{name: "redispatched", seed: dead(), argv: argv, reply: `["redispatched" "1" "b" "1" "1" "60000" "1" "wf"]`},
+			{name: "redispatched: a later gen", seed: dead().step(1, "gen", "2", "task", taskID(1, 1)+"_g2"),
+				argv: argv, reply: `["redispatched" "1" "b" "1" "3" "60000" "1" "wf"]`},
+			{name: "failed: the crash budget is spent", seed: dead().step(1, "crashes", "1"), argv: argv, reply: `["failed" "crash_budget_exhausted" "step \"b\": worker crashed 2 times during attempt 1 (max_crashes 1)"]`},
+			{name: "attention: repaired too often", seed: dead().set("auto_recoveries", "3"), argv: argv, reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: crashed attempt)"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptRepair(t *testing.T) {
+	argv := func(task, trouble string) []any { return []any{task, trouble, 3} }
+	luaTable{name: "repair", script: loadScripts().repair, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "noop: run gone", seed: nothing(), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "run gone"]`},
+			{name: "noop: run cancelled", seed: abc().cancelledAt(0), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "run cancelled"]`},
+			{name: "noop: the run needs attention", seed: abc().set("needs_attention", "1"),
+				argv: argv(taskID(0, 1), "missing"), reply: `["noop" "needs attention"]`},
+			{name: "noop: another task", seed: abc().pendingAt(1), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "state moved on"]`},
+			{name: "noop: the step is running", seed: abc().runningAt(1, "tok"), argv: argv(taskID(1, 1), "stalled"),
+				reply: `["noop" "state moved on"]`},
+			{name: "repair: a missing task", seed: abc().pendingAt(1), argv: argv(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
+			{name: "repair: a missing retry task", seed: abc().retryAt(0, tNow+1000),
+				argv: argv(taskID(0, 2), "missing"), reply: `["repair" "0" "a" "2" "0" "1800000001000" "60000" "retry_task_missing" "wf"]`},
+			{name: "repair: an archived task", seed: abc(), argv: argv(taskID(0, 1), "archived"), reply: `["repair" "0" "a" "1" "1" "0" "60000" "task_archived" "wf"]`},
+			{name: "repair: a stalled delivery of a later gen",
+				seed: abc().pendingAt(2).step(2, "gen", "1", "task", taskID(2, 1)+"_g1"),
+				argv: argv(taskID(2, 1)+"_g1", "stalled"), reply: `["repair" "2" "c" "1" "2" "0" "60000" "stalled_delivery" "wf"]`},
+			{name: "attention: repaired too often", seed: abc().pendingAt(1).set("auto_recoveries", "3"),
+				argv: argv(taskID(1, 1), "archived"), reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: task_archived)"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptOperate(t *testing.T) {
+	argv := func(action, step string) []any { return []any{action, step, "alice", tKeep} }
+	stuck := func() *world { // running, needing attention, its attempt's fence expired
+		return abc().runningAt(1, "old").step(1, "fence_expires_at", tNow-1).
+			set("needs_attention", "1", "attention_reason", "repaired too often", "auto_recoveries", "4").
+			zadd(tk.attention(), tAttempt, tRun)
+	}
+	luaTable{name: "operate", script: loadScripts().operate, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "gone", seed: nothing(), argv: argv("recover", ""), reply: `["gone"]`},
+			{name: "refused: a running run", seed: abc().runningAt(0, "tok"), argv: argv("recover", ""), reply: `["refused" "run is running; only a failed run or one needing attention can be recovered"]`},
+			{name: "refused: a succeeded run", seed: abc().succeeded(), argv: argv("retry", "c"), reply: `["refused" "run is succeeded; only a failed run or one needing attention can be retried"]`},
+			{name: "refused: a cancelled run", seed: abc().cancelledAt(1), argv: argv("skip", "b"), reply: `["refused" "run is cancelled; only a failed run or one needing attention can be skipped"]`},
+			{name: "recover: a failed run", seed: abc().failedAt(1).idem(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "recover: a run needing attention", seed: stuck(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "refused: its attempt's fence is live", seed: stuck().step(1, "fence_expires_at", tNow+1),
+				argv: argv("recover", ""), reply: `["refused" "step \"b\" is running"]`},
+			{name: "recover: a run that never started",
+				seed: abc().failedAt(0).set("started_at", "0").step(0, "started_at", "0"), argv: argv("recover", ""),
+				reply: `["dispatch" "0" "a" "2" "60000" "wf"]`},
+			{name: "recover: past its deadline",
+				seed: abc().failedAt(1).set("run_timeout_ms", "60000", "deadline", tCreated+60000),
+				argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "retry: the step the run stopped at", seed: abc().failedAt(1), argv: argv("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "refused: retry of another step", seed: abc().failedAt(1), argv: argv("retry", "a"), reply: `["refused" "step \"a\" is succeeded; only the step the run stopped at (\"b\") can be retried"]`},
+			{name: "refused: retry of no step", seed: abc().failedAt(1), argv: argv("retry", "z"), reply: `["refused" "the run has no step \"z\""]`},
+			{name: "refused: skip of a step that is not optional", seed: abc().failedAt(1), argv: argv("skip", "b"),
+				reply: `["refused" "step \"b\" is not optional; only optional steps can be skipped"]`},
+			{name: "skip: an optional step", seed: abc().failedAt(1).step(1, "optional", "1"), argv: argv("skip", "b"),
+				reply: `["dispatch" "2" "c" "1" "60000" "wf"]`},
+			{name: "skip: the last step", seed: abc().failedAt(2).step(2, "optional", "1").idem(),
+				argv: argv("skip", "c"), reply: `["succeeded"]`},
+			{name: "refused: every step succeeded",
+				seed: abc().succeeded().set("status", "failed").move("succeeded", "failed"), argv: argv("recover", ""),
+				reply: `["refused" "every step has already succeeded or been skipped"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptRestore(t *testing.T) {
+	argv := func(from string) []any { return []any{from, "root", 10000} }
+	keys := []string{runKey, tk.audit()}
+	luaTable{name: "restore", script: restoreScript, runLevel: true, keys: keys,
+		cases: []luaCase{
+			{name: "gone", seed: nothing(), argv: argv("a"), reply: `["gone"]`},
+			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), argv: argv("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed or cancelled) can be restored"]`},
+			{name: "refused: no such step", seed: abc().succeeded(), argv: argv("z"), reply: `["refused" "the run has no step \"z\""]`},
+			{name: "refused: an earlier step failed", seed: abc().failedAt(1), argv: argv("c"), reply: `["refused" "step \"b\" before \"c\" is failed; a run can only be restored from a step whose earlier steps all succeeded or were skipped"]`},
+			{name: "restored: a succeeded run", seed: abc().succeeded(), argv: argv("b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "restored: a failed run, from its failed step", seed: abc().failedAt(1).idem(), argv: argv("b"),
+				reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "restored: past a skipped step",
+				seed: abc().succeeded().step(1, "status", "skipped", "output", ""), argv: argv("c"), reply: `["dispatch" "2" "c" "2" "60000" "wf"]`},
+			{name: "restored: a run cancelled before it started", seed: abc().cancelledAt(0), argv: argv("a"),
+				reply: `["dispatch" "0" "a" "2" "60000" "wf"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptPeek(t *testing.T) {
+	luaTable{name: "peek", script: loadScripts().peek, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "gone", seed: nothing(), reply: `[]`},
+			{name: "fresh", seed: abc(), reply: `["pending" "0" "1799999400000" "0" "a" "pending" "1" "0" "R1_s0_a1" "0" "0" "60000"]`},
+			{name: "running", seed: abc().runningAt(1, "tok"), reply: `["running" "0" "1799999995000" "1" "b" "running" "1" "0" "R1_s1_a1" "0" "1800000005000" "60000"]`},
+			{name: "a scheduled retry of a later gen", seed: abc().retryAt(2, tNow+1000).step(2, "gen", "1"),
+				reply: `["running" "0" "1799999995001" "2" "c" "pending" "2" "1" "R1_s2_a2" "1800000001000" "0" "60000"]`},
+		},
+	}.run(t)
+}
+
+func TestScriptUnlock(t *testing.T) {
+	lock := tk.reconcileLock()
+	held := func() *world { return nothing().do("SET", lock, "me", "PX", 30000) }
+	luaTable{name: "unlock", script: loadScripts().unlock, keys: []string{lock},
+		cases: []luaCase{
+			{name: "extended", seed: held(), argv: []any{"me", 60000}, reply: `1`},
+			{name: "released", seed: held(), argv: []any{"me", 0}, reply: `1`},
+			{name: "held by another", seed: held(), argv: []any{"you", 60000}, reply: `0`},
+			{name: "free", seed: nothing(), argv: []any{"me", 0}, reply: `0`},
+		},
+	}.run(t)
+}

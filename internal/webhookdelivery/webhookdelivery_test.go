@@ -351,19 +351,10 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	queue := fmt.Sprintf("whd%d_%d", time.Now().UnixNano(), queues.Add(1))
 	store := retrystate.New(rdb, queue)
-	// The notifier starts right after the dead consumer's read, so that its
-	// first claim, at its start, finds the entry idle for less than
-	// claimIdle and leaves it.
 	const group, claimIdle = "hooks", 500 * time.Millisecond
 	if err := store.CreateNotifyGroup(ctx, group); err != nil {
 		t.Fatal(err)
 	}
-	// A consumer reads an entry and dies.
-	entry := addNotification(t, rdb, queue, "run_failed", "r1")
-	if ns, err := store.ReadNotifyGroup(ctx, group, "dead", 10, 100*time.Millisecond); err != nil || len(ns) != 1 || ns[0].ID != entry {
-		t.Fatalf("the dead consumer read %+v, %v; want entry %s", ns, err, entry)
-	}
-
 	clock := &fakeClock{now: t0}
 	n := NewNotifier(store, asynq.NewClientFromRedisClient(rdb), queue, Config{URL: "http://127.0.0.1:1/hook",
 		Secret: secret, Group: group, ClaimIdle: claimIdle, Clock: clock}, slog.New(slog.DiscardHandler))
@@ -371,6 +362,29 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
 	defer func() { cancel(); <-done }()
+	stream := "cairn:{" + queue + "}:notifications"
+	// The notifier reads its clock once per round of its loop, and claims
+	// in the first round: after its second reading, its first claim is
+	// behind it, and its clock stands still from then on.
+	eventually(t, 10*time.Second, "the notifier to finish its first round", func() bool { return clock.reads.Load() >= 2 })
+	// A consumer reads an entry and dies; the entry is added and read in
+	// one transaction, so the notifier cannot read it first.
+	var entry string
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: stream,
+			Values: []any{"type", "run_failed", "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", "r1", "workflow", "wf", "owner", ""}})
+		p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "dead", Streams: []string{stream, ">"}, Count: 10, Block: -1})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result(); err != nil ||
+		len(p) != 1 || p[0].Consumer != "dead" {
+		t.Fatalf("pending %+v, %v: want one entry, the dead consumer's", p, err)
+	} else {
+		entry = p[0].ID
+	}
 
 	// The entry becomes idle enough in Redis, and the notifier goes round
 	// its loop a few times: with its clock standing still, it claims

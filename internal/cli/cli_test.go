@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -455,7 +456,7 @@ func TestCancel(t *testing.T) {
 	r := e.run("start", "demo", "--input", `{"fail_step":"fetch","fail_times":3}`)
 	mustSucceed(t, r)
 	id := runID(t, r)
-	eventually(t, 10*time.Second, "the retry of fetch to be scheduled", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the retry of fetch to be scheduled", func() bool {
 		st := e.get(id).Step("fetch")
 		return st != nil && st.RetryState == workflow.RetryScheduled
 	})

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -15,19 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
 const waitTimeout = 30 * time.Second
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := proctest.RemoveBuilds(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// needsBinary is what the tests need that -short leaves out.
+const needsBinary = "builds and runs the worker binary"
 
 func worker(t *testing.T) string {
 	t.Helper()
@@ -58,6 +54,7 @@ func baseEnv(embeddedAddr string) []string {
 }
 
 func TestBadConfigurationExits2(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	bin := worker(t)
 	tests := []struct {
@@ -95,6 +92,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 }
 
 func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	addr := freeAddr(t)
 	p := proctest.Start(t, worker(t), baseEnv(addr))
@@ -134,6 +132,7 @@ func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestEmbeddedAddressInUseExits1(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

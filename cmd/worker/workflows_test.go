@@ -13,12 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
 // TestWorkflowsFileIsRegistered: the worker registers the workflows of
 // CAIRN_WORKFLOWS_FILE next to the demo workflow and publishes them.
 func TestWorkflowsFileIsRegistered(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflows.yaml")
 	if err := os.WriteFile(path, []byte(`workflows:
@@ -56,6 +58,7 @@ func TestWorkflowsFileIsRegistered(t *testing.T) {
 // TestBadWorkflowsFileExits2: a file with problems stops the worker before
 // it starts anything, with every problem at its FILE:LINE:COL.
 func TestBadWorkflowsFileExits2(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflows.yaml")
 	if err := os.WriteFile(path, []byte(`workflows:

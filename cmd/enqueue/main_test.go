@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -54,14 +53,7 @@ func TestBinaryUnknownCommand(t *testing.T) {
 func TestBinaryRedisUnreachable(t *testing.T) {
 	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := testkit.FreeAddr(t)
 	bin := enqueue(t)
 	start := time.Now()
 	stdout, stderr, code := proctest.Run(t, bin, []string{"CAIRN_REDIS_URL=redis://" + addr}, "", "list")

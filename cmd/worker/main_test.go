@@ -30,20 +30,6 @@ func worker(t *testing.T) string {
 	return proctest.Build(t, "github.com/cairnhq/cairn/cmd/worker")
 }
 
-// freeAddr returns a loopback address that nothing listened on a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // baseEnv isolates the worker from CAIRN_* variables of the environment the
 // tests run in: an empty value takes the default.
 func baseEnv(embeddedAddr string) []string {
@@ -71,7 +57,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := append(baseEnv(freeAddr(t)), tt.env...)
+			env := append(baseEnv(testkit.FreeAddr(t)), tt.env...)
 			stdout, stderr, code := proctest.Run(t, bin, env, "")
 			if code != 2 {
 				t.Errorf("exit code %d, want 2\nstderr:\n%s", code, stderr)
@@ -94,7 +80,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
 	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := proctest.Start(t, worker(t), baseEnv(addr))
 
 	off := p.WaitForOutputFrom(t, 0, "EMBEDDED STORE", waitTimeout)

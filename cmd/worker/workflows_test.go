@@ -31,7 +31,7 @@ func TestWorkflowsFileIsRegistered(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := proctest.Start(t, worker(t), append(baseEnv(addr), "CAIRN_HTTP_ADDR=", "CAIRN_WORKFLOWS_FILE="+path))
 	p.WaitForOutput(t, "worker started", waitTimeout)
 
@@ -77,7 +77,7 @@ func TestBadWorkflowsFileExits2(t *testing.T) {
 			path + `:5:16: workflow "sync-invoices": duplicate step name "fetch"`, path + ":5:41: ", "with.url: missing"}},
 		{path + ".missing", []string{"CAIRN_WORKFLOWS_FILE", "no such file or directory"}},
 	} {
-		stdout, stderr, code := proctest.Run(t, worker(t), append(baseEnv(freeAddr(t)), "CAIRN_HTTP_ADDR=",
+		stdout, stderr, code := proctest.Run(t, worker(t), append(baseEnv(testkit.FreeAddr(t)), "CAIRN_HTTP_ADDR=",
 			"CAIRN_WORKFLOWS_FILE="+tt.file), "")
 		if code != 2 {
 			t.Errorf("%s: exit code %d, want 2\nstderr:\n%s", tt.file, code, stderr)

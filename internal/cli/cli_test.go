@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -632,8 +631,7 @@ func TestBadConfig(t *testing.T) {
 
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
-	port := closedPort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := testkit.FreeAddr(t)
 	for _, tc := range []struct {
 		name    string
 		environ []string

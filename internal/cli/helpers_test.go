@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -178,20 +177,6 @@ func (e *env) get(id string) *workflow.Run {
 		e.t.Fatal(err)
 	}
 	return run
-}
-
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
 
 // lines returns the lines of s containing substr.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -322,7 +323,7 @@ func TestReadyzWhenRedisIsDown(t *testing.T) {
 	e := newEnv(t, envOptions{noWorker: true})
 	srv := redistest.Start(t, nil)
 	down := srv.Client(t)
-	s, err := dashboard.New(dashboard.Config{Client: e.client, Redis: down, Logger: testLogger(t, e.logs)})
+	s, err := dashboard.New(dashboard.Config{Client: e.client, Redis: down, Logger: testkit.LoggerTo(t, e.logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

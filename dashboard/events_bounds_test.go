@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/testkit"
 )
 
 // notificationsKey is the queue's notification stream (retrystate's keys).
@@ -234,7 +235,7 @@ func TestEventStreamsPerSubject(t *testing.T) {
 	refused("alice", aliceToken)
 	bob := e.openStream("bob", bobToken, "")
 	alice[0].stop()
-	e.eventually(10*time.Second, "alice's closed stream to free its slot", func() bool {
+	testkit.Eventually(e.t, 10*time.Second, "alice's closed stream to free its slot", func() bool {
 		return dashboard.OpenStreams(e.srv, "alice") == 7
 	})
 	e.openStream("alice again", aliceToken, "")
@@ -304,7 +305,7 @@ func TestEventStreamDropsClientThatDoesNotRead(t *testing.T) {
 	}
 
 	// The server gives up on it, and frees alice's slot.
-	e.eventually(30*time.Second, "the stream to be dropped", func() bool {
+	testkit.Eventually(e.t, 30*time.Second, "the stream to be dropped", func() bool {
 		return strings.Contains(e.logs.String(), "event stream dropped") && dashboard.OpenStreams(e.srv, "alice") == 0
 	})
 	// The connection is closed: reading on ends (EOF, or a reset), rather

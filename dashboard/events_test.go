@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -241,7 +242,7 @@ func TestServeShutsDownWithOpenStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := dashboard.New(dashboard.Config{Client: e.client, Redis: e.rdb, Tokens: toks, Logger: testLogger(t, newSyncBuffer())})
+	s, err := dashboard.New(dashboard.Config{Client: e.client, Redis: e.rdb, Tokens: toks, Logger: testkit.LoggerTo(t, newSyncBuffer())})
 	if err != nil {
 		t.Fatal(err)
 	}

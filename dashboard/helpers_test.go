@@ -9,11 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +19,10 @@ import (
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
-
-func TestMain(m *testing.M) { redistest.Main(m) }
 
 // Test tokens: alice and bob are users, root is an admin.
 const (
@@ -42,10 +38,6 @@ alice-token-0123456789  alice  user
 bob-token-0123456789ab  bob    user
 root-token-0123456789a  root   admin
 `
-
-var queueSeq atomic.Int64
-
-var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)
 
 // env is one test's isolated slice of a shared redis-server (its own queue),
 // with a worker running the demo workflow and a dashboard server on
@@ -73,13 +65,6 @@ type envOptions struct {
 	ui bool
 }
 
-func testLogger(t testing.TB, buf io.Writer) *slog.Logger {
-	if os.Getenv("CAIRN_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, buf), &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.NewTextHandler(buf, nil))
-}
-
 // syncBuffer is a bytes.Buffer safe for concurrent use (the server logs from
 // its handlers' goroutines).
 type syncBuffer struct {
@@ -105,12 +90,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	srv := redistest.Shared(t)
 	rdb := srv.Client(t)
-	q := fmt.Sprintf("d%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
-	if len(q) > 60 {
-		q = q[:60]
-	}
+	q := testkit.Queue(t, "d")
 	logs := newSyncBuffer()
-	log := testLogger(t, logs)
+	log := testkit.LoggerTo(t, logs)
 	e := &env{t: t, rdb: rdb, queue: q, logs: logs,
 		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
 	switch {
@@ -184,28 +166,14 @@ func (e *env) publish(log *slog.Logger) {
 // retries and a budget of two attempts, until the test ends.
 func (e *env) startWorker(log *slog.Logger) {
 	e.t.Helper()
-	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: e.queue, Logger: log},
-		ShutdownTimeout: 200 * time.Millisecond})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Register(demo.Definition(demoPolicy)); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("worker not ready after 10s")
-	}
+	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log), demo.Definition(demoPolicy))
+}
+
+// workerConfig is the configuration of the tests' workers: a short
+// shutdown, so that a test ends soon after its last step.
+func workerConfig(queue string, log *slog.Logger) workflow.WorkerConfig {
+	return workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: queue, Logger: log},
+		ShutdownTimeout: 200 * time.Millisecond}
 }
 
 // response is an answer of the server.
@@ -304,13 +272,7 @@ const (
 // wait waits for a run to end.
 func (e *env) wait(id string) *workflow.Run {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	run, err := e.client.Wait(ctx, id, 10*time.Millisecond)
-	if err != nil {
-		e.t.Fatalf("waiting for run %s: %v", id, err)
-	}
-	return run
+	return testkit.WaitRun(e.t, e.client, id, 20*time.Second)
 }
 
 // failedRun starts a run of owner that fails at transform, and waits for
@@ -329,7 +291,7 @@ func (e *env) failedRun(owner string) *workflow.Run {
 func (e *env) runningRun(owner string) *workflow.Run {
 	e.t.Helper()
 	run := e.start(owner, inputSlow)
-	e.eventually(10*time.Second, "run running", func() bool {
+	testkit.Eventually(e.t, 10*time.Second, "run running", func() bool {
 		r, err := e.client.Get(context.Background(), run.ID)
 		return err == nil && r.Status == workflow.StatusRunning && r.Steps[0].Status == workflow.StepRunning
 	})
@@ -355,18 +317,6 @@ func (e *env) snapshot(id string) snapshot {
 		e.t.Fatal(err)
 	}
 	return snapshot{json: string(b), journal: len(evs)}
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func (e *env) eventually(timeout time.Duration, what string, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func (e *env) audit() []workflow.AuditEntry {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -56,30 +57,7 @@ func newUIEnv(t *testing.T, noTokens bool) *env {
 
 func (e *env) startUIWorker(log *slog.Logger) {
 	e.t.Helper()
-	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: e.queue, Logger: log},
-		ShutdownTimeout: 200 * time.Millisecond})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, d := range uiDefinitions() {
-		if err := w.Register(d); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("worker not ready after 10s")
-	}
+	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log), uiDefinitions()...)
 }
 
 // startWF starts a run of a workflow owned by owner.
@@ -398,7 +376,7 @@ func TestUIRetryingRunShowsCountdown(t *testing.T) {
 	e := newUIEnv(t, false)
 	run := e.startWF(flakyWF, "alice", `{}`)
 	var due time.Time
-	e.eventually(10*time.Second, "a scheduled retry", func() bool {
+	testkit.Eventually(e.t, 10*time.Second, "a scheduled retry", func() bool {
 		r, err := e.client.Get(context.Background(), run.ID)
 		if err != nil || r.Warning != workflow.WarningRetryPending || r.Steps[0].NextAttemptAt == nil {
 			return false

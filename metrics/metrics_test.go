@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -19,12 +18,13 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/metrics"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // scrape GETs the handler like Prometheus does and parses the answer.
 func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
@@ -109,38 +109,17 @@ func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	rdb := srv.Client(t)
-	queue := fmt.Sprintf("metrics_%d", time.Now().UnixNano()) // -count=n runs on the same Redis
+	queue := testkit.Queue(t, "metrics")
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
-		Queue: queue, Logger: log, Observer: m,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := testkit.Logger(t)
 	const delay = 300 * time.Millisecond
-	if err := w.Register(demo.Definition(workflow.Policy{MaxAttempts: 3, InitialInterval: delay,
-		Jitter: workflow.JitterNone})); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready")
-	}
+	testkit.StartWorker(t, rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: queue, Logger: log, Observer: m,
+	}}, demo.Definition(workflow.Policy{MaxAttempts: 3, InitialInterval: delay, Jitter: workflow.JitterNone}))
 
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log, Observer: m})
 	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)

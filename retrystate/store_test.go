@@ -15,8 +15,6 @@ import (
 	"github.com/cairnhq/cairn/tasks"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
-
 var (
 	ctxb = context.Background()
 	seq  atomic.Int64

@@ -3,26 +3,16 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"regexp"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
-
-func TestMain(m *testing.M) { redistest.Main(m) }
-
-var queueSeq atomic.Int64
-
-var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)
 
 // env is one test's isolated slice of a shared redis-server: its own queue.
 type env struct {
@@ -33,22 +23,13 @@ type env struct {
 	log    *slog.Logger
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("CAIRN_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t) }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := redistest.Shared(t)
-	rdb := srv.Client(t)
-	q := fmt.Sprintf("t%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
-	if len(q) > 60 {
-		q = q[:60]
-	}
-	log := testLogger(t)
+	rdb := redistest.Shared(t).Client(t)
+	q := testkit.Queue(t, "t")
+	log := testkit.Logger(t)
 	return &env{t: t, rdb: rdb, queue: q, log: log,
 		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
 }
@@ -66,52 +47,19 @@ func (e *env) startWorker(cfg workflow.WorkerConfig, defs ...workflow.Definition
 	if cfg.Logger == nil {
 		cfg.Logger = e.log
 	}
-	w, err := workflow.NewWorker(e.rdb, cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Register(defs...); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("worker not ready after 10s")
-	}
-	return w
+	return testkit.StartWorker(e.t, e.rdb, cfg, defs...)
 }
 
 // eventually polls cond until it holds or the deadline passes.
 func (e *env) eventually(timeout time.Duration, what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(e.t, timeout, what, cond)
 }
 
 // wait waits for a run to end.
 func (e *env) wait(id string, timeout time.Duration) *workflow.Run {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	run, err := e.client.Wait(ctx, id, 20*time.Millisecond)
-	if err != nil {
-		e.t.Fatalf("waiting for run %s: %v (last status %+v)", id, err, run)
-	}
-	return run
+	return testkit.WaitRun(e.t, e.client, id, timeout)
 }
 
 func (e *env) events(id string) []workflow.Event {
@@ -124,13 +72,7 @@ func (e *env) events(id string) []workflow.Event {
 }
 
 func countEvents(evs []workflow.Event, typ, step string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == typ && (step == "" || ev.Step == step) {
-			n++
-		}
-	}
-	return n
+	return testkit.CountEvents(evs, typ, step)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -2,8 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,19 +11,14 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := redistest.StopShared(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	if err := proctest.RemoveBuilds(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// needsBinary is what the tests need that -short leaves out.
+const needsBinary = "builds and runs the enqueue binary"
 
 func enqueue(t *testing.T) string {
 	t.Helper()
@@ -33,6 +26,7 @@ func enqueue(t *testing.T) string {
 }
 
 func TestBinaryHelp(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	stdout, stderr, code := proctest.Run(t, enqueue(t), nil, "", "help")
 	if code != 0 || stderr != "" {
@@ -46,6 +40,7 @@ func TestBinaryHelp(t *testing.T) {
 }
 
 func TestBinaryUnknownCommand(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	stdout, stderr, code := proctest.Run(t, enqueue(t), nil, "", "frobnicate")
 	if code != 2 || stdout != "" || stderr != "enqueue: unknown command \"frobnicate\" (run \"enqueue help\" for usage)\n" {
@@ -56,15 +51,9 @@ func TestBinaryUnknownCommand(t *testing.T) {
 // TestBinaryRedisUnreachable checks that go-redis's own logging does not
 // add lines to the one-line error.
 func TestBinaryRedisUnreachable(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	addr := testkit.FreeAddr(t)
 	bin := enqueue(t)
 	start := time.Now()
 	stdout, stderr, code := proctest.Run(t, bin, []string{"CAIRN_REDIS_URL=redis://" + addr}, "", "list")
@@ -79,6 +68,7 @@ func TestBinaryRedisUnreachable(t *testing.T) {
 
 // TestBinaryUnknownRun runs the binary against a real Redis.
 func TestBinaryUnknownRun(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	srv := redistest.Shared(t)
 	id := workflow.NewRunID(time.Now())
@@ -99,6 +89,7 @@ func TestBinaryUnknownRun(t *testing.T) {
 // to cancel its context) with exit 1 and one line, instead of waiting for
 // the pipe to close.
 func TestBinaryStopsReadingStdinOnSignal(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	bin := enqueue(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -15,37 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
 const waitTimeout = 30 * time.Second
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := proctest.RemoveBuilds(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// needsBinary is what the tests need that -short leaves out.
+const needsBinary = "builds and runs the worker binary"
 
 func worker(t *testing.T) string {
 	t.Helper()
 	return proctest.Build(t, "github.com/cairnhq/cairn/cmd/worker")
-}
-
-// freeAddr returns a loopback address that nothing listened on a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // baseEnv isolates the worker from CAIRN_* variables of the environment the
@@ -58,6 +40,7 @@ func baseEnv(embeddedAddr string) []string {
 }
 
 func TestBadConfigurationExits2(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	bin := worker(t)
 	tests := []struct {
@@ -74,7 +57,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := append(baseEnv(freeAddr(t)), tt.env...)
+			env := append(baseEnv(testkit.FreeAddr(t)), tt.env...)
 			stdout, stderr, code := proctest.Run(t, bin, env, "")
 			if code != 2 {
 				t.Errorf("exit code %d, want 2\nstderr:\n%s", code, stderr)
@@ -95,8 +78,9 @@ func TestBadConfigurationExits2(t *testing.T) {
 }
 
 func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := proctest.Start(t, worker(t), baseEnv(addr))
 
 	off := p.WaitForOutputFrom(t, 0, "EMBEDDED STORE", waitTimeout)
@@ -134,6 +118,7 @@ func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestEmbeddedAddressInUseExits1(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

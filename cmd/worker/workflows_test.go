@@ -13,12 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/proctest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
 // TestWorkflowsFileIsRegistered: the worker registers the workflows of
 // CAIRN_WORKFLOWS_FILE next to the demo workflow and publishes them.
 func TestWorkflowsFileIsRegistered(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflows.yaml")
 	if err := os.WriteFile(path, []byte(`workflows:
@@ -29,7 +31,7 @@ func TestWorkflowsFileIsRegistered(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p := proctest.Start(t, worker(t), append(baseEnv(addr), "CAIRN_HTTP_ADDR=", "CAIRN_WORKFLOWS_FILE="+path))
 	p.WaitForOutput(t, "worker started", waitTimeout)
 
@@ -56,6 +58,7 @@ func TestWorkflowsFileIsRegistered(t *testing.T) {
 // TestBadWorkflowsFileExits2: a file with problems stops the worker before
 // it starts anything, with every problem at its FILE:LINE:COL.
 func TestBadWorkflowsFileExits2(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "workflows.yaml")
 	if err := os.WriteFile(path, []byte(`workflows:
@@ -74,7 +77,7 @@ func TestBadWorkflowsFileExits2(t *testing.T) {
 			path + `:5:16: workflow "sync-invoices": duplicate step name "fetch"`, path + ":5:41: ", "with.url: missing"}},
 		{path + ".missing", []string{"CAIRN_WORKFLOWS_FILE", "no such file or directory"}},
 	} {
-		stdout, stderr, code := proctest.Run(t, worker(t), append(baseEnv(freeAddr(t)), "CAIRN_HTTP_ADDR=",
+		stdout, stderr, code := proctest.Run(t, worker(t), append(baseEnv(testkit.FreeAddr(t)), "CAIRN_HTTP_ADDR=",
 			"CAIRN_WORKFLOWS_FILE="+tt.file), "")
 		if code != 2 {
 			t.Errorf("%s: exit code %d, want 2\nstderr:\n%s", tt.file, code, stderr)

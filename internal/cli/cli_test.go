@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -455,7 +455,7 @@ func TestCancel(t *testing.T) {
 	r := e.run("start", "demo", "--input", `{"fail_step":"fetch","fail_times":3}`)
 	mustSucceed(t, r)
 	id := runID(t, r)
-	eventually(t, 10*time.Second, "the retry of fetch to be scheduled", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the retry of fetch to be scheduled", func() bool {
 		st := e.get(id).Step("fetch")
 		return st != nil && st.RetryState == workflow.RetryScheduled
 	})
@@ -631,8 +631,7 @@ func TestBadConfig(t *testing.T) {
 
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
-	port := closedPort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := testkit.FreeAddr(t)
 	for _, tc := range []struct {
 		name    string
 		environ []string

@@ -6,11 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,19 +14,13 @@ import (
 
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
-
 // runTimeout bounds one CLI invocation, start --wait included.
 const runTimeout = 60 * time.Second
-
-var (
-	queueSeq atomic.Int64
-	nonWord  = regexp.MustCompile(`[^A-Za-z0-9]+`)
-)
 
 // env is one test's slice of the shared redis-server: its own queue.
 type env struct {
@@ -41,18 +31,13 @@ type env struct {
 	client *workflow.Client
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := redistest.Shared(t)
-	q := fmt.Sprintf("cli%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
-	if len(q) > 60 {
-		q = q[:60]
-	}
+	q := testkit.Queue(t, "cli")
 	rdb := srv.Client(t)
 	return &env{t: t, url: srv.URL(), rdb: rdb, queue: q,
-		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: discardLogger()})}
+		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: testkit.Logger(t)})}
 }
 
 // fastPolicy retries quickly: 200ms, 400ms, 800ms, with the default 4
@@ -63,43 +48,11 @@ func fastPolicy() workflow.Policy {
 
 // startWorker runs an in-process worker with the demo workflow on the
 // test's queue until the test ends, and waits until it has published it.
-func (e *env) startWorker(defaults workflow.Policy) {
+func (e *env) startWorker(defaults workflow.Policy, defs ...workflow.Definition) {
 	e.t.Helper()
-	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
-		Queue: e.queue, Defaults: defaults, Logger: discardLogger(),
-	}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Register(demo.Definition(workflow.Policy{})); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	})
-	eventually(e.t, 10*time.Second, "the demo workflow to be published", func() bool {
-		names, err := e.client.Workflows(context.Background())
-		_, ok := names[demo.Name]
-		return err == nil && ok
-	})
-}
-
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.StartWorker(e.t, e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: e.queue, Defaults: defaults, Logger: testkit.Logger(e.t),
+	}}, append([]workflow.Definition{demo.Definition(workflow.Policy{})}, defs...)...)
 }
 
 // environ is the environment of the CLI for the test's queue, then extra.
@@ -224,20 +177,6 @@ func (e *env) get(id string) *workflow.Run {
 		e.t.Fatal(err)
 	}
 	return run
-}
-
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
 
 // lines returns the lines of s containing substr.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/cairnhq/cairn/internal/testkit"
 )
 
 // inputLimit is the documented limit of a run's input: 1 MiB.
@@ -21,7 +23,7 @@ const inputLimit = 1 << 20
 // refuses in exit 2 before any connection.
 func refusedRedis(t *testing.T) []string {
 	t.Helper()
-	return []string{fmt.Sprintf("CAIRN_REDIS_URL=redis://127.0.0.1:%d", closedPort(t))}
+	return []string{"CAIRN_REDIS_URL=redis://" + testkit.FreeAddr(t)}
 }
 
 // specialFiles makes a named pipe, a socket and a directory in a temporary

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -16,35 +16,18 @@ import (
 // permanently.
 func (e *env) startOptionalWorker() {
 	e.t.Helper()
-	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
-		Queue: e.queue, Defaults: fastPolicy(), Logger: discardLogger()}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	err = w.Register(demo.Definition(workflow.Policy{}), workflow.Definition{Name: "notifying", Steps: []workflow.Step{
+	e.startWorker(fastPolicy(), workflow.Definition{Name: "notifying", Steps: []workflow.Step{
 		{Name: "work", Run: func(context.Context, *workflow.StepContext) (any, error) { return "done", nil }},
 		{Name: "notify", Optional: true, Run: func(context.Context, *workflow.StepContext) (any, error) {
 			return nil, workflow.Permanent(errors.New("webhook returned 410 Gone"))
 		}},
 	}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("worker not ready")
-	}
 }
 
 func (e *env) waitStatus(id, status string) *workflow.Run {
 	e.t.Helper()
 	var run *workflow.Run
-	eventually(e.t, 30*time.Second, "run "+id+" to be "+status, func() bool {
+	testkit.Eventually(e.t, 30*time.Second, "run "+id+" to be "+status, func() bool {
 		run = e.get(id)
 		return run.Status == status
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -46,6 +46,7 @@ const (
 // It is not parallel: its retry windows are a few seconds, and it should
 // not share the two cores with the crash tests while it watches them.
 func TestBrowserDashboard(t *testing.T) {
+	testkit.SkipShort(t, needsBrowser)
 	browser := findChromium(t)
 	shots := artifactsDir(t)
 	srv := redistest.Start(t, nil)
@@ -55,7 +56,7 @@ func TestBrowserDashboard(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(browserUserToken+" alice user\n"+browserAdminToken+" root admin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	const queue = "browser"
 	// Three attempts, 2 s then 4 s apart: the run retries twice, then
@@ -223,18 +224,6 @@ func artifactsDir(t *testing.T) string {
 		t.Fatalf("artifacts directory: %v", err)
 	}
 	return dir
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startRun starts a run through the HTTP API with a bearer token.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -30,6 +31,7 @@ const chaosBudget = 4
 //
 // make test runs a short version; make chaos runs CAIRN_CHAOS_RUNS=2000.
 func TestChaos(t *testing.T) {
+	testkit.SkipShort(t, needsChaos)
 	t.Parallel()
 	runs := 150
 	if v := os.Getenv("CAIRN_CHAOS_RUNS"); v != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -16,6 +17,7 @@ import (
 // default settings; the crash is counted and journaled, and the step's retry
 // budget is untouched.
 func TestKillWorkerMidStep(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	bin := proctest.Build(t, workerPkg)
@@ -28,7 +30,7 @@ func TestKillWorkerMidStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "fetch to be running", func() bool {
+	testkit.Eventually(t, 20*time.Second, "fetch to be running", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Step("fetch").Status == workflow.StepRunning
 	})
@@ -37,7 +39,7 @@ func TestKillWorkerMidStep(t *testing.T) {
 	killed := time.Now()
 
 	var resumedIn time.Duration
-	eventually(t, 45*time.Second, "fetch to succeed on the other worker", func() bool {
+	testkit.Eventually(t, 45*time.Second, "fetch to succeed on the other worker", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		if err == nil && r.Step("fetch").Status == workflow.StepSucceeded {
 			resumedIn = time.Since(killed)
@@ -48,7 +50,7 @@ func TestKillWorkerMidStep(t *testing.T) {
 	if resumedIn > 30*time.Second {
 		t.Errorf("the killed step finished %s after the kill; want within 30s", resumedIn)
 	}
-	final := waitRun(t, client, run.ID, 60*time.Second)
+	final := testkit.WaitRun(t, client, run.ID, 60*time.Second)
 	if final.Status != workflow.StatusSucceeded {
 		t.Fatalf("run %s: %s\n%s", final.Status, final.FailureReason, b.Output())
 	}
@@ -58,10 +60,10 @@ func TestKillWorkerMidStep(t *testing.T) {
 			f.Crashes, f.Attempts, f.RetryAttempts, f.LastError)
 	}
 	evs, _ := client.Events(ctxb, run.ID)
-	if n := count(evs, workflow.EventAttemptCrashed, "fetch"); n != 1 {
+	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, "fetch"); n != 1 {
 		t.Errorf("%d crash records for fetch, want 1", n)
 	}
-	if n := count(evs, workflow.EventAttemptSucceeded, "fetch"); n != 1 {
+	if n := testkit.CountEvents(evs, workflow.EventAttemptSucceeded, "fetch"); n != 1 {
 		t.Errorf("fetch succeeded %d times", n)
 	}
 	t.Logf("fetch finished %s after its worker was killed", resumedIn.Round(100*time.Millisecond))
@@ -73,6 +75,7 @@ func TestKillWorkerMidStep(t *testing.T) {
 // every run completes, each step succeeding exactly once, with no crash
 // counted (no worker died).
 func TestRedisRestart(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	bin := proctest.Build(t, workerPkg)
@@ -95,7 +98,7 @@ func TestRedisRestart(t *testing.T) {
 		}
 		ids[i] = r.ID
 	}
-	eventually(t, 30*time.Second, "some runs to make progress", func() bool {
+	testkit.Eventually(t, 30*time.Second, "some runs to make progress", func() bool {
 		done, _, err := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusSucceeded})
 		running, _, err2 := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusRunning})
 		return err == nil && err2 == nil && len(done) >= 1 && len(running) >= 1
@@ -106,7 +109,7 @@ func TestRedisRestart(t *testing.T) {
 	assertProgress(t, client, ids, killed, time.Now())
 
 	for _, id := range ids {
-		r := waitRun(t, client, id, 120*time.Second)
+		r := testkit.WaitRun(t, client, id, 120*time.Second)
 		if r.Status != workflow.StatusSucceeded {
 			t.Errorf("run %s: %s %s", id, r.Status, r.FailureReason)
 			continue
@@ -116,11 +119,11 @@ func TestRedisRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, step := range []string{"fetch", "transform", "deliver"} {
-			if c := count(evs, workflow.EventAttemptSucceeded, step); c != 1 {
+			if c := testkit.CountEvents(evs, workflow.EventAttemptSucceeded, step); c != 1 {
 				t.Errorf("run %s: %s succeeded %d times", id, step, c)
 			}
 		}
-		if c := count(evs, workflow.EventAttemptCrashed, ""); c != 0 {
+		if c := testkit.CountEvents(evs, workflow.EventAttemptCrashed, ""); c != 0 {
 			t.Errorf("run %s: %d crashes counted\n%s", id, c, journalText(evs))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -34,6 +35,7 @@ const progressWithin = 15 * time.Second
 // CAIRN_FREEZE_SECONDS sets how long Redis stays frozen (default 8: more
 // than the workers' fence TTL here, 5s, and go-redis's read timeout, 3s).
 func TestRedisFreeze(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	freeze := 8 * time.Second
 	if v := os.Getenv("CAIRN_FREEZE_SECONDS"); v != "" {
@@ -79,7 +81,7 @@ func TestRedisFreeze(t *testing.T) {
 	}
 	// Freeze once the work is well under way: steps running, retries
 	// scheduled, tasks queued.
-	eventually(t, 30*time.Second, "15 steps to succeed", func() bool {
+	testkit.Eventually(t, 30*time.Second, "15 steps to succeed", func() bool {
 		n := 0
 		for _, id := range ids {
 			r, err := client.Get(ctxb, id)
@@ -106,7 +108,7 @@ func TestRedisFreeze(t *testing.T) {
 
 	interrupted := 0
 	for _, id := range ids {
-		r := waitRun(t, client, id, 90*time.Second)
+		r := testkit.WaitRun(t, client, id, 90*time.Second)
 		evs, err := client.Events(ctxb, id)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +131,7 @@ func TestRedisFreeze(t *testing.T) {
 				t.Errorf("run %s step %s: %d crashes counted; no worker crashed\n%s", id, s.Name, s.Crashes,
 					journalText(evs))
 			}
-			if n := count(evs, workflow.EventAttemptSucceeded, s.Name); n != 1 {
+			if n := testkit.CountEvents(evs, workflow.EventAttemptSucceeded, s.Name); n != 1 {
 				t.Errorf("run %s step %s succeeded %d times", id, s.Name, n)
 			}
 		}

@@ -2,21 +2,22 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
-	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/internal/testkit"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = redistest.StopShared()
-	_ = proctest.RemoveBuilds()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// What the tests need that -short leaves out (testkit.SkipShort).
+const (
+	needsProcesses = "builds the worker binary and runs, kills and restarts worker and redis-server processes"
+	needsChaos     = "runs the chaos suite, worker binaries and redis-server killed and restarted at random for a few minutes (make chaos runs the long version)"
+	needsBrowser   = "builds the worker binary and drives its dashboard in a headless Chromium (apt-get install -y chromium)"
+)
 
 var ctxb = context.Background()
 
@@ -38,36 +39,4 @@ func startWorker(t *testing.T, bin string, env []string) *proctest.Proc {
 	p := proctest.Start(t, bin, env)
 	p.WaitForOutput(t, "worker started", 30*time.Second)
 	return p
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func waitRun(t *testing.T, c *workflow.Client, id string, timeout time.Duration) *workflow.Run {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctxb, timeout)
-	defer cancel()
-	r, err := c.Wait(ctx, id, 50*time.Millisecond)
-	if err != nil {
-		t.Fatalf("run %s did not finish: %v (last: %+v)", id, err, r)
-	}
-	return r
-}
-
-func count(evs []workflow.Event, typ, step string) int {
-	n := 0
-	for _, e := range evs {
-		if e.Type == typ && (step == "" || e.Step == step) {
-			n++
-		}
-	}
-	return n
 }

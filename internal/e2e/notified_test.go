@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -26,6 +27,7 @@ import (
 // CAIRN_MAX_AUTO_RECOVERIES=1 the run is left for an operator: both get
 // run_needs_attention.
 func TestRecoveryNotified(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	bin := proctest.Build(t, workerPkg)
@@ -68,7 +70,7 @@ func TestRecoveryNotified(t *testing.T) {
 	// seen waits for a notification of the run on both channels.
 	seen := func(runID, typ string, match func(workflow.Notification) bool) {
 		t.Helper()
-		eventually(t, 60*time.Second, typ+" on the event stream and the webhook", func() bool {
+		testkit.Eventually(t, 60*time.Second, typ+" on the event stream and the webhook", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			onStream, onHook := false, false
@@ -93,7 +95,7 @@ func TestRecoveryNotified(t *testing.T) {
 	t.Cleanup(func() { _, _ = client.Cancel(ctxb, run.ID, nil) })
 	running := func(what string) {
 		t.Helper()
-		eventually(t, 60*time.Second, what, func() bool {
+		testkit.Eventually(t, 60*time.Second, what, func() bool {
 			r, err := client.Get(ctxb, run.ID)
 			return err == nil && r.Step("fetch").Status == workflow.StepRunning
 		})

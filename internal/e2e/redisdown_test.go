@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -14,6 +15,7 @@ import (
 // retrying with backoff and says so; it neither exits nor gives up, and it
 // works once Redis is back.
 func TestWorkerWaitsForRedis(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true})
 	srv.Stop(t)
@@ -32,7 +34,7 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := waitRun(t, client, run.ID, 30*time.Second); r.Status != workflow.StatusSucceeded {
+	if r := testkit.WaitRun(t, client, run.ID, 30*time.Second); r.Status != workflow.StatusSucceeded {
 		t.Fatalf("run %s: %s", r.Status, r.FailureReason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
@@ -17,6 +18,7 @@ import (
 // is scheduled; a new worker process runs the retry at its due time (not
 // before), the run succeeds, and no step runs twice.
 func TestRestartMidBackoff(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	bin := proctest.Build(t, workerPkg)
@@ -30,7 +32,7 @@ func TestRestartMidBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	var scheduled *workflow.Run
-	eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
+	testkit.Eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		scheduled = r
 		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
@@ -42,7 +44,7 @@ func TestRestartMidBackoff(t *testing.T) {
 	// grace has passed: another case.)
 	insp := asynq.NewInspectorFromRedisClient(srv.Client(t))
 	retryTask := tasks.ID(run.ID, 1, 2, 0)
-	eventually(t, 10*time.Second, "the retry's asynq task to exist", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the retry's asynq task to exist", func() bool {
 		info, err := insp.GetTaskInfo(queue, retryTask)
 		return err == nil && info.State == asynq.TaskStateScheduled
 	})
@@ -55,7 +57,7 @@ func TestRestartMidBackoff(t *testing.T) {
 	}
 
 	w2 := startWorker(t, bin, env)
-	final := waitRun(t, client, run.ID, 60*time.Second)
+	final := testkit.WaitRun(t, client, run.ID, 60*time.Second)
 	if final.Status != workflow.StatusSucceeded {
 		t.Fatalf("run %s: %s\n%s", final.Status, final.FailureReason, w2.Output())
 	}
@@ -64,14 +66,14 @@ func TestRestartMidBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step, want := range map[string]int{"fetch": 1, "transform": 2, "deliver": 1} {
-		if got := count(evs, workflow.EventAttemptStarted, step); got != want {
+		if got := testkit.CountEvents(evs, workflow.EventAttemptStarted, step); got != want {
 			t.Errorf("%s started %d times, want %d", step, got, want)
 		}
-		if got := count(evs, workflow.EventAttemptSucceeded, step); got != 1 {
+		if got := testkit.CountEvents(evs, workflow.EventAttemptSucceeded, step); got != 1 {
 			t.Errorf("%s succeeded %d times, want 1", step, got)
 		}
 	}
-	if n := count(evs, workflow.EventAttemptCrashed, ""); n != 0 {
+	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, ""); n != 0 {
 		t.Errorf("%d crashes recorded; the kill came between attempts", n)
 	}
 	for _, ev := range evs {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/tasks/demo"
@@ -63,6 +64,7 @@ func hookReceiver(t *testing.T, secret string, status func(n int) int) (url stri
 // request). A new worker process delivers the signed run_failed event: one
 // delivery ID, answered 2xx once.
 func TestWebhookSurvivesWorkerKill(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, &redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	bin := proctest.Build(t, workerPkg)
@@ -90,7 +92,7 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the run to fail", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the run to fail", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Status == workflow.StatusFailed
 	})
@@ -103,7 +105,7 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 
 	w2 := startWorker(t, bin, env)
 	var delivered hookRequest
-	eventually(t, 120*time.Second, "a successful delivery", func() bool {
+	testkit.Eventually(t, 120*time.Second, "a successful delivery", func() bool {
 		for _, r := range requests() {
 			if r.status < 300 {
 				delivered = r
@@ -116,7 +118,7 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 	// complete and no notification is left unacknowledged.
 	store := retrystate.New(rdb, queue)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	eventually(t, 30*time.Second, "the delivery to be settled", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the delivery to be settled", func() bool {
 		info, err := insp.GetTaskInfo(queue, tasks.WebhookID(delivered.delivery))
 		if err != nil || info.State != asynq.TaskStateCompleted {
 			return false
@@ -151,18 +153,5 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 		t.Errorf("delivered details %v, want code permanent_error at step fetch", delivered.note.Details)
 	}
 	t.Logf("%d requests, %d successful, delivery %s; new worker output tail:\n%s", len(all), successes[delivered.delivery],
-		delivered.delivery, tailOf(w2.Output(), 5))
-}
-
-func tailOf(s string, n int) string {
-	lines := 0
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '\n' {
-			lines++
-			if lines > n {
-				return s[i+1:]
-			}
-		}
-	}
-	return s
+		delivered.delivery, tailLines(w2.Output(), 5))
 }

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,15 +15,9 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 	"github.com/cairnhq/cairn/workflow/yamldef"
-)
-
-func TestMain(m *testing.M) { redistest.Main(m) }
-
-var (
-	queueSeq atomic.Int64
-	nonWord  = regexp.MustCompile(`[^A-Za-z0-9]+`)
 )
 
 // harness is a test's worker and client on its own queue of the shared
@@ -34,13 +25,6 @@ var (
 type harness struct {
 	t      *testing.T
 	client *workflow.Client
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("CAIRN_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // startWorker runs a worker with the file's definitions until the test ends.
@@ -51,34 +35,14 @@ func startWorker(t *testing.T, filename, src string) *harness {
 		t.Fatalf("parse:\n%v", err)
 	}
 	rdb := redistest.Shared(t).Client(t)
-	q := fmt.Sprintf("y%d_%s", queueSeq.Add(1), nonWord.ReplaceAllString(t.Name(), "_"))
-	if len(q) > 60 {
-		q = q[:60]
+	q := testkit.Queue(t, "y")
+	log := testkit.Logger(t)
+	ds := make([]workflow.Definition, len(defs))
+	for i, d := range defs {
+		ds[i] = *d
 	}
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: q, Logger: testLogger()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range defs {
-		if err := w.Register(*d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready after 10s")
-	}
-	return &harness{t: t, client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: testLogger()})}
+	testkit.StartWorker(t, rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: q, Logger: log}}, ds...)
+	return &harness{t: t, client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
 }
 
 // run starts a run and waits for it to end.
@@ -88,13 +52,7 @@ func (h *harness) run(wf string, input any, timeout time.Duration) *workflow.Run
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	run, err = h.client.Wait(ctx, run.ID, 20*time.Millisecond)
-	if err != nil {
-		h.t.Fatalf("waiting for run: %v (last %+v)", err, run)
-	}
-	return run
+	return testkit.WaitRun(h.t, h.client, run.ID, timeout)
 }
 
 func (h *harness) events(id string) []workflow.Event {

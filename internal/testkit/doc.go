@@ -1,0 +1,11 @@
+// Package testkit holds the helpers the test suites share: polling for a
+// condition ([Eventually]), a per-test queue name ([Queue]) and logger
+// ([Logger]), a free loopback address ([FreeAddr]), an in-process worker on
+// a test's Redis ([StartWorker]), waiting for a run ([WaitRun]) and counting
+// its events ([CountEvents]), skipping the slow tests under -short
+// ([SkipShort]) and a TestMain that checks for leaked goroutines ([Main]).
+//
+// It is imported by tests only. Since it imports package workflow, the
+// internal (package workflow) tests of workflow and of the packages workflow
+// imports cannot use it; their external (_test) packages can.
+package testkit

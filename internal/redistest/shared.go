@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 var shared struct {
@@ -55,16 +57,28 @@ func startShared() (*Server, error) {
 	return s, nil
 }
 
-// Main runs the tests, then calls [StopShared] and exits with the tests'
+// Main runs the tests, calls [StopShared], then fails the run if the tests
+// left goroutines running (go.uber.org/goleak), and exits with the tests'
 // exit code. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
+//
+// Packages whose tests may import internal/testkit use testkit.Main, which
+// also removes built binaries.
 func Main(m *testing.M) {
-	code := m.Run()
+	goleak.VerifyTestMain(stopAfter{m})
+}
+
+// stopAfter is m, whose Run also stops the shared server, before goleak
+// looks for goroutines.
+type stopAfter struct{ m *testing.M }
+
+func (r stopAfter) Run() int {
+	code := r.m.Run()
 	if err := StopShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
-	os.Exit(code)
+	return code
 }
 
 // StopShared stops the shared server, if one was started, and removes its

@@ -33,9 +33,6 @@ func (s RunStatus) Valid() bool {
 	return false
 }
 
-// IsTerminal reports whether a run status is final: status.Terminal().
-func IsTerminal(status RunStatus) bool { return status.Terminal() }
-
 // StepStatus is the status of a step of a run.
 type StepStatus string
 

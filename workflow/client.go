@@ -262,9 +262,7 @@ var ErrInvalidStatus = errors.New("invalid status (want pending, running, succee
 // cursor of the next page ("" after the last). It returns ErrInvalidStatus
 // or ErrInvalidCursor for a bad filter or cursor.
 func (c *Client) List(ctx context.Context, opts ListOptions) ([]*Run, string, error) {
-	switch opts.Status {
-	case "", StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
-	default:
+	if opts.Status != "" && !opts.Status.Valid() {
 		return nil, "", fmt.Errorf("%w: %q", ErrInvalidStatus, opts.Status)
 	}
 	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,

@@ -553,7 +553,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if retrystate.IsTerminal(cur.Status) || cur.NeedsAttention || cur.Task == "" {
+	if cur.Status.Terminal() || cur.NeedsAttention || cur.Task == "" {
 		return Report{}, nil
 	}
 	switch cur.StepStatus {

@@ -16,3 +16,7 @@ var (
 	// elements, or a malformed element. A script and its decoder disagree.
 	ErrUnexpectedReply = errors.New("retrystate: unexpected script reply")
 )
+
+// errUnknownOutcome is wrapped (with ErrUnexpectedReply) by the error of a
+// reply whose outcome word the decoder does not know.
+var errUnknownOutcome = errors.New("unknown outcome")

@@ -1,7 +1,6 @@
 package retrystate
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -234,10 +233,6 @@ const (
 	peekStatus, peekAttention, peekUpdated, peekStepState = 0, 1, 2, 5
 	peekTask, peekFenceExpires, peekLen                   = 8, 10, 12
 )
-
-// errUnknownOutcome is wrapped (with ErrUnexpectedReply) by the error of a
-// reply whose outcome word the decoder does not know.
-var errUnknownOutcome = errors.New("unknown outcome")
 
 // reply reads the elements of one script reply, keeping the first problem it
 // finds.

@@ -255,9 +255,6 @@ type ListOptions struct {
 	Workflow string
 }
 
-// ErrInvalidStatus is returned by List for an unknown status filter.
-var ErrInvalidStatus = errors.New("invalid status (want pending, running, succeeded, failed or cancelled)")
-
 // List returns a page of runs, newest first, without their steps, and the
 // cursor of the next page ("" after the last). It returns ErrInvalidStatus
 // or ErrInvalidCursor for a bad filter or cursor.
@@ -427,11 +424,6 @@ func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntri
 	}
 	return c.store.ResumeNotifications(ctx, after, int64(max(maxEntries, 0)), notBefore)
 }
-
-// ErrActionRefused is returned when an operator action does not apply to the
-// run in its current state (recover of a running run, skip of a required step, ...).
-// The error says why; nothing was changed.
-var ErrActionRefused = errors.New("action refused")
 
 // Recover resumes a failed run (or a run left needing attention) from its
 // last checkpoint: the first step that has not succeeded runs again with a

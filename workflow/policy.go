@@ -178,9 +178,6 @@ func (p Policy) markNonRetryable(err error) error {
 	return Permanent(fmt.Errorf("error code %q is non-retryable: %w", Code(err), err))
 }
 
-// ErrInvalidPolicy is wrapped by every policy validation error.
-var ErrInvalidPolicy = errors.New("invalid policy")
-
 // Validate checks the fields that are set.
 func (p Policy) Validate() error {
 	var errs []error

@@ -151,10 +151,11 @@ type Started struct {
 	Next *Dispatch
 }
 
-// Reply layouts. Element 0 is the outcome word; the positions below are of
-// the elements after it. A layout's elements are all present: the length of
-// a reply is fixed by its outcome word (but for begin's "ok", whose earlier
-// steps follow, and begin's "stale", with or without a dispatch).
+// Reply layouts: the positions of the elements of each reply, counted from
+// the outcome word, element 0 (peek.lua's reply has no word). Every element
+// of a layout is present: the length of a reply is fixed by its outcome word,
+// but for begin's "ok", whose earlier steps follow, and begin's "stale", with
+// or without a dispatch.
 
 // begin.lua, {"ok", ...}: the attempt, then the name and output of each
 // earlier step.
@@ -223,15 +224,15 @@ var (
 
 // Positions of the other elements of the dispatch replies, and their lengths.
 const (
-	nextEnqueued, nextLen                                 = 5, 6
-	retryEnqueued, retryLen                               = 4, 5
-	releasedEnqueued, releasedLen                         = 6, 7
-	redispatchedCrashes, redispatchedWorkflow, redispLen  = 6, 7, 8
-	repairKind, repairWorkflow, repairLen                 = 7, 8, 9
-	actionWorkflow, actionLen                             = 5, 6
-	staleLen                                              = 7
-	peekStatus, peekAttention, peekUpdated, peekStepState = 0, 1, 2, 5
-	peekTask, peekFenceExpires, peekLen                   = 8, 10, 12
+	nextEnqueued, nextLen                                      = 5, 6
+	retryEnqueued, retryLen                                    = 4, 5
+	releasedEnqueued, releasedLen                              = 6, 7
+	redispatchedCrashes, redispatchedWorkflow, redispatchedLen = 6, 7, 8
+	repairKind, repairWorkflow, repairLen                      = 7, 8, 9
+	actionWorkflow, actionLen                                  = 5, 6
+	staleLen                                                   = 7
+	peekStatus, peekAttention, peekUpdated, peekStepState      = 0, 1, 2, 5
+	peekTask, peekFenceExpires, peekLen                        = 8, 10, 12
 )
 
 // reply reads the elements of one script reply, keeping the first problem it
@@ -519,7 +520,7 @@ func decodeRedispatch(res []string) (Result, error) {
 	r := newReply("redispatch", res)
 	switch r.word() {
 	case "redispatched":
-		r.want(redispLen)
+		r.want(redispatchedLen)
 		return r.result(Result{Outcome: OutcomeDispatch, Kind: kind, Dispatch: r.dispatch(redispatchedDispatch),
 			Crashes: r.integer(redispatchedCrashes), Workflow: r.str(redispatchedWorkflow)})
 	case "failed":

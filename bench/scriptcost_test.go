@@ -65,10 +65,10 @@ func BenchmarkScriptInstructions(b *testing.B) {
 				tokens[i] = fmt.Sprintf("token%d", i)
 				bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: id, Index: idx, TaskID: tasks.ID(id, idx, 1, 0),
 					Token: tokens[i], FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now()})
-				if err != nil || bg.Outcome != retrystate.BeginOK {
-					b.Fatalf("begin %s step %d: outcome %d, %v", id, idx, bg.Outcome, err)
+				if err != nil || bg.Outcome != retrystate.OutcomeOK {
+					b.Fatalf("begin %s step %d: outcome %s, %v", id, idx, bg.Outcome, err)
 				}
-				next[i] = bg.Next
+				next[i] = bg.Started.Next
 			}
 		})
 		measure(fmt.Sprintf("complete s%d", idx+1), func() {
@@ -80,7 +80,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 					a.NextTaskID, a.NextMessage = np.ID(), np.AsynqMessage(queue, n.Timeout)
 				}
 				c, err := store.Complete(ctx, a)
-				if err != nil || c.Fenced {
+				if err != nil || c.Outcome == retrystate.OutcomeFenced {
 					b.Fatalf("complete %s step %d: %+v, %v", id, idx, c, err)
 				}
 			}

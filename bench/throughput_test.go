@@ -509,7 +509,7 @@ func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, 
 // succeededKey is the index of a queue's succeeded runs, as
 // retrystate/keys.go (byStatus) names it; the benchmark polls its size.
 func succeededKey(queue string) string {
-	return "cairn:{" + queue + "}:idx:status:" + workflow.StatusSucceeded
+	return "cairn:{" + queue + "}:idx:status:" + string(workflow.StatusSucceeded)
 }
 
 // runCairn processes cfg.chains runs of a workflow of stepsPerChain no-op

@@ -206,8 +206,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	opts := workflow.ListOptions{Status: q.Get("status"), Workflow: q.Get("workflow"), Owner: q.Get("owner"),
-		Cursor: cursor, Limit: limit}
+	opts := workflow.ListOptions{Status: workflow.RunStatus(q.Get("status")), Workflow: q.Get("workflow"),
+		Owner: q.Get("owner"), Cursor: cursor, Limit: limit}
 	if opts.Workflow != "" && !workflowNameRE.MatchString(opts.Workflow) {
 		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "workflow %q: not a workflow name", opts.Workflow))
 		return

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -197,13 +196,6 @@ func (t *Tokens) Lookup(token string) (Principal, bool) {
 	e := t.entries[match]
 	return Principal{Subject: e.subject, Role: e.role}, true
 }
-
-// errUnauthenticated is a missing or unknown credential; errCSRF a
-// cookie-authenticated state change without a valid CSRF token.
-var (
-	errUnauthenticated = errors.New("missing or invalid credentials")
-	errCSRF            = errors.New("missing or invalid CSRF token")
-)
 
 // Authenticate returns the caller of r: from the Authorization header
 // ("Bearer <token>"), else from the cookie CookieName. A state-changing

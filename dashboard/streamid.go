@@ -16,8 +16,6 @@ func (id streamID) String() string {
 	return strconv.FormatUint(id.ms, 10) + "-" + strconv.FormatUint(id.seq, 10)
 }
 
-var errStreamIDRange = errors.New("out of range")
-
 // parseStreamID parses an entry ID as the API takes it: <ms>-<seq>, both
 // decimal, at most 18446744073709551615 each. The sequence number is
 // required: "after 1700000000000" could mean before or after the entries

@@ -144,7 +144,7 @@ type runsData struct {
 	Runs []*workflow.Run
 	// Filters, as given.
 	Status, Workflow, Owner string
-	Statuses                []string
+	Statuses                []workflow.RunStatus
 	Workflows               []string
 	// Cursor is this page's; NextURL the next page's ("" after the last).
 	Cursor  string
@@ -161,9 +161,10 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	q := r.URL.Query()
 	d := runsData{Status: q.Get("status"), Workflow: q.Get("workflow"), Cursor: cursor,
-		Statuses: []string{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
+		Statuses: []workflow.RunStatus{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
 			workflow.StatusFailed, workflow.StatusCancelled}}
-	opts := workflow.ListOptions{Status: d.Status, Workflow: d.Workflow, Cursor: cursor, Limit: limit, Owner: p.Subject}
+	opts := workflow.ListOptions{Status: workflow.RunStatus(d.Status), Workflow: d.Workflow, Cursor: cursor, Limit: limit,
+		Owner: p.Subject}
 	if p.IsAdmin() {
 		d.Owner = q.Get("owner")
 		opts.Owner = d.Owner

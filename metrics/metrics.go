@@ -150,17 +150,17 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) RunStarted(wf string) { m.runsStarted.WithLabelValues(wf).Inc() }
 
 // RunFinished implements workflow.Observer.
-func (m *Metrics) RunFinished(wf, status, code string) {
+func (m *Metrics) RunFinished(wf string, status workflow.RunStatus, code string) {
 	if wf == "" {
 		wf = "unknown"
 	}
-	m.runsFinished.WithLabelValues(wf, status, code).Inc()
+	m.runsFinished.WithLabelValues(wf, string(status), code).Inc()
 }
 
 // StepAttempt implements workflow.Observer. The duration of an attempt whose
 // body ran goes into cairn_step_duration_seconds.
-func (m *Metrics) StepAttempt(wf, step, outcome string, d time.Duration) {
-	m.attempts.WithLabelValues(wf, step, outcome).Inc()
+func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, d time.Duration) {
+	m.attempts.WithLabelValues(wf, step, string(outcome)).Inc()
 	switch outcome {
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
 		workflow.OutcomeExhausted, workflow.OutcomeDiscarded:
@@ -205,7 +205,7 @@ var (
 		"Number of queues paused.", []string{"queue"}, nil)
 )
 
-var runStatuses = []string{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
+var runStatuses = []workflow.RunStatus{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
 	workflow.StatusFailed, workflow.StatusCancelled}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -249,7 +249,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			c.errors.WithLabelValues("runs").Inc()
 		} else {
 			for _, st := range runStatuses {
-				ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(s.counts[st]), st)
+				ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(s.counts[string(st)]), string(st))
 			}
 			ch <- prometheus.MustNewConstMetric(descAttention, prometheus.GaugeValue, float64(s.counts["needs_attention"]))
 		}

@@ -132,7 +132,7 @@ func TestWorkerMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]string{ok.ID: workflow.StatusSucceeded, bad.ID: workflow.StatusFailed} {
+	for id, want := range map[string]workflow.RunStatus{ok.ID: workflow.StatusSucceeded, bad.ID: workflow.StatusFailed} {
 		r, err := client.Wait(wctx, id, 20*time.Millisecond)
 		if err != nil || r.Status != want {
 			t.Fatalf("run %s: %+v, %v; want %s", id, r, err, want)
@@ -148,11 +148,11 @@ func TestWorkerMetrics(t *testing.T) {
 		expectation{"cairn_runs_started_total", wf, 2},
 		expectation{"cairn_runs_finished_total", append(wf, "status", "succeeded", "code", ""), 1},
 		expectation{"cairn_runs_finished_total", append(wf, "status", "failed", "code", workflow.CodePermanentError), 1},
-		expectation{"cairn_step_attempts_total", step("fetch", "outcome", workflow.OutcomeSucceeded), 1},
-		expectation{"cairn_step_attempts_total", step("fetch", "outcome", workflow.OutcomeFailedPermanent), 1},
-		expectation{"cairn_step_attempts_total", step("transform", "outcome", workflow.OutcomeFailedTransient), 1},
-		expectation{"cairn_step_attempts_total", step("transform", "outcome", workflow.OutcomeSucceeded), 1},
-		expectation{"cairn_step_attempts_total", step("deliver", "outcome", workflow.OutcomeSucceeded), 1},
+		expectation{"cairn_step_attempts_total", step("fetch", "outcome", string(workflow.OutcomeSucceeded)), 1},
+		expectation{"cairn_step_attempts_total", step("fetch", "outcome", string(workflow.OutcomeFailedPermanent)), 1},
+		expectation{"cairn_step_attempts_total", step("transform", "outcome", string(workflow.OutcomeFailedTransient)), 1},
+		expectation{"cairn_step_attempts_total", step("transform", "outcome", string(workflow.OutcomeSucceeded)), 1},
+		expectation{"cairn_step_attempts_total", step("deliver", "outcome", string(workflow.OutcomeSucceeded)), 1},
 		expectation{"cairn_retries_scheduled_total", step("transform"), 1},
 		expectation{"cairn_retry_delay_seconds", wf, 1},
 		expectation{"cairn_step_duration_seconds", step("fetch"), 2},

@@ -27,24 +27,13 @@ const ActionRestore = "restore"
 // in the audit stream with actor. It returns ErrRunNotFound for an unknown
 // run and OutcomeRefused with the reason for a run or step it does not
 // apply to.
-func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Repair, error) {
+func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Result, error) {
 	res, err := s.run(ctx, restoreScript, []string{s.keys.run(runID), s.keys.audit()},
 		s.argv(runID, now, fromStep, actor, AuditMaxLen))
 	if err != nil {
-		return Repair{}, fmt.Errorf("restore: %w", err)
+		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	switch res[0] {
-	case "dispatch":
-		if len(res) != 6 {
-			return Repair{}, unexpected("restore", res)
-		}
-		return Repair{Outcome: OutcomeDispatch, Workflow: res[5], Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
-	case "refused":
-		return Repair{Outcome: OutcomeRefused, Reason: res[1]}, nil
-	case "gone":
-		return Repair{}, ErrRunNotFound
-	}
-	return Repair{}, unexpected("restore", res)
+	return notFound(decodeAction(res, ActionRestore))
 }
 
 // AuditEntry is one entry of the queue's audit stream: an administrator's

@@ -76,7 +76,7 @@ func (k keys) sweepLock() string { return k.prefix + "lock:sweep" }
 func (k keys) attention() string { return k.prefix + "idx:attention" }
 
 // ByStatus indexes runs of one status by creation time.
-func (k keys) byStatus(status string) string { return k.prefix + "idx:status:" + status }
+func (k keys) byStatus(status RunStatus) string { return k.prefix + "idx:status:" + string(status) }
 
 // Notifications is the queue's stream of run-level events (run failed,
 // succeeded, cancelled) for live subscribers and notifiers.

@@ -49,12 +49,12 @@ func TestBeginAgainWithTheSameToken(t *testing.T) {
 	create(t, s, id, t0, "a", "b")
 	task := tasks.ID(id, 0, 1, 0)
 	first := begin(t, s, id, 0, task, "tok", t0)
-	if first.Outcome != retrystate.BeginOK {
+	if first.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v", first)
 	}
 	again := begin(t, s, id, 0, task, "tok", t0.Add(4*time.Second))
-	if again.Outcome != retrystate.BeginOK || again.Attempt != first.Attempt || again.Used != first.Used ||
-		again.Crashed || again.Input != first.Input || again.Next == nil || again.Next.Name != "b" {
+	if a, f := again.Started, first.Started; again.Outcome != retrystate.OutcomeOK || a.Attempt != f.Attempt ||
+		a.Used != f.Used || a.Crashed || a.Input != f.Input || a.Next == nil || a.Next.Name != "b" {
 		t.Fatalf("begin again: %+v\nfirst: %+v", again, first)
 	}
 	run, _ := s.Run(ctxb, id)
@@ -68,7 +68,7 @@ func TestBeginAgainWithTheSameToken(t *testing.T) {
 	if n := countEntries(mustJournal(t, s, id), retrystate.EventAttemptStarted); n != 1 {
 		t.Errorf("%d attempt_started entries, want 1", n)
 	}
-	if b := begin(t, s, id, 0, task, "other", t0.Add(5*time.Second)); b.Outcome != retrystate.BeginBusy {
+	if b := begin(t, s, id, 0, task, "other", t0.Add(5*time.Second)); b.Outcome != retrystate.OutcomeBusy {
 		t.Errorf("another delivery: %+v, want busy", b)
 	}
 }
@@ -87,7 +87,7 @@ func TestFailAgainWithTheSameToken(t *testing.T) {
 		Delay: 3 * time.Second, Retention: time.Hour, Now: t0,
 		RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(s.Queue(), time.Minute)}
 	f, err := s.Fail(ctxb, args)
-	if err != nil || f.Retry == nil || !f.Enqueued {
+	if err != nil || f.Outcome != retrystate.OutcomeRetry || !f.Enqueued {
 		t.Fatalf("fail: %+v %v", f, err)
 	}
 	// The retry's task is in asynq's schedule, for its due time rounded up
@@ -98,7 +98,7 @@ func TestFailAgainWithTheSameToken(t *testing.T) {
 	}
 	args.Now = t0.Add(time.Second)
 	again, err := s.Fail(ctxb, args)
-	if err != nil || !again.Done || again.RunFailed || again.Fenced || again.RunStatus != retrystate.StatusRunning {
+	if err != nil || again.Outcome != retrystate.OutcomeDone || again.RunStatus != retrystate.StatusRunning {
 		t.Fatalf("fail again: %+v %v", again, err)
 	}
 	run, _ := s.Run(ctxb, id)
@@ -122,18 +122,18 @@ func TestRelease(t *testing.T) {
 	create(t, s, id, t0, "a")
 	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
 	next := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 1, Gen: 1}
-	if r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "stranger", Now: t0}); err != nil || !r.Fenced {
+	if r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "stranger", Now: t0}); err != nil || r.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("a stranger's release: %+v %v", r, err)
 	}
 	r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second),
 		TaskID: next.ID(), Message: next.AsynqMessage(s.Queue(), time.Minute)})
-	if err != nil || r.Fenced || !r.Enqueued || r.Dispatch == nil || r.Dispatch.Attempt != 1 || r.Dispatch.Gen != 1 {
+	if err != nil || r.Outcome != retrystate.OutcomeReleased || !r.Enqueued || r.Dispatch.Attempt != 1 || r.Dispatch.Gen != 1 {
 		t.Fatalf("release: %+v %v", r, err)
 	}
 	if n, err := rdb.LPos(ctxb, "asynq:{"+s.Queue()+"}:pending", next.ID(), redis.LPosArgs{}).Result(); err != nil || n < 0 {
 		t.Fatalf("the new dispatch's task is not pending in asynq: %v %v", n, err)
 	}
-	if again, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second)}); err != nil || !again.Fenced {
+	if again, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second)}); err != nil || again.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("a second release: %+v %v", again, err)
 	}
 	es := mustJournal(t, s, id)
@@ -146,7 +146,7 @@ func TestRelease(t *testing.T) {
 		t.Errorf("notifications: %+v", ns)
 	}
 	b := begin(t, s, id, 0, next.ID(), "tok2", t0.Add(2*time.Second))
-	if b.Outcome != retrystate.BeginOK || b.Attempt != 1 || b.Crashed || b.Used != 1 {
+	if b.Outcome != retrystate.OutcomeOK || b.Started.Attempt != 1 || b.Started.Crashed || b.Started.Used != 1 {
 		t.Fatalf("resume: %+v", b)
 	}
 	run, _ := s.Run(ctxb, id)
@@ -223,7 +223,7 @@ func TestRecoveryNotifications(t *testing.T) {
 	found := runID(6)
 	create(t, s, found, t0, "a")
 	begin(t, s, found, 0, tasks.ID(found, 0, 1, 0), "tok", t0)
-	if b := begin(t, s, found, 0, tasks.ID(found, 0, 1, 0), "tok2", t0.Add(11*time.Second)); !b.Crashed {
+	if b := begin(t, s, found, 0, tasks.ID(found, 0, 1, 0), "tok2", t0.Add(11*time.Second)); b.Started == nil || !b.Started.Crashed {
 		t.Fatalf("takeover: %+v", b)
 	}
 	// A lost task re-created.
@@ -252,7 +252,7 @@ func TestRecoveryNotifications(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []string{retrystate.OutcomeDispatch, retrystate.OutcomeAttention}[i]; rp.Outcome != want {
+		if want := []retrystate.Outcome{retrystate.OutcomeDispatch, retrystate.OutcomeAttention}[i]; rp.Outcome != want {
 			t.Fatalf("repair %d: %+v, want %s", i+1, rp, want)
 		}
 	}
@@ -287,7 +287,7 @@ func TestTryLockKnowsItsOwnToken(t *testing.T) {
 func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	start := func(n int, owner, key string) retrystate.Created {
+	start := func(n int, owner, key string) retrystate.Result {
 		t.Helper()
 		c, err := s.CreateRun(ctxb, retrystate.NewRun{ID: runID(n), Workflow: "wf", Owner: owner, IdempotencyKey: key,
 			Input: "{}", Definition: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})
@@ -312,17 +312,17 @@ func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 		{16, "5:alice", "k", false, 16},
 	} {
 		got := start(c.n, c.owner, c.key)
-		if got.Existed != c.existed || got.RunID != runID(c.runOfTheKeyN) {
+		if (got.Outcome == retrystate.OutcomeExists) != c.existed || got.RunID != runID(c.runOfTheKeyN) {
 			t.Errorf("run %d (owner %q, key %q): %+v, want existed %v and run %d", c.n, c.owner, c.key, got, c.existed, c.runOfTheKeyN)
 		}
 	}
 	// A key from before the scoping (idem:<key>) counts for its run's owner.
 	start(20, "alice", "")
 	rdb.Set(ctxb, "cairn:{"+s.Queue()+"}:idem:old", runID(20), 0)
-	if got := start(21, "alice", "old"); !got.Existed || got.RunID != runID(20) {
+	if got := start(21, "alice", "old"); got.Outcome != retrystate.OutcomeExists || got.RunID != runID(20) {
 		t.Errorf("alice's legacy key: %+v, want run 20", got)
 	}
-	if got := start(22, "bob", "old"); got.Existed {
+	if got := start(22, "bob", "old"); got.Outcome == retrystate.OutcomeExists {
 		t.Errorf("bob's start with alice's legacy key found %s", got.RunID)
 	}
 	// A finished run's key gets the run's retention.

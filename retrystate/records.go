@@ -5,33 +5,6 @@ import (
 	"time"
 )
 
-// Run statuses.
-const (
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-)
-
-// Step statuses. A step waiting for a scheduled retry is pending with
-// RetryState RetryScheduled.
-const (
-	StepPending   = "pending"
-	StepRunning   = "running"
-	StepSucceeded = "succeeded"
-	StepFailed    = "failed"
-	StepSkipped   = "skipped"
-	StepCancelled = "cancelled"
-)
-
-// Retry states of a step.
-const (
-	RetryNone      = "none"
-	RetryScheduled = "scheduled"
-	RetryExhausted = "exhausted"
-)
-
 // Error classes recorded with a failed attempt.
 const (
 	ClassTransient = "transient"
@@ -48,16 +21,11 @@ const (
 	CodeCancelled             = "cancelled"
 )
 
-// IsTerminal reports whether a run status is final.
-func IsTerminal(status string) bool {
-	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
-}
-
 // Run is a run record with its step records, as stored.
 type Run struct {
 	ID             string
 	Workflow       string
-	Status         string
+	Status         RunStatus
 	Owner          string
 	Input          string // JSON
 	IdempotencyKey string
@@ -87,12 +55,12 @@ type Step struct {
 	Index            int
 	Name             string
 	Optional         bool
-	Status           string
+	Status           StepStatus
 	Attempt          int // number of the current (or last) attempt; never reused
 	AttemptsStarted  int
 	BudgetBase       int // attempts before the current retry budget began
 	RetryAttempts    int // retries scheduled within the current budget
-	RetryState       string
+	RetryState       RetryState
 	NextAttemptAt    time.Time // zero unless a retry is scheduled
 	MaxAttempts      int
 	MaxCrashes       int
@@ -202,7 +170,7 @@ func parseRun(id string, h map[string]string) *Run {
 	return &Run{
 		ID:              id,
 		Workflow:        h["workflow"],
-		Status:          h["status"],
+		Status:          RunStatus(h["status"]),
 		Owner:           h["owner"],
 		Input:           h["input"],
 		IdempotencyKey:  h["idempotency_key"],
@@ -230,12 +198,12 @@ func parseStep(idx int, h map[string]string) Step {
 		Index:            idx,
 		Name:             h["name"],
 		Optional:         h["optional"] == "1",
-		Status:           h["status"],
+		Status:           StepStatus(h["status"]),
 		Attempt:          atoi(h["attempt"]),
 		AttemptsStarted:  atoi(h["attempts_started"]),
 		BudgetBase:       atoi(h["budget_base"]),
 		RetryAttempts:    atoi(h["retry_attempts"]),
-		RetryState:       h["retry_state"],
+		RetryState:       RetryState(h["retry_state"]),
 		NextAttemptAt:    msTime(h["next_attempt_at"]),
 		MaxAttempts:      atoi(h["max_attempts"]),
 		MaxCrashes:       atoi(h["max_crashes"]),

@@ -10,66 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Repair is the result of a reconciler repair or an operator action.
-type Repair struct {
-	// Outcome is one of the Outcome constants.
-	Outcome string
-	// Dispatch is the task to enqueue (OutcomeDispatch), of a run of
-	// Workflow.
-	Dispatch *Dispatch
-	Workflow string
-	// Kind names the repair: crashed_attempt, task_missing,
-	// retry_task_missing, task_archived, deadline.
-	Kind string
-	// Code and Reason of a run that failed (OutcomeFailed), the reason of a
-	// run left needing attention (OutcomeAttention), of a refused action
-	// (OutcomeRefused), or why nothing was done (OutcomeNoop).
-	Code   string
-	Reason string
-	// Task and StepStatus of the current step when a run failed on its
-	// deadline, so its task can be deleted or its execution cancelled.
-	Task       string
-	StepStatus string
-	// Crashes counted on the step (crashed_attempt).
-	Crashes int
-}
-
-// Repair and operator outcomes.
-const (
-	OutcomeDispatch  = "dispatch"  // enqueue Dispatch
-	OutcomeFailed    = "failed"    // the run failed
-	OutcomeAttention = "attention" // the run was repaired too often: left to an operator
-	OutcomeNoop      = "noop"      // nothing to do
-	OutcomeRefused   = "refused"   // operator action not allowed in this state
-	OutcomeSucceeded = "succeeded" // the run ended successfully (skip of its last step)
-)
-
-func dispatchOf(index, name, attempt, gen, dueAt, timeout string) *Dispatch {
-	return &Dispatch{Index: atoi(index), Name: name, Attempt: atoi(attempt), Gen: atoi(gen),
-		DueAt: msTime(dueAt), Timeout: time.Duration(atoi(timeout)) * time.Millisecond}
-}
-
 // Redispatch repairs the current attempt of a run whose fence expired: its
 // worker died. The crash is counted (the run fails when the step's crash
 // budget is spent) and the attempt gets a new dispatch.
-func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Repair, error) {
+func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.redispatch, []string{s.keys.run(runID)},
 		s.argv(runID, now, maxAuto, retention.Milliseconds()))
 	if err != nil {
-		return Repair{}, fmt.Errorf("redispatch: %w", err)
+		return Result{}, fmt.Errorf("redispatch: %w", err)
 	}
-	switch res[0] {
-	case "redispatched":
-		return Repair{Outcome: OutcomeDispatch, Kind: "crashed_attempt", Workflow: res[7],
-			Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Crashes: atoi(res[6])}, nil
-	case "failed":
-		return Repair{Outcome: OutcomeFailed, Kind: "crashed_attempt", Code: res[1], Reason: res[2]}, nil
-	case "attention":
-		return Repair{Outcome: OutcomeAttention, Kind: "crashed_attempt", Reason: res[1]}, nil
-	case "noop":
-		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
-	}
-	return Repair{}, unexpected("redispatch", res)
+	return decodeRedispatch(res)
 }
 
 // TaskTrouble is what the caller of RepairTask found wrong with a task.
@@ -91,38 +41,24 @@ const (
 // RepairTask re-creates the task of a run's current step, which the caller
 // found in trouble: under the same ID when it is missing, under a new
 // dispatch ID (the next gen) when asynq still holds the old one. Nothing is
-// done ("noop") unless the step is still pending with that task. Repair
+// done (OutcomeNoop) unless the step is still pending with that task. Repair
 // kinds: task_missing, retry_task_missing, task_archived, stalled_delivery.
-func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Repair, error) {
+func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, string(trouble), maxAuto))
 	if err != nil {
-		return Repair{}, fmt.Errorf("repair task: %w", err)
+		return Result{}, fmt.Errorf("repair task: %w", err)
 	}
-	switch res[0] {
-	case "repair":
-		return Repair{Outcome: OutcomeDispatch, Kind: res[7], Workflow: res[8],
-			Dispatch: dispatchOf(res[1], res[2], res[3], res[4], res[5], res[6])}, nil
-	case "attention":
-		return Repair{Outcome: OutcomeAttention, Reason: res[1]}, nil
-	case "noop":
-		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
-	}
-	return Repair{}, unexpected("repair", res)
+	return decodeRepair(res)
 }
 
-// ExpireDeadline fails a run that passed its deadline with run_timeout.
-func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Repair, error) {
+// ExpireDeadline fails a run that passed its deadline with run_timeout
+// (OutcomeRunFailed, kind deadline).
+func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.timeout, []string{s.keys.run(runID)}, s.argv(runID, now, retention.Milliseconds()))
 	if err != nil {
-		return Repair{}, fmt.Errorf("expire deadline: %w", err)
+		return Result{}, fmt.Errorf("expire deadline: %w", err)
 	}
-	switch res[0] {
-	case "failed":
-		return Repair{Outcome: OutcomeFailed, Kind: "deadline", Code: CodeRunTimeout, Task: res[1], StepStatus: res[2], Reason: res[3]}, nil
-	case "noop":
-		return Repair{Outcome: OutcomeNoop, Reason: res[1]}, nil
-	}
-	return Repair{}, unexpected("timeout", res)
+	return decodeTimeout(res)
 }
 
 // Operator actions.
@@ -134,23 +70,13 @@ const (
 
 // Operate applies an operator action (ActionRecover, ActionRetry with a
 // step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
-func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Repair, error) {
+func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.operate, []string{s.keys.run(runID)},
 		s.argv(runID, now, action, step, actor, retention.Milliseconds()))
 	if err != nil {
-		return Repair{}, fmt.Errorf("%s: %w", action, err)
+		return Result{}, fmt.Errorf("%s: %w", action, err)
 	}
-	switch res[0] {
-	case "dispatch":
-		return Repair{Outcome: OutcomeDispatch, Workflow: res[5], Dispatch: dispatchOf(res[1], res[2], res[3], "0", "0", res[4])}, nil
-	case "succeeded":
-		return Repair{Outcome: OutcomeSucceeded}, nil
-	case "refused":
-		return Repair{Outcome: OutcomeRefused, Reason: res[1]}, nil
-	case "gone":
-		return Repair{}, ErrRunNotFound
-	}
-	return Repair{}, unexpected(action, res)
+	return notFound(decodeAction(res, action))
 }
 
 // Due is a run ID with the time an index holds for it.
@@ -287,10 +213,10 @@ func (s *Store) Unlock(ctx context.Context, name, token string) error {
 // Current is a run's status and its current step's dispatch, as Peek reads
 // them.
 type Current struct {
-	Status         string
+	Status         RunStatus
 	NeedsAttention bool
 	UpdatedAt      time.Time
-	StepStatus     string
+	StepStatus     StepStatus
 	Task           string
 	FenceExpiresAt time.Time
 	Dispatch       Dispatch
@@ -303,25 +229,20 @@ func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
 	if err != nil {
 		return Current{}, fmt.Errorf("peek: %w", err)
 	}
-	arr, _ := res.([]any)
-	if len(arr) == 0 {
+	if arr, _ := res.([]any); len(arr) == 0 {
 		return Current{}, ErrRunNotFound
 	}
 	v, err := toStrings(res)
-	if err != nil || len(v) != 12 {
-		return Current{}, fmt.Errorf("peek: unexpected reply %v", res)
+	if err != nil {
+		return Current{}, fmt.Errorf("peek: %w", err)
 	}
-	return Current{
-		Status: v[0], NeedsAttention: v[1] == "1", UpdatedAt: msTime(v[2]), StepStatus: v[5], Task: v[8],
-		FenceExpiresAt: msTime(v[10]),
-		Dispatch:       *dispatchOf(v[3], v[4], v[6], v[7], v[9], v[11]),
-	}, nil
+	return decodePeek(v)
 }
 
 // CountByStatus returns the number of runs of each status, and of runs
 // needing attention under the key "needs_attention".
 func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	statuses := []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+	statuses := []RunStatus{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(statuses))
 	for i, st := range statuses {
@@ -333,7 +254,7 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 	}
 	out := make(map[string]int64, len(statuses)+1)
 	for i, st := range statuses {
-		out[st] = cmds[i].Val()
+		out[string(st)] = cmds[i].Val()
 	}
 	out["needs_attention"] = attention.Val()
 	return out, nil

@@ -91,7 +91,7 @@ func (w *world) zadd(key string, score int64, member string) *world {
 func (w *world) zrem(key, member string) *world { return w.do("ZREM", key, member) }
 
 // move moves the run from one status index to another.
-func (w *world) move(from, to string) *world {
+func (w *world) move(from, to RunStatus) *world {
 	return w.zrem(tk.byStatus(from), tRun).zadd(tk.byStatus(to), tCreated, tRun)
 }
 

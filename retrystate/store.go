@@ -10,15 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Errors returned by Store.
-var (
-	// ErrRunNotFound: no run has the ID (never created, or expired after
-	// its retention).
-	ErrRunNotFound = errors.New("run not found")
-	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
-	ErrUnknownWorkflow = errors.New("unknown workflow")
-)
-
 // Store reads and writes the workflow state of one queue.
 type Store struct {
 	rdb     redis.UniversalClient
@@ -109,13 +100,6 @@ type NewStep struct {
 	MaxIterations int
 }
 
-// Created is the result of CreateRun.
-type Created struct {
-	RunID   string
-	Existed bool // the idempotency key had started RunID before
-	First   Dispatch
-}
-
 // Dispatch names the task that must exist for a step to make progress.
 type Dispatch struct {
 	Index   int
@@ -126,12 +110,13 @@ type Dispatch struct {
 	Timeout time.Duration
 }
 
-// CreateRun creates a run and makes its first step due. With an
-// idempotency key that already started a run, it writes nothing and returns
-// that run's ID with Existed set.
-func (s *Store) CreateRun(ctx context.Context, r NewRun) (Created, error) {
+// CreateRun creates a run and makes its first step due (OutcomeCreated,
+// with the first step's Dispatch). With an idempotency key that already
+// started a run, it writes nothing and returns that run's ID
+// (OutcomeExists).
+func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 	if len(r.Steps) == 0 {
-		return Created{}, errors.New("retrystate: a run needs at least one step")
+		return Result{}, errors.New("retrystate: a run needs at least one step")
 	}
 	argv := s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Definition,
 		r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
@@ -145,39 +130,10 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Created, error) {
 	}
 	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem, legacy}, argv)
 	if err != nil {
-		return Created{}, fmt.Errorf("create run: %w", err)
+		return Result{}, fmt.Errorf("create run: %w", err)
 	}
-	switch res[0] {
-	case "exists":
-		return Created{RunID: res[1], Existed: true}, nil
-	case "created":
-		return Created{RunID: r.ID, First: Dispatch{Index: 0, Name: r.Steps[0].Name, Attempt: atoi(res[2]),
-			Timeout: r.Steps[0].Timeout}}, nil
-	}
-	return Created{}, unexpected("create", res)
+	return decodeCreate(res, r.ID, r.Steps[0])
 }
-
-// BeginOutcome tells a delivery what to do.
-type BeginOutcome int
-
-// Outcomes of Begin.
-const (
-	// BeginOK: run the step body.
-	BeginOK BeginOutcome = iota
-	// BeginGone: no such run; acknowledge the task.
-	BeginGone
-	// BeginEnded: the run is terminal; acknowledge the task.
-	BeginEnded
-	// BeginStale: the task is not the step's current dispatch; acknowledge.
-	BeginStale
-	// BeginBusy: another delivery of this dispatch holds a live fence; try
-	// again after Wait.
-	BeginBusy
-	// BeginEarly: the attempt is not due; try again after Wait.
-	BeginEarly
-	// BeginFailed: the run failed on this begin (Code, Reason).
-	BeginFailed
-)
 
 // BeginArgs identifies a delivery of a step attempt's task.
 type BeginArgs struct {
@@ -190,76 +146,21 @@ type BeginArgs struct {
 	Now       time.Time
 }
 
-// Begun is the result of Begin.
-type Begun struct {
-	Outcome BeginOutcome
-	Status  string        // BeginEnded: the run's status
-	Wait    time.Duration // BeginBusy, BeginEarly
-	Code    string        // BeginFailed
-	Reason  string        // BeginFailed
-	// BeginStale: the dispatch the run is waiting for, if any.
-	Pending *Dispatch
-	// BeginOK:
-	Attempt  int
-	Crashes  int
-	Crashed  bool // this begin resumed an attempt whose worker died
-	Input    string
-	Policy   string       // the step's effective policy (JSON)
-	Used     int          // attempts of the current budget, this one included
-	Deadline time.Time    // the run's deadline; zero: none
-	Earlier  []Checkpoint // outputs of the steps before this one, in order
-	// Next is the dispatch the next step will get when this one completes
-	// (nil for the last step), so its task can be prepared in advance.
-	Next *Dispatch
-}
-
 // Checkpoint is the stored output of a step.
 type Checkpoint struct {
 	Name   string
 	Output string // JSON; "" for a step that produced none (skipped)
 }
 
-// Begin starts an attempt for a delivered task, or tells the caller why not.
-func (s *Store) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
+// Begin starts an attempt for a delivered task (OutcomeOK, with Started),
+// or tells the caller why not (see the Outcome constants of begin).
+func (s *Store) Begin(ctx context.Context, a BeginArgs) (Result, error) {
 	res, err := s.run(ctx, s.scripts.begin, []string{s.keys.run(a.RunID)},
 		s.argv(a.RunID, a.Now, a.TaskID, a.Token, a.FenceTTL.Milliseconds(), a.Index, a.Retention.Milliseconds()))
 	if err != nil {
-		return Begun{}, fmt.Errorf("begin: %w", err)
+		return Result{}, fmt.Errorf("begin: %w", err)
 	}
-	switch res[0] {
-	case "ok":
-		if len(res) < 11 || (len(res)-11)%2 != 0 {
-			return Begun{}, unexpected("begin", res)
-		}
-		b := Begun{Outcome: BeginOK, Attempt: atoi(res[1]), Crashes: atoi(res[2]), Crashed: res[3] == "1",
-			Input: res[4], Policy: res[5], Used: atoi(res[6]), Deadline: msTime(res[7])}
-		if res[8] != "" {
-			b.Next = &Dispatch{Index: a.Index + 1, Name: res[8], Attempt: atoi(res[9]) + 1,
-				Timeout: time.Duration(atoi(res[10])) * time.Millisecond}
-		}
-		for i := 11; i+1 < len(res); i += 2 {
-			b.Earlier = append(b.Earlier, Checkpoint{Name: res[i], Output: res[i+1]})
-		}
-		return b, nil
-	case "gone":
-		return Begun{Outcome: BeginGone}, nil
-	case "ended":
-		return Begun{Outcome: BeginEnded, Status: res[1]}, nil
-	case "stale":
-		b := Begun{Outcome: BeginStale}
-		if len(res) == 7 {
-			b.Pending = &Dispatch{Index: atoi(res[1]), Name: res[2], Attempt: atoi(res[3]), Gen: atoi(res[4]),
-				DueAt: msTime(res[5]), Timeout: time.Duration(atoi(res[6])) * time.Millisecond}
-		}
-		return b, nil
-	case "busy":
-		return Begun{Outcome: BeginBusy, Wait: time.Duration(atoi(res[1])) * time.Millisecond}, nil
-	case "early":
-		return Begun{Outcome: BeginEarly, Wait: time.Duration(atoi(res[1])) * time.Millisecond}, nil
-	case "failed":
-		return Begun{Outcome: BeginFailed, Code: res[1], Reason: res[2]}, nil
-	}
-	return Begun{}, unexpected("begin", res)
+	return decodeBegin(res, a.Index)
 }
 
 // CompleteArgs checkpoints a step's output.
@@ -272,50 +173,22 @@ type CompleteArgs struct {
 	Now       time.Time
 	// NextTaskID and NextMessage, when set, are the task ID and the asynq
 	// message (tasks.AsynqMessage) of the next step's first dispatch, as
-	// Begun.Next predicted it: the script creates that task with the
+	// Started.Next predicted it: the script creates that task with the
 	// checkpoint when the prediction holds.
 	NextTaskID  string
 	NextMessage []byte
 }
 
-// Completed is the result of Complete.
-type Completed struct {
-	// Next is the step now due, or nil.
-	Next *Dispatch
-	// Enqueued: the script created Next's task with the checkpoint.
-	Enqueued bool
-	// Succeeded: that was the last step; the run succeeded.
-	Succeeded bool
-	// Fenced: the attempt no longer owned the step (Why); nothing written.
-	Fenced bool
-	Why    string
-	// Done: this attempt's complete was applied before (its reply was
-	// lost); RunStatus is the run's status now. Nothing written.
-	Done      bool
-	RunStatus string
-}
-
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
-func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Completed, error) {
+func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
 	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending()}
 	res, err := s.run(ctx, s.scripts.complete, keys,
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage))
 	if err != nil {
-		return Completed{}, fmt.Errorf("complete: %w", err)
+		return Result{}, fmt.Errorf("complete: %w", err)
 	}
-	switch res[0] {
-	case "next":
-		return Completed{Next: &Dispatch{Index: atoi(res[1]), Name: res[2], Attempt: atoi(res[3]),
-			Timeout: time.Duration(atoi(res[4])) * time.Millisecond}, Enqueued: res[5] == "1"}, nil
-	case "succeeded":
-		return Completed{Succeeded: true}, nil
-	case "fenced":
-		return Completed{Fenced: true, Why: res[1]}, nil
-	case "done":
-		return Completed{Done: true, RunStatus: res[1]}, nil
-	}
-	return Completed{}, unexpected("complete", res)
+	return decodeComplete(res)
 }
 
 // FailArgs records a failed attempt.
@@ -337,53 +210,18 @@ type FailArgs struct {
 	RetryMessage []byte
 }
 
-// FailResult is the result of Fail.
-type FailResult struct {
-	// Retry is the scheduled next attempt, or nil.
-	Retry *Dispatch
-	// Enqueued: the script wrote Retry's task with the retry.
-	Enqueued bool
-	// RunFailed: no retry; the run failed with Code and Reason.
-	RunFailed bool
-	Code      string
-	Reason    string
-	// Fenced: the attempt no longer owned the step (Why); nothing written.
-	Fenced bool
-	Why    string
-	// Done: this attempt's failure was recorded before (its reply was
-	// lost): the run is now RunStatus, failed with Code when it failed.
-	// Nothing written; a retry it scheduled has its task already (when
-	// RetryTaskID was right).
-	Done      bool
-	RunStatus string
-}
-
 // Fail records a failed attempt: for a transient error with budget left it
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
-func (s *Store) Fail(ctx context.Context, a FailArgs) (FailResult, error) {
+func (s *Store) Fail(ctx context.Context, a FailArgs) (Result, error) {
 	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.RetryTaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
 	res, err := s.run(ctx, s.scripts.fail, keys,
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Error, a.Class, a.Delay.Milliseconds(),
 			a.Retention.Milliseconds(), a.Code, a.RetryTaskID, a.RetryMessage))
 	if err != nil {
-		return FailResult{}, fmt.Errorf("fail: %w", err)
+		return Result{}, fmt.Errorf("fail: %w", err)
 	}
-	switch res[0] {
-	case "retry":
-		return FailResult{Retry: &Dispatch{Index: a.Index, DueAt: msTime(res[1]), Attempt: atoi(res[2]),
-			Timeout: time.Duration(atoi(res[3])) * time.Millisecond}, Enqueued: len(res) > 4 && res[4] == "1"}, nil
-	case "failed":
-		return FailResult{RunFailed: true, Code: res[1], Reason: res[2]}, nil
-	case "fenced":
-		return FailResult{Fenced: true, Why: res[1]}, nil
-	case "done":
-		if len(res) < 3 {
-			return FailResult{}, unexpected("fail", res)
-		}
-		return FailResult{Done: true, RunStatus: res[1], Code: res[2], RunFailed: res[1] == StatusFailed}, nil
-	}
-	return FailResult{}, unexpected("fail", res)
+	return decodeFail(res, a.Index)
 }
 
 // ReleaseArgs hands back an attempt its worker stopped because it could not
@@ -400,67 +238,38 @@ type ReleaseArgs struct {
 	Message []byte
 }
 
-// Released is the result of Release.
-type Released struct {
-	// Dispatch resumes the attempt; Enqueued: the script wrote its task.
-	Dispatch *Dispatch
-	Enqueued bool
-	// Fenced: the attempt no longer owned the step (Why); nothing written.
-	Fenced bool
-	Why    string
-}
-
 // Release hands back a running attempt whose worker stopped it because it
 // could not renew its fence (Redis unreachable): neither a crash nor a
 // failed attempt. The attempt resumes under a new dispatch, due now, and the
 // run is notified (run_recovered, by worker, kind interrupted_attempt).
 // Fenced by the attempt's token.
-func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Released, error) {
+func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
 	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending()}
 	res, err := s.run(ctx, s.scripts.release, keys, s.argv(a.RunID, a.Now, a.Token, a.Index, a.TaskID, a.Message))
 	if err != nil {
-		return Released{}, fmt.Errorf("release: %w", err)
+		return Result{}, fmt.Errorf("release: %w", err)
 	}
-	switch res[0] {
-	case "released":
-		if len(res) < 7 {
-			return Released{}, unexpected("release", res)
-		}
-		return Released{Dispatch: dispatchOf(res[1], res[2], res[3], res[4], "0", res[5]), Enqueued: res[6] == "1"}, nil
-	case "fenced":
-		return Released{Fenced: true, Why: res[1]}, nil
-	}
-	return Released{}, unexpected("release", res)
+	return decodeRelease(res)
 }
 
-// CancelResult is the result of Cancel.
-type CancelResult struct {
-	Cancelled  bool   // this call cancelled the run
-	Already    bool   // the run had been cancelled before
-	Status     string // the run's status when it was terminal already
-	Task       string // task ID of the step that was current
-	StepStatus string // that step's status before the cancel
-}
-
-// Cancel ends a pending or running run as cancelled. It returns
-// ErrRunNotFound for an unknown run.
-func (s *Store) Cancel(ctx context.Context, runID, actor string, retention time.Duration, now time.Time) (CancelResult, error) {
+// Cancel ends a pending or running run as cancelled (OutcomeCancelled). A
+// run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
+// OutcomeEnded. It returns ErrRunNotFound for an unknown run.
+func (s *Store) Cancel(ctx context.Context, runID, actor string, retention time.Duration, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.cancel, []string{s.keys.run(runID)},
 		s.argv(runID, now, actor, retention.Milliseconds()))
 	if err != nil {
-		return CancelResult{}, fmt.Errorf("cancel: %w", err)
+		return Result{}, fmt.Errorf("cancel: %w", err)
 	}
-	switch res[0] {
-	case "cancelled":
-		return CancelResult{Cancelled: true, Task: res[1], StepStatus: res[2]}, nil
-	case "already":
-		return CancelResult{Already: true, Status: StatusCancelled}, nil
-	case "ended":
-		return CancelResult{Status: res[1]}, nil
-	case "gone":
-		return CancelResult{}, ErrRunNotFound
+	return notFound(decodeCancel(res))
+}
+
+// notFound turns OutcomeGone into ErrRunNotFound.
+func notFound(r Result, err error) (Result, error) {
+	if err == nil && r.Outcome == OutcomeGone {
+		return Result{}, ErrRunNotFound
 	}
-	return CancelResult{}, unexpected("cancel", res)
+	return r, err
 }
 
 // Renewal is the answer to a fence renewal.
@@ -476,11 +285,11 @@ const (
 // Renew extends the fence of a running attempt to now+ttl.
 func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, ttl time.Duration, now time.Time) (Renewal, error) {
 	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.fences()},
-		token, ms(now), ttl.Milliseconds(), runID, idx).Int()
+		token, ms(now), ttl.Milliseconds(), runID, idx).Int64()
 	if err != nil {
 		return FenceLost, fmt.Errorf("renew: %w", err)
 	}
-	return Renewal(n), nil
+	return decodeRenewal(n)
 }
 
 // Run returns a run with its steps, read at one instant, or ErrRunNotFound.
@@ -504,9 +313,9 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 
 // ListQuery selects runs, newest first.
 type ListQuery struct {
-	Status string // "" for every status
-	Limit  int    // default 50, at most 1000
-	Cursor string // from the previous page; "" for the first
+	Status RunStatus // "" for every status
+	Limit  int       // default 50, at most 1000
+	Cursor string    // from the previous page; "" for the first
 	// Owner and Workflow, when set, keep only the runs of that owner and
 	// workflow. A filtered listing examines a bounded number of index
 	// entries per page (see scanRuns): a page may then hold fewer than
@@ -514,9 +323,6 @@ type ListQuery struct {
 	Owner    string
 	Workflow string
 }
-
-// ErrBadCursor is returned by ListRuns for a cursor it did not make.
-var ErrBadCursor = errors.New("malformed cursor")
 
 // ListRuns returns a page of runs (without their steps) and the cursor of
 // the next page ("" after the last).
@@ -616,7 +422,7 @@ func boolArg(b bool) string {
 func toStrings(res any) ([]string, error) {
 	arr, ok := res.([]any)
 	if !ok || len(arr) == 0 {
-		return nil, fmt.Errorf("retrystate: unexpected script reply %v", res)
+		return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
 	out := make([]string, len(arr))
 	for i, v := range arr {
@@ -628,14 +434,10 @@ func toStrings(res any) ([]string, error) {
 		case nil:
 			out[i] = ""
 		default:
-			return nil, fmt.Errorf("retrystate: unexpected script reply element %T", v)
+			return nil, fmt.Errorf("%w: an element of type %T", ErrUnexpectedReply, v)
 		}
 	}
 	return out, nil
-}
-
-func unexpected(op string, res []string) error {
-	return fmt.Errorf("retrystate: %s: unexpected script reply %q", op, res)
 }
 
 // Notification is one entry of the queue's notification stream: a run-level

@@ -29,7 +29,7 @@ func newStore(t *testing.T) (*retrystate.Store, *redis.Client) {
 
 func runID(n int) string { return fmt.Sprintf("%026d", n) }
 
-func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ...string) retrystate.Created {
+func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ...string) retrystate.Result {
 	t.Helper()
 	nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: "{}", Definition: "{}", Now: at}
 	for _, name := range steps {
@@ -42,7 +42,7 @@ func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ..
 	return c
 }
 
-func begin(t *testing.T, s *retrystate.Store, id string, idx int, task, token string, now time.Time) retrystate.Begun {
+func begin(t *testing.T, s *retrystate.Store, id string, idx int, task, token string, now time.Time) retrystate.Result {
 	t.Helper()
 	b, err := s.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: idx, TaskID: task, Token: token,
 		FenceTTL: 10 * time.Second, Retention: time.Hour, Now: now})
@@ -62,24 +62,24 @@ func TestScriptTaskIDsMatchTasksPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := tasks.ID(id, 0, 1, 0); run.Steps[0].Task != want || c.First.Attempt != 1 {
-		t.Fatalf("first task %q (attempt %d), want %q", run.Steps[0].Task, c.First.Attempt, want)
+	if want := tasks.ID(id, 0, 1, 0); run.Steps[0].Task != want || c.Dispatch.Attempt != 1 {
+		t.Fatalf("first task %q (attempt %d), want %q", run.Steps[0].Task, c.Dispatch.Attempt, want)
 	}
 	b := begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
-	if b.Outcome != retrystate.BeginOK {
+	if b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v", b)
 	}
 	f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok", Error: "e", Class: retrystate.ClassTransient,
 		Delay: time.Second, Retention: time.Hour, Now: t0})
-	if err != nil || f.Retry == nil {
+	if err != nil || f.Dispatch == nil {
 		t.Fatalf("fail: %+v %v", f, err)
 	}
 	run, _ = s.Run(ctxb, id)
 	if want := tasks.ID(id, 0, 2, 0); run.Steps[0].Task != want {
 		t.Errorf("retry task %q, want %q", run.Steps[0].Task, want)
 	}
-	if !f.Retry.DueAt.Equal(t0.Add(time.Second)) || f.Retry.Attempt != 2 {
-		t.Errorf("retry dispatch %+v", f.Retry)
+	if !f.Dispatch.DueAt.Equal(t0.Add(time.Second)) || f.Dispatch.Attempt != 2 {
+		t.Errorf("retry dispatch %+v", f.Dispatch)
 	}
 }
 
@@ -91,15 +91,15 @@ func TestFencing(t *testing.T) {
 	create(t, s, id, t0, "a", "b")
 	task := tasks.ID(id, 0, 1, 0)
 
-	if b := begin(t, s, id, 0, "other_task", "x", t0); b.Outcome != retrystate.BeginStale || b.Pending == nil ||
-		b.Pending.Name != "a" || b.Pending.Attempt != 1 {
+	if b := begin(t, s, id, 0, "other_task", "x", t0); b.Outcome != retrystate.OutcomeStale || b.Dispatch == nil ||
+		b.Dispatch.Name != "a" || b.Dispatch.Attempt != 1 {
 		t.Fatalf("wrong task ID: %+v", b)
 	}
-	if b := begin(t, s, id, 0, task, "tok1", t0); b.Outcome != retrystate.BeginOK || b.Attempt != 1 || b.Used != 1 {
+	if b := begin(t, s, id, 0, task, "tok1", t0); b.Outcome != retrystate.OutcomeOK || b.Started.Attempt != 1 || b.Started.Used != 1 {
 		t.Fatalf("begin: %+v", b)
 	}
 	// Another delivery while the fence lives: busy, for the fence's time left.
-	if b := begin(t, s, id, 0, task, "tok2", t0.Add(4*time.Second)); b.Outcome != retrystate.BeginBusy || b.Wait != 6*time.Second {
+	if b := begin(t, s, id, 0, task, "tok2", t0.Add(4*time.Second)); b.Outcome != retrystate.OutcomeBusy || b.Wait != 6*time.Second {
 		t.Fatalf("duplicate: %+v", b)
 	}
 	// Renewal by the owner only.
@@ -111,18 +111,18 @@ func TestFencing(t *testing.T) {
 	}
 	// After the fence expires, a delivery takes over: a crash, not an attempt.
 	b := begin(t, s, id, 0, task, "tok3", t0.Add(16*time.Second))
-	if b.Outcome != retrystate.BeginOK || !b.Crashed || b.Crashes != 1 || b.Attempt != 1 {
+	if b.Outcome != retrystate.OutcomeOK || !b.Started.Crashed || b.Started.Crashes != 1 || b.Started.Attempt != 1 {
 		t.Fatalf("takeover: %+v", b)
 	}
 	// The old owner's results are fenced off and change nothing.
-	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok1", Output: `"old"`, Now: t0.Add(17 * time.Second)}); err != nil || !c.Fenced {
+	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok1", Output: `"old"`, Now: t0.Add(17 * time.Second)}); err != nil || c.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale complete: %+v %v", c, err)
 	}
-	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e", Class: retrystate.ClassTransient, Now: t0.Add(17 * time.Second)}); err != nil || !f.Fenced {
+	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e", Class: retrystate.ClassTransient, Now: t0.Add(17 * time.Second)}); err != nil || f.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale fail: %+v %v", f, err)
 	}
 	c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok3", Output: `"new"`, Now: t0.Add(18 * time.Second)})
-	if err != nil || c.Next == nil || c.Next.Name != "b" || c.Next.Attempt != 1 {
+	if err != nil || c.Outcome != retrystate.OutcomeNext || c.Dispatch.Name != "b" || c.Dispatch.Attempt != 1 {
 		t.Fatalf("complete: %+v %v", c, err)
 	}
 	run, _ := s.Run(ctxb, id)
@@ -134,11 +134,11 @@ func TestFencing(t *testing.T) {
 	// writes nothing; another attempt's is still fenced off.
 	journalLen := len(mustJournal(t, s, id))
 	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok3", Output: `"again"`,
-		Now: t0.Add(19 * time.Second)}); err != nil || !c.Done || c.Fenced || c.RunStatus != retrystate.StatusRunning {
+		Now: t0.Add(19 * time.Second)}); err != nil || c.Outcome != retrystate.OutcomeDone || c.RunStatus != retrystate.StatusRunning {
 		t.Fatalf("repeated complete: %+v %v", c, err)
 	}
 	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e",
-		Class: retrystate.ClassTransient, Now: t0.Add(19 * time.Second)}); err != nil || !f.Fenced {
+		Class: retrystate.ClassTransient, Now: t0.Add(19 * time.Second)}); err != nil || f.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale fail after the complete: %+v %v", f, err)
 	}
 	if run, _ := s.Run(ctxb, id); run.Steps[0].Output != `"new"` || len(mustJournal(t, s, id)) != journalLen {
@@ -147,20 +147,20 @@ func TestFencing(t *testing.T) {
 	}
 	// A second crash of the same step exhausts max_crashes (1).
 	taskB := tasks.ID(id, 1, 1, 0)
-	if b := begin(t, s, id, 1, taskB, "t4", t0.Add(20*time.Second)); b.Outcome != retrystate.BeginOK || len(b.Earlier) != 1 ||
-		b.Earlier[0] != (retrystate.Checkpoint{Name: "a", Output: `"new"`}) {
+	if b := begin(t, s, id, 1, taskB, "t4", t0.Add(20*time.Second)); b.Outcome != retrystate.OutcomeOK || len(b.Started.Earlier) != 1 ||
+		b.Started.Earlier[0] != (retrystate.Checkpoint{Name: "a", Output: `"new"`}) {
 		t.Fatalf("begin b: %+v", b)
 	}
 	begin(t, s, id, 1, taskB, "t5", t0.Add(31*time.Second)) // crash 1: resumes
 	b = begin(t, s, id, 1, taskB, "t6", t0.Add(42*time.Second))
-	if b.Outcome != retrystate.BeginFailed || b.Code != retrystate.CodeCrashBudgetExhausted {
+	if b.Outcome != retrystate.OutcomeRunFailed || b.Code != retrystate.CodeCrashBudgetExhausted {
 		t.Fatalf("second crash: %+v", b)
 	}
 	run, _ = s.Run(ctxb, id)
 	if run.Status != retrystate.StatusFailed || !run.NeedsAttention || run.FailureCode != retrystate.CodeCrashBudgetExhausted {
 		t.Errorf("run: %+v", run)
 	}
-	if b := begin(t, s, id, 1, taskB, "t7", t0.Add(43*time.Second)); b.Outcome != retrystate.BeginEnded || b.Status != retrystate.StatusFailed {
+	if b := begin(t, s, id, 1, taskB, "t7", t0.Add(43*time.Second)); b.Outcome != retrystate.OutcomeEnded || b.RunStatus != retrystate.StatusFailed {
 		t.Errorf("delivery after the end: %+v", b)
 	}
 }
@@ -175,13 +175,13 @@ func TestDeadlineBetweenAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := tasks.ID(id, 0, 1, 0)
-	if b := begin(t, s, id, 0, task, "t", t0); b.Outcome != retrystate.BeginOK || !b.Deadline.Equal(t0.Add(5*time.Second)) {
+	if b := begin(t, s, id, 0, task, "t", t0); b.Outcome != retrystate.OutcomeOK || !b.Started.Deadline.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("begin: %+v", b)
 	}
 	// A retry due after the deadline is not scheduled: the run times out now.
 	f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "slow", Class: retrystate.ClassTransient,
 		Delay: 6 * time.Second, Now: t0.Add(time.Second)})
-	if err != nil || !f.RunFailed || f.Code != retrystate.CodeRunTimeout {
+	if err != nil || f.Outcome != retrystate.OutcomeRunFailed || f.Code != retrystate.CodeRunTimeout {
 		t.Fatalf("fail: %+v %v", f, err)
 	}
 }
@@ -283,7 +283,7 @@ func TestNotificationsReadOn(t *testing.T) {
 	if err != nil || len(rest) != 1 || rest[0].RunID != runID(202) {
 		t.Fatalf("rest: %+v %v", rest, err)
 	}
-	if c, err := s.Cancel(ctxb, runID(200), "me", time.Hour, t0); err != nil || !c.Already {
+	if c, err := s.Cancel(ctxb, runID(200), "me", time.Hour, t0); err != nil || c.Outcome != retrystate.OutcomeAlreadyCancelled {
 		t.Errorf("second cancel: %+v %v", c, err)
 	}
 	if _, err := s.Cancel(ctxb, runID(299), "me", time.Hour, t0); !errors.Is(err, retrystate.ErrRunNotFound) {

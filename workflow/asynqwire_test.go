@@ -37,12 +37,13 @@ func TestDirectEnqueueMatchesAsynq(t *testing.T) {
 		}
 		b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
 			FenceTTL: time.Minute, Now: now})
-		if err != nil || b.Next == nil || b.Next.Name != "b" || b.Next.Attempt != 1 || b.Next.Timeout != timeout {
+		if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Next == nil || b.Started.Next.Name != "b" ||
+			b.Started.Next.Attempt != 1 || b.Started.Next.Timeout != timeout {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		next := tasks.Step{RunID: id, Workflow: "wf", Index: 1, Name: "b", Attempt: 1}
 		c, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "t", Output: "1", Now: now,
-			NextTaskID: next.ID(), NextMessage: next.AsynqMessage(e.queue, b.Next.Timeout)})
+			NextTaskID: next.ID(), NextMessage: next.AsynqMessage(e.queue, b.Started.Next.Timeout)})
 		if err != nil || !c.Enqueued {
 			t.Fatalf("complete: %+v %v", c, err)
 		}
@@ -93,14 +94,14 @@ func TestDirectRetryMatchesAsynq(t *testing.T) {
 			t.Fatal(err)
 		}
 		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
-			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.BeginOK {
+			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
 		res, err := store.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "boom",
 			Class: retrystate.ClassTransient, Delay: delay, Now: now,
 			RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.queue, timeout)})
-		if err != nil || !res.Enqueued || res.Retry == nil {
+		if err != nil || !res.Enqueued || res.Outcome != retrystate.OutcomeRetry {
 			t.Fatalf("fail: %+v %v", res, err)
 		}
 		direct, err := ins.GetTaskInfo(e.queue, retry.ID())
@@ -111,7 +112,7 @@ func TestDirectRetryMatchesAsynq(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask(tasks.TypeStep, retry.Encode()),
-			tasks.Options(e.queue, retry.ID(), timeout, res.Retry.DueAt, now)...); err != nil {
+			tasks.Options(e.queue, retry.ID(), timeout, res.Dispatch.DueAt, now)...); err != nil {
 			t.Fatal(err)
 		}
 		viaAsynq, err := ins.GetTaskInfo(e.queue, retry.ID())

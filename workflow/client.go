@@ -131,7 +131,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	if err != nil {
 		return nil, err
 	}
-	if created.Existed {
+	if created.Outcome == retrystate.OutcomeExists {
 		run, err := c.Get(ctx, created.RunID)
 		if err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		}
 		return run, nil
 	}
-	if err := c.disp.enqueue(ctx, created.RunID, workflow, created.First); err != nil {
+	if err := c.disp.enqueue(ctx, created.RunID, workflow, *created.Dispatch); err != nil {
 		return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
 			created.RunID, err)
 	}
@@ -239,7 +239,7 @@ func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
 // ListOptions select runs for List.
 type ListOptions struct {
 	// Status filters by run status; "" lists every run.
-	Status string
+	Status RunStatus
 	// Limit is the page size. Default 50, at most 1000.
 	Limit int
 	// Cursor continues a listing from the page before.
@@ -255,16 +255,11 @@ type ListOptions struct {
 	Workflow string
 }
 
-// ErrInvalidStatus is returned by List for an unknown status filter.
-var ErrInvalidStatus = errors.New("invalid status (want pending, running, succeeded, failed or cancelled)")
-
 // List returns a page of runs, newest first, without their steps, and the
 // cursor of the next page ("" after the last). It returns ErrInvalidStatus
 // or ErrInvalidCursor for a bad filter or cursor.
 func (c *Client) List(ctx context.Context, opts ListOptions) ([]*Run, string, error) {
-	switch opts.Status {
-	case "", StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
-	default:
+	if opts.Status != "" && !opts.Status.Valid() {
 		return nil, "", fmt.Errorf("%w: %q", ErrInvalidStatus, opts.Status)
 	}
 	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
@@ -322,15 +317,15 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	if !res.Cancelled && !res.Already {
-		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.Status)
+	if res.Outcome != retrystate.OutcomeCancelled && res.Outcome != retrystate.OutcomeAlreadyCancelled {
+		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.RunStatus)
 	}
-	if res.Cancelled {
+	if res.Outcome == retrystate.OutcomeCancelled {
 		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
 	}
 	run, err := c.Get(ctx, id)
-	if res.Cancelled && err == nil {
+	if res.Outcome == retrystate.OutcomeCancelled && err == nil {
 		c.cfg.Observer.RunFinished(run.Workflow, StatusCancelled, CodeCancelled)
 	}
 	return run, err
@@ -430,11 +425,6 @@ func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntri
 	return c.store.ResumeNotifications(ctx, after, int64(max(maxEntries, 0)), notBefore)
 }
 
-// ErrActionRefused is returned when an operator action does not apply to the
-// run in its current state (recover of a running run, skip of a required step, ...).
-// The error says why; nothing was changed.
-var ErrActionRefused = errors.New("action refused")
-
 // Recover resumes a failed run (or a run left needing attention) from its
 // last checkpoint: the first step that has not succeeded runs again with a
 // fresh retry and crash budget; completed steps are not re-run. A passed
@@ -485,7 +475,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 		log.Info("operator action applied; run succeeded")
 	}
 	run, err := c.Get(ctx, id)
-	if res.Outcome == retrystate.OutcomeSucceeded && err == nil {
+	if res.Outcome == retrystate.OutcomeRunSucceeded && err == nil {
 		c.cfg.Observer.RunFinished(run.Workflow, StatusSucceeded, "")
 	}
 	return run, err

@@ -14,10 +14,6 @@ import (
 // stream, the runs needing attention and the blocking read of the
 // notification stream that live views (the HTTP API's event stream) use.
 
-// ErrInvalidCursor is returned by List and NeedingAttention for a cursor
-// they did not make.
-var ErrInvalidCursor = retrystate.ErrBadCursor
-
 // ActionRestore is the action of Restore, as recorded in the journal
 // (run_recovered, action "restore") and in the audit stream.
 const ActionRestore = retrystate.ActionRestore

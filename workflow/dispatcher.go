@@ -31,7 +31,7 @@ func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispat
 // step was running, signals its worker to cancel the step's context. Both
 // are best effort: the state already forbids the step from going on, and a
 // running step also learns it at its next fence renewal.
-func (d *dispatcher) stop(log logger, task, stepStatus string) {
+func (d *dispatcher) stop(log logger, task string, stepStatus StepStatus) {
 	if task == "" {
 		return
 	}

@@ -229,7 +229,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 
 	token := newToken()
-	var b retrystate.Begun
+	var b retrystate.Result
 	for {
 		// A begin whose reply is lost may have taken the fence all the
 		// same: asking again with the same token gets that begin's answer
@@ -246,7 +246,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			log.Error("could not begin the attempt; asynq will deliver the task again", AttrError, err)
 			return err
 		}
-		if b.Outcome != retrystate.BeginEarly || b.Wait > e.cfg.MaxEarlyWait {
+		if b.Outcome != retrystate.OutcomeEarly || b.Wait > e.cfg.MaxEarlyWait {
 			break
 		}
 		log.Debug("attempt delivered before its due time; waiting", AttrDelay, b.Wait)
@@ -256,41 +256,41 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 
 	switch b.Outcome {
-	case retrystate.BeginGone:
+	case retrystate.OutcomeGone:
 		log.Warn("acknowledged a task of an unknown run")
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
-	case retrystate.BeginEnded:
-		log.Info("acknowledged a task of a finished run", "status", b.Status)
+	case retrystate.OutcomeEnded:
+		log.Info("acknowledged a task of a finished run", "status", b.RunStatus)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
-	case retrystate.BeginStale:
+	case retrystate.OutcomeStale:
 		log.Info("acknowledged a stale or duplicate delivery")
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
-		if b.Pending != nil {
+		if b.Dispatch != nil {
 			// The run waits for another task; make sure it exists (a no-op
 			// when it does). This repairs an enqueue lost after a state write.
-			if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Pending); err != nil {
+			if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
 				log.Warn("could not make sure the current step's task exists", AttrError, err)
 			}
 		}
 		return nil
-	case retrystate.BeginBusy:
+	case retrystate.OutcomeBusy:
 		log.Info("another delivery of this attempt is running; deferring", AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait + 500*time.Millisecond, why: "attempt running elsewhere"}
-	case retrystate.BeginEarly:
+	case retrystate.OutcomeEarly:
 		log.Info("attempt delivered long before its due time; deferring", AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait, why: "attempt not due"}
-	case retrystate.BeginFailed:
+	case retrystate.OutcomeRunFailed:
 		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)
 		return nil
 	}
-	return e.execute(ctx, log, p, token, fn, b)
+	return e.execute(ctx, log, p, token, fn, b.Started)
 }
 
 // execute runs the step body of a begun attempt and records its outcome.
-func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b retrystate.Begun) error {
+func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started) error {
 	pol := e.policy(log, b.Policy)
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
@@ -359,7 +359,7 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		np := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
 		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
 	}
-	var res retrystate.Completed
+	var res retrystate.Result
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Complete(ctx, args)
@@ -369,11 +369,11 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 	case err != nil:
 		log.Error("could not checkpoint the step; the attempt will run again", AttrError, err)
 		return err
-	case res.Fenced:
+	case res.Outcome == retrystate.OutcomeFenced:
 		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
-	case res.Done:
+	case res.Outcome == retrystate.OutcomeDone:
 		// A first try went through but its reply was lost; the script
 		// wrote the next step's task with it.
 		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", AttrDuration, elapsed)
@@ -382,7 +382,7 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 			e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
 		}
 		return nil
-	case res.Succeeded:
+	case res.Outcome == retrystate.OutcomeRunSucceeded:
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
@@ -394,11 +394,11 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		return nil
 	}
 	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Next)
+		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
 	}); err != nil {
 		// The state names the next task; a redelivery of this one (stale by
 		// now) or the reconciler creates it.
-		log.Error("could not enqueue the next step", AttrError, err, "next_step", res.Next.Name)
+		log.Error("could not enqueue the next step", AttrError, err, "next_step", res.Dispatch.Name)
 		return err
 	}
 	return nil
@@ -415,7 +415,7 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	args := retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
 		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
-	var res retrystate.FailResult
+	var res retrystate.Result
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Fail(ctx, args)
@@ -425,18 +425,18 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	case err != nil:
 		log.Error("could not record the failed attempt; the attempt will run again", AttrError, err)
 		return err
-	case res.Fenced:
+	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
-	case res.Done && !res.RunFailed:
+	case res.Outcome == retrystate.OutcomeDone && res.RunStatus != StatusFailed:
 		// A first try went through but its reply was lost; the script
 		// wrote the retry's task with it.
 		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", AttrError, runErr,
 			AttrClass, class, AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 		return nil
-	case res.RunFailed:
+	case res.Outcome == retrystate.OutcomeRunFailed || res.Outcome == retrystate.OutcomeDone:
 		log.Error("step failed; run failed", AttrError, runErr, AttrClass, class, AttrCode, res.Code,
 			AttrReason, res.Reason, AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
@@ -445,7 +445,7 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	}
 	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 	e.cfg.Observer.RetryScheduled(p.Workflow, p.Name, delay)
-	next := *res.Retry
+	next := *res.Dispatch
 	next.Name = p.Name
 	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,
 		AttrDueAt, next.DueAt, "next_attempt", next.Attempt, AttrDuration, elapsed)
@@ -468,7 +468,7 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 	again := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
 	args := retrystate.ReleaseArgs{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
 		Message: again.AsynqMessage(e.cfg.Queue, stepTimeout)}
-	var res retrystate.Released
+	var res retrystate.Result
 	err := e.persist(ctx, log, "hand back the attempt", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Release(ctx, args)
@@ -478,7 +478,7 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 	case err != nil:
 		log.Error("could not hand back the interrupted attempt; the reconciler will resume it", AttrError, err)
 		return err
-	case res.Fenced:
+	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("interrupted attempt already taken over", AttrReason, res.Why, AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil

@@ -32,6 +32,17 @@ var (
 	// ErrIdempotencyConflict: the idempotency key started a run of another
 	// workflow.
 	ErrIdempotencyConflict = errors.New("idempotency key already used by another workflow")
+	// ErrInvalidStatus is returned by List for an unknown status filter.
+	ErrInvalidStatus = errors.New("invalid status (want pending, running, succeeded, failed or cancelled)")
+	// ErrInvalidCursor is returned by List and NeedingAttention for a
+	// cursor they did not make.
+	ErrInvalidCursor = retrystate.ErrBadCursor
+	// ErrActionRefused is returned when an operator action does not apply
+	// to the run in its current state (recover of a running run, skip of a
+	// required step, ...). The error says why; nothing was changed.
+	ErrActionRefused = errors.New("action refused")
+	// ErrInvalidPolicy is wrapped by every policy validation error.
+	ErrInvalidPolicy = errors.New("invalid policy")
 )
 
 // Error classes, as recorded in step records and journals.

@@ -1,6 +1,10 @@
 package workflow
 
-import "time"
+import (
+	"time"
+
+	"github.com/cairnhq/cairn/retrystate"
+)
 
 // Observer is told what the engine, the reconciler and the client do, for
 // metrics (package metrics implements it with Prometheus collectors). Its
@@ -17,11 +21,11 @@ type Observer interface {
 	RunStarted(workflow string)
 	// RunFinished: a run ended with status succeeded, failed or cancelled;
 	// failureCode is its failure code (a Code* constant) or "".
-	RunFinished(workflow, status, failureCode string)
+	RunFinished(workflow string, status RunStatus, failureCode string)
 	// StepAttempt: a delivery of a step attempt ended with outcome (an
 	// Outcome* constant). duration is how long the step body ran; zero for
 	// outcomes where it did not run (crashed, ignored).
-	StepAttempt(workflow, step, outcome string, duration time.Duration)
+	StepAttempt(workflow, step string, outcome AttemptOutcome, duration time.Duration)
 	// RetryScheduled: a failed attempt's retry was scheduled after delay.
 	RetryScheduled(workflow, step string, delay time.Duration)
 	// Repair: the reconciler made a repair of kind (crashed_attempt,
@@ -30,35 +34,39 @@ type Observer interface {
 	Repair(kind string)
 }
 
+// AttemptOutcome is how a delivery of a step attempt ended, as reported to
+// Observer.StepAttempt.
+type AttemptOutcome = retrystate.AttemptOutcome
+
 // Outcomes of a step attempt delivery, as reported to Observer.StepAttempt.
 const (
 	// OutcomeSucceeded: the step body returned a result and it was
 	// checkpointed.
-	OutcomeSucceeded = "succeeded"
+	OutcomeSucceeded = retrystate.AttemptSucceeded
 	// OutcomeFailedTransient: the step failed and a retry was scheduled.
-	OutcomeFailedTransient = "failed_transient"
+	OutcomeFailedTransient = retrystate.AttemptFailedTransient
 	// OutcomeFailedPermanent: the step failed with a permanent error; the
 	// run failed.
-	OutcomeFailedPermanent = "failed_permanent"
+	OutcomeFailedPermanent = retrystate.AttemptFailedPermanent
 	// OutcomeExhausted: the step failed transiently with no retry left (the
 	// retry budget is spent, or the next attempt would pass the run's
 	// deadline); the run failed.
-	OutcomeExhausted = "exhausted"
+	OutcomeExhausted = retrystate.AttemptExhausted
 	// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
 	// crash is counted against the step's crash budget). The resumed
 	// attempt reports its own outcome when it ends.
-	OutcomeCrashed = "crashed"
+	OutcomeCrashed = retrystate.AttemptCrashed
 	// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
 	// or unknown run, acknowledged without running the step.
-	OutcomeIgnored = "ignored"
+	OutcomeIgnored = retrystate.AttemptIgnored
 	// OutcomeDiscarded: the step body ran but the attempt no longer owned
 	// its step (its fence expired or the run stopped): the result was
 	// discarded.
-	OutcomeDiscarded = "discarded"
+	OutcomeDiscarded = retrystate.AttemptDiscarded
 	// OutcomeInterrupted: the worker stopped the step because it could not
 	// renew the attempt's fence (Redis unreachable) and handed the attempt
 	// back; it resumes under a new dispatch, spending no budget.
-	OutcomeInterrupted = "interrupted"
+	OutcomeInterrupted = retrystate.AttemptInterrupted
 )
 
 // NopObserver is an Observer that does nothing; the default.
@@ -68,10 +76,10 @@ type NopObserver struct{}
 func (NopObserver) RunStarted(string) {}
 
 // RunFinished does nothing.
-func (NopObserver) RunFinished(string, string, string) {}
+func (NopObserver) RunFinished(string, RunStatus, string) {}
 
 // StepAttempt does nothing.
-func (NopObserver) StepAttempt(string, string, string, time.Duration) {}
+func (NopObserver) StepAttempt(string, string, AttemptOutcome, time.Duration) {}
 
 // RetryScheduled does nothing.
 func (NopObserver) RetryScheduled(string, string, time.Duration) {}
@@ -89,7 +97,7 @@ func orNop(o Observer) Observer {
 
 // failedOutcome is the outcome of an attempt whose failure failed the run
 // with code.
-func failedOutcome(code string) string {
+func failedOutcome(code string) AttemptOutcome {
 	if code == CodePermanentError {
 		return OutcomeFailedPermanent
 	}

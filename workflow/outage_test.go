@@ -137,7 +137,7 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 	begin := func(id string) {
 		t.Helper()
 		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0), Token: "tok-" + id,
-			FenceTTL: 10 * time.Second, Now: clock.Now()}); err != nil || b.Outcome != retrystate.BeginOK {
+			FenceTTL: 10 * time.Second, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 	}
@@ -157,7 +157,7 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 	}
 	// The live worker saves its attempt within the grace.
 	if c, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: saved.ID, Index: 0, Token: "tok-" + saved.ID,
-		Output: "1", Now: clock.Now()}); err != nil || c.Fenced {
+		Output: "1", Now: clock.Now()}); err != nil || c.Outcome == retrystate.OutcomeFenced {
 		t.Fatalf("the live worker's checkpoint: %+v %v", c, err)
 	}
 	clock.Advance(5 * time.Second)

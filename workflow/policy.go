@@ -168,9 +168,6 @@ func (p Policy) NonRetryable(err error) bool {
 	return c != "" && slices.Contains(p.NonRetryableCodes, c)
 }
 
-// ErrInvalidPolicy is wrapped by every policy validation error.
-var ErrInvalidPolicy = errors.New("invalid policy")
-
 // Validate checks the fields that are set.
 func (p Policy) Validate() error {
 	var errs []error

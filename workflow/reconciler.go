@@ -506,7 +506,7 @@ func (r *Reconciler) runLog(id string, d *retrystate.Dispatch) *slog.Logger {
 }
 
 // outcome logs a repair's outcome, enqueues its dispatch, and reports it.
-func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repair) (Report, error) {
+func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Result) (Report, error) {
 	var rep Report
 	log := r.runLog(id, rp.Dispatch)
 	switch rp.Outcome {
@@ -519,7 +519,7 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Repai
 		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, AttrDueAt, rp.Dispatch.DueAt)
 		rep.add(rp.Kind, 1)
 		r.cfg.Observer.Repair(rp.Kind)
-	case retrystate.OutcomeFailed:
+	case retrystate.OutcomeRunFailed:
 		log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason)
 		rep.add(rp.Kind, 1)
 		rep.Failed++
@@ -558,7 +558,7 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if retrystate.IsTerminal(cur.Status) || cur.NeedsAttention || cur.Task == "" {
+	if cur.Status.Terminal() || cur.NeedsAttention || cur.Task == "" {
 		return Report{}, nil
 	}
 	switch cur.StepStatus {
@@ -610,7 +610,7 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 
 // observeFailed tells the observer of a repair that failed a run (reading
 // the run's workflow name only when an observer listens).
-func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Repair) {
+func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Result) {
 	r.cfg.Observer.Repair(rp.Kind)
 	if _, nop := r.cfg.Observer.(NopObserver); nop {
 		return

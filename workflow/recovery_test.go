@@ -196,7 +196,7 @@ func TestRepairCrashedAttempt(t *testing.T) {
 	// fence is set, nobody renews it, and its task is gone.
 	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
 		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
-	if err != nil || b.Outcome != retrystate.BeginOK {
+	if err != nil || b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
 	r.deleteTask(first)
@@ -253,7 +253,7 @@ func TestCrashBudget(t *testing.T) {
 	for gen := 0; gen <= 2; gen++ {
 		b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, gen),
 			Token: "t", FenceTTL: time.Second, Now: r.clock.Now()})
-		if err != nil || b.Outcome != retrystate.BeginOK {
+		if err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin gen %d: %+v %v", gen, b, err)
 		}
 		r.clock.Advance(2 * time.Second)

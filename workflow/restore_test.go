@@ -34,7 +34,7 @@ func TestRestore(t *testing.T) {
 		input string
 		// until is the state the run is brought to before the restore;
 		// cancelled: a slow run, cancelled while running.
-		until   string
+		until   workflow.RunStatus
 		from    string
 		refused string // a part of the refusal; "" when the restore applies
 		// reran: the steps that must have run again, with their attempts

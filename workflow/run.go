@@ -8,6 +8,15 @@ import (
 	"github.com/cairnhq/cairn/retrystate"
 )
 
+// RunStatus is the status of a run.
+type RunStatus = retrystate.RunStatus
+
+// StepStatus is the status of a step of a run.
+type StepStatus = retrystate.StepStatus
+
+// RetryState is where a step stands with its retries.
+type RetryState = retrystate.RetryState
+
 // Run statuses.
 const (
 	StatusPending   = retrystate.StatusPending
@@ -51,11 +60,11 @@ const (
 // Run is the state of a workflow run. Its JSON form is what
 // `enqueue status --json` prints and the HTTP API returns.
 type Run struct {
-	ID             string `json:"id"`
-	Workflow       string `json:"workflow"`
-	Status         string `json:"status"`
-	Warning        string `json:"warning"`
-	NeedsAttention bool   `json:"needs_attention"`
+	ID             string    `json:"id"`
+	Workflow       string    `json:"workflow"`
+	Status         RunStatus `json:"status"`
+	Warning        string    `json:"warning"`
+	NeedsAttention bool      `json:"needs_attention"`
 	// AttentionReason says why a run that has not failed needs an
 	// operator (it was repaired automatically too often).
 	AttentionReason string          `json:"attention_reason,omitempty"`
@@ -77,16 +86,16 @@ type Run struct {
 
 // StepState is the progress of one step of a run.
 type StepState struct {
-	Name     string `json:"name"`
-	Status   string `json:"status"`
-	Optional bool   `json:"optional"`
+	Name     string     `json:"name"`
+	Status   StepStatus `json:"status"`
+	Optional bool       `json:"optional"`
 	// Attempts is the number of attempts started so far (resumes after a
 	// crash are not new attempts).
 	Attempts int `json:"attempts"`
 	// RetryAttempts is the number of retries scheduled within the step's
 	// current retry budget.
 	RetryAttempts  int             `json:"retry_attempts"`
-	RetryState     string          `json:"retry_state"`
+	RetryState     RetryState      `json:"retry_state"`
 	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
 	LastError      string          `json:"last_error"`
 	LastErrorClass string          `json:"last_error_class,omitempty"`
@@ -101,7 +110,7 @@ type StepState struct {
 }
 
 // Terminal reports whether the run has ended.
-func (r *Run) Terminal() bool { return retrystate.IsTerminal(r.Status) }
+func (r *Run) Terminal() bool { return r.Status.Terminal() }
 
 // Step returns the state of the named step, or nil.
 func (r *Run) Step(name string) *StepState {

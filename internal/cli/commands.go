@@ -28,8 +28,8 @@ const (
 
 // statuses are the run statuses list --status accepts.
 var statuses = []string{
-	workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
-	workflow.StatusFailed, workflow.StatusCancelled,
+	string(workflow.StatusPending), string(workflow.StatusRunning), string(workflow.StatusSucceeded),
+	string(workflow.StatusFailed), string(workflow.StatusCancelled),
 }
 
 // parseStart parses "start <workflow> [--input JSON|@file]
@@ -177,7 +177,7 @@ func runResult(run *workflow.Run) error {
 
 func failureText(run *workflow.Run) string {
 	switch {
-	case run.FailureReason != "" && run.FailureCode != "" && run.FailureCode != run.Status:
+	case run.FailureReason != "" && run.FailureCode != "" && run.FailureCode != string(run.Status):
 		return run.FailureReason + " [" + run.FailureCode + "]"
 	case run.FailureReason != "":
 		return run.FailureReason
@@ -246,7 +246,7 @@ func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
 	if *cursor != "" && !validCursor(*cursor) {
 		return nil, badCursor(*cursor)
 	}
-	opts := workflow.ListOptions{Status: *status, Limit: *limit, Cursor: *cursor}
+	opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor}
 	return func(ctx context.Context, s *session) error {
 		runs, next, err := s.client.List(ctx, opts)
 		if errors.Is(err, workflow.ErrInvalidCursor) {
@@ -329,7 +329,7 @@ func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
 		if errors.Is(err, workflow.ErrRunFinished) {
 			status := "finished"
 			if r, gerr := s.client.Get(ctx, id); gerr == nil {
-				status = r.Status
+				status = string(r.Status)
 			}
 			return failuref("run %s already finished (%s): there is nothing to cancel", id, status)
 		}

@@ -38,7 +38,7 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, cell(value, 0)) }
 	field("id", run.ID)
 	field("workflow", run.Workflow)
-	field("status", run.Status)
+	field("status", string(run.Status))
 	field("warning", dash(run.Warning))
 	attention := "no"
 	if run.NeedsAttention {
@@ -75,8 +75,8 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
 			next = inDuration(st.NextAttemptAt.Sub(now))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(st.Status, 0), st.Attempts,
-			cell(st.RetryState, 0), next, cell(dash(st.LastError), maxErrorWidth))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(string(st.Status), 0), st.Attempts,
+			cell(string(st.RetryState), 0), next, cell(dash(st.LastError), maxErrorWidth))
 	}
 	return tw.Flush()
 }

@@ -24,10 +24,10 @@ func (e *env) startOptionalWorker() {
 	}})
 }
 
-func (e *env) waitStatus(id, status string) *workflow.Run {
+func (e *env) waitStatus(id string, status workflow.RunStatus) *workflow.Run {
 	e.t.Helper()
 	var run *workflow.Run
-	testkit.Eventually(e.t, 30*time.Second, "run "+id+" to be "+status, func() bool {
+	testkit.Eventually(e.t, 30*time.Second, "run "+id+" to be "+string(status), func() bool {
 		run = e.get(id)
 		return run.Status == status
 	})

@@ -90,7 +90,8 @@ func TestChaos(t *testing.T) {
 		submit()
 		counts, err := client.Counts(ctxb)
 		if err == nil && submitted == runs &&
-			counts[workflow.StatusSucceeded]+counts[workflow.StatusFailed]+counts[workflow.StatusCancelled] == int64(runs) {
+			counts[string(workflow.StatusSucceeded)]+counts[string(workflow.StatusFailed)]+
+				counts[string(workflow.StatusCancelled)] == int64(runs) {
 			break
 		}
 		if redisRestarts == 0 && submitted >= runs*4/10 {

@@ -157,10 +157,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// ErrBadHeaderName is wrapped by the FieldError of a header name that is not
-// an HTTP token.
-var ErrBadHeaderName = errors.New("is not a valid header name")
-
 // FieldError is an error in one field of a Spec: "method", "url", "body",
 // "headers.NAME" or "allowed_hosts".
 type FieldError struct {

@@ -16,9 +16,6 @@ import (
 // MaxRenderBytes bounds what one template may render.
 const MaxRenderBytes = 1 << 20
 
-// ErrRender is wrapped by every error of rendering a template.
-var ErrRender = errors.New("render")
-
 // Template is a parsed field template of an http step.
 type Template struct {
 	name string
@@ -194,8 +191,6 @@ type limitedBuffer struct {
 	max  int
 	over bool
 }
-
-var errTooLong = errors.New("output too long")
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
 	if l.b.Len()+len(p) > l.max {

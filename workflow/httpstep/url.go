@@ -1,7 +1,6 @@
 package httpstep
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -9,11 +8,6 @@ import (
 
 	"github.com/cairnhq/cairn/workflow"
 )
-
-// ErrHostTemplated is wrapped by the FieldError of a URL template that
-// renders into the scheme, userinfo, host or port of the URL without an
-// allowed_hosts list.
-var ErrHostTemplated = errors.New("renders into the scheme, userinfo, host or port")
 
 // The positions of a URL an action can render into, as a set of bits.
 type urlState uint8

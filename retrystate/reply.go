@@ -1,0 +1,626 @@
+package retrystate
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// This file is the protocol between the Go side and the Lua scripts: every
+// reply of a state script is decoded here, by one function per kind of reply,
+// and nowhere else. A reply is a flat array whose first element is an outcome
+// word; the elements after it are positional, as each script's header
+// documents. The layouts below restate them. A reply of the wrong length,
+// with an unknown outcome word or with a malformed number is an error
+// wrapping ErrUnexpectedReply.
+
+// Outcome is what a state script did, as the first element of its reply says.
+// Its value is the script's word, except for OutcomeDispatch (see there).
+type Outcome string
+
+// Outcomes of the state scripts. Which script replies with which, and the
+// fields of Result each sets, are in the comments.
+const (
+	// OutcomeOK (begin): run the step body; Started holds the attempt.
+	OutcomeOK Outcome = "ok"
+	// OutcomeGone (begin): no such run; acknowledge the task. (Cancel,
+	// Operate and Restore return ErrRunNotFound instead.)
+	OutcomeGone Outcome = "gone"
+	// OutcomeEnded (begin, cancel): the run had ended already, as
+	// RunStatus.
+	OutcomeEnded Outcome = "ended"
+	// OutcomeStale (begin): the task is not the step's current dispatch;
+	// acknowledge. Dispatch is the dispatch the run waits for, if any.
+	OutcomeStale Outcome = "stale"
+	// OutcomeBusy (begin): another delivery of this dispatch holds a live
+	// fence; try again after Wait.
+	OutcomeBusy Outcome = "busy"
+	// OutcomeEarly (begin): the attempt is not due; try again after Wait.
+	OutcomeEarly Outcome = "early"
+	// OutcomeRunFailed (begin, fail, redispatch, timeout): the run failed
+	// with Code and Reason. The timeout script also sets Task and
+	// StepStatus: the current step's, so its task can be deleted or its
+	// execution cancelled.
+	OutcomeRunFailed Outcome = "failed"
+	// OutcomeCreated (create): the run was created; Dispatch is its first
+	// step's, Task that dispatch's task ID.
+	OutcomeCreated Outcome = "created"
+	// OutcomeExists (create): the idempotency key had started run RunID
+	// before; nothing written.
+	OutcomeExists Outcome = "exists"
+	// OutcomeNext (complete): the checkpoint is saved and Dispatch, the
+	// next step, is due; Enqueued: the script created its task.
+	OutcomeNext Outcome = "next"
+	// OutcomeRunSucceeded (complete, operate): that was the last step (of a
+	// skip, for operate); the run succeeded.
+	OutcomeRunSucceeded Outcome = "succeeded"
+	// OutcomeFenced (complete, fail, release): the attempt no longer owned
+	// its step (Why); nothing written.
+	OutcomeFenced Outcome = "fenced"
+	// OutcomeDone (complete, fail): this attempt's complete or failure was
+	// applied before (its reply was lost); nothing written. RunStatus is the
+	// run's status now; fail also sets Code, the run's failure code when it
+	// failed.
+	OutcomeDone Outcome = "done"
+	// OutcomeRetry (fail): Dispatch is the scheduled next attempt (Name
+	// unset: the failed step's); Enqueued: the script wrote its task.
+	OutcomeRetry Outcome = "retry"
+	// OutcomeReleased (release): the attempt resumes as Dispatch; Enqueued:
+	// the script wrote its task.
+	OutcomeReleased Outcome = "released"
+	// OutcomeCancelled (cancel): this call cancelled the run; Task and
+	// StepStatus are the current step's task ID and its status before.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeAlreadyCancelled (cancel, word "already"): the run had been
+	// cancelled before; RunStatus is StatusCancelled.
+	OutcomeAlreadyCancelled Outcome = "already"
+	// OutcomeDispatch (redispatch's "redispatched", repair's "repair",
+	// operate, restore): enqueue Dispatch, of a run of Workflow. Kind names
+	// the repair (crashed_attempt with Crashes, task_missing,
+	// retry_task_missing, task_archived, stalled_delivery); "" for an
+	// operator action.
+	OutcomeDispatch Outcome = "dispatch"
+	// OutcomeAttention (redispatch, repair): the run was repaired too
+	// often and is left to an operator (Reason).
+	OutcomeAttention Outcome = "attention"
+	// OutcomeNoop (redispatch, repair, timeout): nothing to do (Reason).
+	OutcomeNoop Outcome = "noop"
+	// OutcomeRefused (operate, restore): the action does not apply to the
+	// run in its state (Reason); nothing written.
+	OutcomeRefused Outcome = "refused"
+)
+
+// Result is the result of a state transition: the script's Outcome and the
+// fields that outcome sets (see the Outcome constants); the others are zero.
+type Result struct {
+	Outcome Outcome
+	// Dispatch is the task that must exist for the run to go on.
+	Dispatch *Dispatch
+	// Enqueued: the script wrote Dispatch's task itself.
+	Enqueued bool
+	// RunID is the run the idempotency key started (OutcomeExists) or the
+	// run created (OutcomeCreated).
+	RunID string
+	// RunStatus is the run's status (OutcomeEnded, OutcomeDone,
+	// OutcomeAlreadyCancelled).
+	RunStatus RunStatus
+	// Code and Reason of a run that failed; Reason also says why an
+	// action was refused, why a run needs attention, or why nothing was
+	// done.
+	Code   string
+	Reason string
+	// Wait is how long to wait before trying again (OutcomeBusy,
+	// OutcomeEarly).
+	Wait time.Duration
+	// Why the attempt no longer owns its step (OutcomeFenced).
+	Why string
+	// Kind names a reconciler's repair: crashed_attempt, task_missing,
+	// retry_task_missing, task_archived, stalled_delivery, deadline.
+	Kind string
+	// Workflow is the run's workflow (OutcomeDispatch).
+	Workflow string
+	// Task and StepStatus: the current step's task ID and status.
+	Task       string
+	StepStatus StepStatus
+	// Crashes counted on the step (OutcomeDispatch of kind
+	// crashed_attempt).
+	Crashes int
+	// Started is the attempt a begin started (OutcomeOK).
+	Started *Started
+}
+
+// Started is an attempt a begin started or resumed.
+type Started struct {
+	Attempt int
+	// Crashes counted on the step, when Crashed.
+	Crashes int
+	// Crashed: this begin resumed an attempt whose worker died.
+	Crashed bool
+	Input   string
+	// Policy is the step's effective policy (JSON).
+	Policy string
+	// Used is the number of attempts of the current budget, this one
+	// included.
+	Used int
+	// Deadline is the run's deadline; zero: none.
+	Deadline time.Time
+	// Earlier holds the outputs of the steps before this one, in order.
+	Earlier []Checkpoint
+	// Next is the dispatch the next step will get when this one completes
+	// (nil for the last step), so its task can be prepared in advance.
+	Next *Dispatch
+}
+
+// Reply layouts: the positions of the elements of each reply, counted from
+// the outcome word, element 0 (peek.lua's reply has no word). Every element
+// of a layout is present: the length of a reply is fixed by its outcome word,
+// but for begin's "ok", whose earlier steps follow, and begin's "stale", with
+// or without a dispatch.
+
+// begin.lua, {"ok", ...}: the attempt, then the name and output of each
+// earlier step.
+const (
+	okAttempt     = 1 + iota // attempt number
+	okCrashes                // crashes of the step ("0" unless resumed after a crash)
+	okResumed                // "1": resumed after a crash; "interrupted": after a release; "0"
+	okInput                  // the run's input (JSON)
+	okPolicy                 // the step's effective policy (JSON)
+	okUsed                   // attempts used in the budget, this one included
+	okDeadline               // the run's deadline, ms ("0": none)
+	okNextName               // the next step's name ("" for none)
+	okNextAttempt            // its attempt counter (its next attempt is one more)
+	okNextTimeout            // its timeout, ms
+	okEarlier                // from here: name, output pairs
+)
+
+// Replies made of single fields after the word.
+const (
+	// {"ended", status}, {"done", status} (complete), {"busy", wait_ms},
+	// {"early", wait_ms}, {"fenced", why}, {"attention", reason},
+	// {"noop", reason}, {"refused", reason}, {"exists", run ID}.
+	replyField = 1
+	// {"failed", code, reason} (begin, fail, redispatch).
+	failedCode, failedReason = 1, 2
+	// {"done", status, failure code} (fail).
+	doneStatus, doneCode = 1, 2
+	// {"created", task ID of step 0, attempt}.
+	createdTask, createdAttempt = 1, 2
+	// {"cancelled", task ID of the current step, its status before}.
+	cancelledTask, cancelledStepStatus = 1, 2
+	// {"failed", task ID of the current step, its status before, reason}
+	// (timeout).
+	expiredTask, expiredStepStatus, expiredReason = 1, 2, 3
+)
+
+// absent marks a Dispatch field a reply does not carry: it stays zero.
+const absent = -1
+
+// dispatchAt gives the positions of a Dispatch's fields in a reply (absent:
+// not carried). Times are ms.
+type dispatchAt struct{ index, name, attempt, gen, due, timeout int }
+
+// The dispatches of the replies, and the elements that follow them.
+var (
+	// {"stale", index, name, attempt, gen, due_ms, timeout_ms} (begin), and
+	// repair.lua's {"repair", ..., kind, workflow}.
+	staleDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: 4, due: 5, timeout: 6}
+	// {"next", index, name, attempt, timeout_ms, enqueued} (complete).
+	nextDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: absent, due: absent, timeout: 4}
+	// {"retry", due_ms, attempt, timeout_ms, enqueued} (fail): the index is
+	// the failed step's.
+	retryDispatch = dispatchAt{index: absent, name: absent, attempt: 2, gen: absent, due: 1, timeout: 3}
+	// {"released", index, name, attempt, gen, timeout_ms, enqueued}.
+	releasedDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: 4, due: absent, timeout: 5}
+	// {"redispatched", index, name, attempt, gen, timeout_ms, crashes, workflow}.
+	redispatchedDispatch = releasedDispatch
+	// {"dispatch", index, name, attempt, timeout_ms, workflow} (operate,
+	// restore).
+	actionDispatch = nextDispatch
+	// peek.lua's reply has no outcome word: {status, needs_attention,
+	// updated_at, current index, step name, step status, attempt, gen,
+	// task, next_attempt_at, fence_expires_at, timeout_ms}.
+	peekDispatch = dispatchAt{index: 3, name: 4, attempt: 6, gen: 7, due: 9, timeout: 11}
+)
+
+// Positions of the other elements of the dispatch replies, and their lengths.
+const (
+	nextEnqueued, nextLen                                      = 5, 6
+	retryEnqueued, retryLen                                    = 4, 5
+	releasedEnqueued, releasedLen                              = 6, 7
+	redispatchedCrashes, redispatchedWorkflow, redispatchedLen = 6, 7, 8
+	repairKind, repairWorkflow, repairLen                      = 7, 8, 9
+	actionWorkflow, actionLen                                  = 5, 6
+	staleLen                                                   = 7
+	peekStatus, peekAttention, peekUpdated, peekStepState      = 0, 1, 2, 5
+	peekTask, peekFenceExpires, peekLen                        = 8, 10, 12
+)
+
+// reply reads the elements of one script reply, keeping the first problem it
+// finds.
+type reply struct {
+	op  string
+	res []string
+	err error
+}
+
+func newReply(op string, res []string) *reply { return &reply{op: op, res: res} }
+
+func (r *reply) failf(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s: %s: %q", ErrUnexpectedReply, r.op, fmt.Sprintf(format, args...), r.res)
+	}
+}
+
+// word returns the outcome word, element 0.
+func (r *reply) word() string {
+	if len(r.res) == 0 {
+		r.failf("empty reply")
+		return ""
+	}
+	return r.res[0]
+}
+
+// unknown records that the outcome word is not one the script replies with.
+func (r *reply) unknown() {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s: %w %q: %q", ErrUnexpectedReply, r.op, errUnknownOutcome, r.word(), r.res)
+	}
+}
+
+// want checks that the reply has n elements.
+func (r *reply) want(n int) {
+	if len(r.res) != n {
+		r.failf("%d elements, want %d", len(r.res), n)
+	}
+}
+
+// result returns res, or the reply's error.
+func (r *reply) result(res Result) (Result, error) {
+	if r.err != nil {
+		return Result{}, r.err
+	}
+	return res, nil
+}
+
+func (r *reply) str(i int) string {
+	if i < 0 || i >= len(r.res) {
+		r.failf("no element %d", i)
+		return ""
+	}
+	return r.res[i]
+}
+
+// integer reads a decimal integer; "" (an unset field) is 0.
+func (r *reply) integer(i int) int {
+	s := r.str(i)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		r.failf("element %d: %q is not an integer", i, s)
+	}
+	return n
+}
+
+// millis reads a duration in milliseconds.
+func (r *reply) millis(i int) time.Duration { return time.Duration(r.integer(i)) * time.Millisecond }
+
+// instant reads Unix milliseconds; 0 (or less, or "") is the zero time.
+func (r *reply) instant(i int) time.Time {
+	n := r.integer(i)
+	if n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(n))
+}
+
+// flag reads "0" or "1".
+func (r *reply) flag(i int) bool {
+	switch s := r.str(i); s {
+	case "1":
+		return true
+	case "0", "":
+		return false
+	default:
+		r.failf("element %d: %q is not 0 or 1", i, s)
+		return false
+	}
+}
+
+// dispatch reads the Dispatch at the positions at.
+func (r *reply) dispatch(at dispatchAt) *Dispatch {
+	d := &Dispatch{}
+	if at.index != absent {
+		d.Index = r.integer(at.index)
+	}
+	if at.name != absent {
+		d.Name = r.str(at.name)
+	}
+	if at.attempt != absent {
+		d.Attempt = r.integer(at.attempt)
+	}
+	if at.gen != absent {
+		d.Gen = r.integer(at.gen)
+	}
+	if at.due != absent {
+		d.DueAt = r.instant(at.due)
+	}
+	if at.timeout != absent {
+		d.Timeout = r.millis(at.timeout)
+	}
+	return d
+}
+
+// decodeCreate decodes create.lua's reply: {"created", task ID, attempt} or
+// {"exists", run ID}. runID and first are the run asked for and its first
+// step.
+func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
+	r := newReply("create", res)
+	switch r.word() {
+	case "created":
+		r.want(3)
+		return r.result(Result{Outcome: OutcomeCreated, RunID: runID, Task: r.str(createdTask),
+			Dispatch: &Dispatch{Index: 0, Name: first.Name, Attempt: r.integer(createdAttempt), Timeout: first.Timeout}})
+	case "exists":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeExists, RunID: r.str(replyField)})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeBegin decodes begin.lua's reply to a begin of step index.
+func decodeBegin(res []string, index int) (Result, error) {
+	r := newReply("begin", res)
+	switch r.word() {
+	case "ok":
+		if len(res) < okEarlier || (len(res)-okEarlier)%2 != 0 {
+			r.failf("%d elements, want %d and a name and output per earlier step", len(res), okEarlier)
+			return r.result(Result{})
+		}
+		resumed := r.str(okResumed)
+		if resumed != "0" && resumed != "1" && resumed != "interrupted" {
+			r.failf("element %d: %q is not 0, 1 or interrupted", okResumed, resumed)
+		}
+		st := &Started{Attempt: r.integer(okAttempt), Crashes: r.integer(okCrashes), Crashed: resumed == "1",
+			Input: r.str(okInput), Policy: r.str(okPolicy), Used: r.integer(okUsed), Deadline: r.instant(okDeadline)}
+		if name := r.str(okNextName); name != "" {
+			st.Next = &Dispatch{Index: index + 1, Name: name, Attempt: r.integer(okNextAttempt) + 1,
+				Timeout: r.millis(okNextTimeout)}
+		}
+		for i := okEarlier; i+1 < len(res); i += 2 {
+			st.Earlier = append(st.Earlier, Checkpoint{Name: res[i], Output: res[i+1]})
+		}
+		return r.result(Result{Outcome: OutcomeOK, Started: st})
+	case "gone":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeGone})
+	case "ended":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+	case "stale":
+		if len(res) == 1 {
+			return r.result(Result{Outcome: OutcomeStale})
+		}
+		r.want(staleLen)
+		return r.result(Result{Outcome: OutcomeStale, Dispatch: r.dispatch(staleDispatch)})
+	case "busy":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeBusy, Wait: r.millis(replyField)})
+	case "early":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
+	case "failed":
+		return decodeFailed(r)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeFailed decodes {"failed", code, reason}.
+func decodeFailed(r *reply) (Result, error) {
+	r.want(3)
+	return r.result(Result{Outcome: OutcomeRunFailed, Code: r.str(failedCode), Reason: r.str(failedReason)})
+}
+
+// decodeFenced decodes {"fenced", why}.
+func decodeFenced(r *reply) (Result, error) {
+	r.want(2)
+	return r.result(Result{Outcome: OutcomeFenced, Why: r.str(replyField)})
+}
+
+// decodeReason decodes {word, reason} as outcome o.
+func decodeReason(r *reply, o Outcome) (Result, error) {
+	r.want(2)
+	return r.result(Result{Outcome: o, Reason: r.str(replyField)})
+}
+
+// decodeComplete decodes complete.lua's reply.
+func decodeComplete(res []string) (Result, error) {
+	r := newReply("complete", res)
+	switch r.word() {
+	case "next":
+		r.want(nextLen)
+		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+	case "succeeded":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeRunSucceeded})
+	case "fenced":
+		return decodeFenced(r)
+	case "done":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeFail decodes fail.lua's reply to a failure of step index.
+func decodeFail(res []string, index int) (Result, error) {
+	r := newReply("fail", res)
+	switch r.word() {
+	case "retry":
+		r.want(retryLen)
+		d := r.dispatch(retryDispatch)
+		d.Index = index
+		return r.result(Result{Outcome: OutcomeRetry, Dispatch: d, Enqueued: r.flag(retryEnqueued)})
+	case "failed":
+		return decodeFailed(r)
+	case "fenced":
+		return decodeFenced(r)
+	case "done":
+		r.want(3)
+		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(doneStatus)), Code: r.str(doneCode)})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeRelease decodes release.lua's reply.
+func decodeRelease(res []string) (Result, error) {
+	r := newReply("release", res)
+	switch r.word() {
+	case "released":
+		r.want(releasedLen)
+		return r.result(Result{Outcome: OutcomeReleased, Dispatch: r.dispatch(releasedDispatch),
+			Enqueued: r.flag(releasedEnqueued)})
+	case "fenced":
+		return decodeFenced(r)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeCancel decodes cancel.lua's reply.
+func decodeCancel(res []string) (Result, error) {
+	r := newReply("cancel", res)
+	switch r.word() {
+	case "cancelled":
+		r.want(3)
+		return r.result(Result{Outcome: OutcomeCancelled, Task: r.str(cancelledTask),
+			StepStatus: StepStatus(r.str(cancelledStepStatus))})
+	case "already":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeAlreadyCancelled, RunStatus: StatusCancelled})
+	case "ended":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+	case "gone":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeGone})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeRedispatch decodes redispatch.lua's reply.
+func decodeRedispatch(res []string) (Result, error) {
+	const kind = "crashed_attempt"
+	r := newReply("redispatch", res)
+	switch r.word() {
+	case "redispatched":
+		r.want(redispatchedLen)
+		return r.result(Result{Outcome: OutcomeDispatch, Kind: kind, Dispatch: r.dispatch(redispatchedDispatch),
+			Crashes: r.integer(redispatchedCrashes), Workflow: r.str(redispatchedWorkflow)})
+	case "failed":
+		out, err := decodeFailed(r)
+		if err == nil {
+			out.Kind = kind
+		}
+		return out, err
+	case "attention":
+		out, err := decodeReason(r, OutcomeAttention)
+		if err == nil {
+			out.Kind = kind
+		}
+		return out, err
+	case "noop":
+		return decodeReason(r, OutcomeNoop)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeRepair decodes repair.lua's reply.
+func decodeRepair(res []string) (Result, error) {
+	r := newReply("repair", res)
+	switch r.word() {
+	case "repair":
+		r.want(repairLen)
+		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(staleDispatch),
+			Kind: r.str(repairKind), Workflow: r.str(repairWorkflow)})
+	case "attention":
+		return decodeReason(r, OutcomeAttention)
+	case "noop":
+		return decodeReason(r, OutcomeNoop)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeTimeout decodes timeout.lua's reply.
+func decodeTimeout(res []string) (Result, error) {
+	r := newReply("timeout", res)
+	switch r.word() {
+	case "failed":
+		r.want(4)
+		return r.result(Result{Outcome: OutcomeRunFailed, Kind: "deadline", Code: CodeRunTimeout,
+			Task: r.str(expiredTask), StepStatus: StepStatus(r.str(expiredStepStatus)), Reason: r.str(expiredReason)})
+	case "noop":
+		return decodeReason(r, OutcomeNoop)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeAction decodes the reply of operate.lua (op: the action) or
+// restore.lua (op "restore", which never replies "succeeded").
+func decodeAction(res []string, op string) (Result, error) {
+	r := newReply(op, res)
+	switch r.word() {
+	case "dispatch":
+		r.want(actionLen)
+		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(actionDispatch),
+			Workflow: r.str(actionWorkflow)})
+	case "succeeded":
+		if op == ActionRestore {
+			break
+		}
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeRunSucceeded})
+	case "refused":
+		return decodeReason(r, OutcomeRefused)
+	case "gone":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeGone})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodePeek decodes peek.lua's reply for a run that exists (it replies {}
+// for one that does not).
+func decodePeek(res []string) (Current, error) {
+	r := newReply("peek", res)
+	r.want(peekLen)
+	if r.err != nil {
+		return Current{}, r.err
+	}
+	c := Current{Status: RunStatus(r.str(peekStatus)), NeedsAttention: r.flag(peekAttention),
+		UpdatedAt: r.instant(peekUpdated), StepStatus: StepStatus(r.str(peekStepState)), Task: r.str(peekTask),
+		FenceExpiresAt: r.instant(peekFenceExpires), Dispatch: *r.dispatch(peekDispatch)}
+	if r.err != nil {
+		return Current{}, r.err
+	}
+	return c, nil
+}
+
+// decodeRenewal decodes renew.lua's reply: 1, 0 or -1.
+func decodeRenewal(n int64) (Renewal, error) {
+	switch r := Renewal(n); r {
+	case Renewed, FenceLost, RunStopped:
+		return r, nil
+	}
+	return FenceLost, fmt.Errorf("%w: renew: %d", ErrUnexpectedReply, n)
+}

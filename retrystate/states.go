@@ -1,0 +1,94 @@
+package retrystate
+
+// The states a run and its steps go through, as the scripts write them (the
+// Lua side spells them as string literals; TestLuaStatusLiterals checks that
+// every literal the scripts write is one of the constants here, and that
+// every constant is written). Package workflow re-exports these types and
+// constants under the same names.
+
+// RunStatus is the status of a run.
+type RunStatus string
+
+// Run statuses.
+const (
+	StatusPending   RunStatus = "pending"
+	StatusRunning   RunStatus = "running"
+	StatusSucceeded RunStatus = "succeeded"
+	StatusFailed    RunStatus = "failed"
+	StatusCancelled RunStatus = "cancelled"
+)
+
+// Terminal reports whether a run in status s has ended (succeeded, failed or
+// cancelled).
+func (s RunStatus) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is one of the run statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// StepStatus is the status of a step of a run.
+type StepStatus string
+
+// Step statuses. A step waiting for a scheduled retry is pending with
+// RetryState RetryScheduled.
+const (
+	StepPending   StepStatus = "pending"
+	StepRunning   StepStatus = "running"
+	StepSucceeded StepStatus = "succeeded"
+	StepFailed    StepStatus = "failed"
+	StepSkipped   StepStatus = "skipped"
+	StepCancelled StepStatus = "cancelled"
+)
+
+// RetryState is where a step stands with its retries.
+type RetryState string
+
+// Retry states of a step.
+const (
+	RetryNone      RetryState = "none"
+	RetryScheduled RetryState = "scheduled"
+	RetryExhausted RetryState = "exhausted"
+)
+
+// AttemptOutcome is how one delivery of a step attempt ended, as the engine
+// reports it to its observer (workflow.Observer.StepAttempt). It is not
+// stored: the journal records attempts by event type.
+type AttemptOutcome string
+
+// Outcomes of a step attempt delivery.
+const (
+	// AttemptSucceeded: the step body returned a result and it was
+	// checkpointed.
+	AttemptSucceeded AttemptOutcome = "succeeded"
+	// AttemptFailedTransient: the step failed and a retry was scheduled.
+	AttemptFailedTransient AttemptOutcome = "failed_transient"
+	// AttemptFailedPermanent: the step failed with a permanent error; the
+	// run failed.
+	AttemptFailedPermanent AttemptOutcome = "failed_permanent"
+	// AttemptExhausted: the step failed transiently with no retry left (the
+	// retry budget is spent, or the next attempt would pass the run's
+	// deadline); the run failed.
+	AttemptExhausted AttemptOutcome = "exhausted"
+	// AttemptCrashed: the delivery resumes an attempt whose worker died (the
+	// crash is counted against the step's crash budget). The resumed
+	// attempt reports its own outcome when it ends.
+	AttemptCrashed AttemptOutcome = "crashed"
+	// AttemptIgnored: a stale or duplicate delivery, or one of a finished
+	// or unknown run, acknowledged without running the step.
+	AttemptIgnored AttemptOutcome = "ignored"
+	// AttemptDiscarded: the step body ran but the attempt no longer owned
+	// its step (its fence expired or the run stopped): the result was
+	// discarded.
+	AttemptDiscarded AttemptOutcome = "discarded"
+	// AttemptInterrupted: the worker stopped the step because it could not
+	// renew the attempt's fence (Redis unreachable) and handed the attempt
+	// back; it resumes under a new dispatch, spending no budget.
+	AttemptInterrupted AttemptOutcome = "interrupted"
+)

@@ -181,7 +181,7 @@ func probeOne(ctx context.Context, rdb redis.UniversalClient, write TaskWriter, 
 		return nil, err
 	}
 	if err := write.WriteTask(ctx, queue, id, c.step.AsynqMessage(queue, c.timeout), due, now()); err != nil {
-		return nil, fmt.Errorf("Cairn's write: %w", err)
+		return nil, fmt.Errorf("write with Cairn's writer: %w", err)
 	}
 	ours, err := readRecord(ctx, rdb, queue, id)
 	if err != nil {

@@ -103,7 +103,7 @@ func TestCheckAsynqWireFindsDifferences(t *testing.T) {
 			}
 			return rdb.HSet(ctx, task, "pending_since", strconv.FormatInt(n/1e9, 10)).Err()
 		}, "hash field pending_since: asynq"},
-		{"the ID pushed twice", func(ctx context.Context, rdb *redis.Client, task, pending, id string, _ []byte) error {
+		{"the ID pushed twice", func(ctx context.Context, rdb *redis.Client, _, pending, id string, _ []byte) error {
 			if n, err := rdb.Exists(ctx, pending).Result(); err != nil || n == 0 {
 				return err
 			}

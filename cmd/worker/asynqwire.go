@@ -48,9 +48,6 @@ func checkAsynqWire(ctx context.Context, rdb redis.UniversalClient, log *slog.Lo
 	if ok {
 		return ctx, noMismatch, err
 	}
-	if ctx.Err() != nil {
-		return ctx, noMismatch, nil // stopping already
-	}
 	log.Warn("cannot check asynq's task format yet; checking again until Redis answers", workflow.AttrError, err)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	finished := make(chan struct{})

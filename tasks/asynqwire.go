@@ -14,7 +14,8 @@ import (
 // hash asynq:{queue}:t:<id> holding the protobuf TaskMessage under "msg"
 // (encoded here), and the ID pushed on asynq:{queue}:pending (named in
 // retrystate/keys.go). TestDirectEnqueueMatchesAsynq checks both against
-// asynq itself.
+// asynq itself, and the worker checks them at start (CheckAsynqWire,
+// probe.go).
 
 // AsynqLeaseDuration is the lease asynq (v0.26, internal/rdb.LeaseDuration)
 // gives a worker on a task it dequeues: the task's entry in

@@ -31,11 +31,73 @@ chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (C
 bench: ## Benchmark Cairn step chains against raw asynq task chains
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 15m ./bench/
 
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The lint tools, pinned. `make tools` installs them with `go install` into
+# TOOLS_BIN (skipped when the pinned version is there already); `make lint`
+# fails when either is missing or at another version.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOVULNCHECK_VERSION   ?= v1.9.0
+TOOLS_BIN ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+# govulncheck's vulnerability database; a local copy: GOVULNDB=file:///path
+GOVULNDB ?= https://vuln.go.dev
+
+# tool = name, module, package within the module, version
+GOLANGCI_LINT := golangci-lint,github.com/golangci/golangci-lint/v2,/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION)
+GOVULNCHECK   := govulncheck,golang.org/x/vuln,/cmd/govulncheck,$(GOVULNCHECK_VERSION)
+tool_name = $(word 1,$(subst $(comma), ,$(1)))
+tool_mod  = $(word 2,$(subst $(comma), ,$(1)))
+tool_pkg  = $(word 2,$(subst $(comma), ,$(1)))$(word 3,$(subst $(comma), ,$(1)))
+tool_ver  = $(word 4,$(subst $(comma), ,$(1)))
+comma := ,
+
+# have_tool: a shell test that TOOLS_BIN holds the tool, built from its
+# module at its pinned version.
+have_tool = [ "$$($(GO) version -m $(TOOLS_BIN)/$(call tool_name,$(1)) 2>/dev/null | \
+	awk '$$1 == "mod" { print $$2 "@" $$3 }')" = "$(call tool_mod,$(1))@$(call tool_ver,$(1))" ]
+install_cmd = GOBIN=$(TOOLS_BIN) $(GO) install $(call tool_pkg,$(1))@$(call tool_ver,$(1))
+
+.PHONY: tools
+tools: ## Install the pinned golangci-lint and govulncheck into TOOLS_BIN (skipped when there)
+	@if $(call have_tool,$(GOLANGCI_LINT)); then echo "golangci-lint $(GOLANGCI_LINT_VERSION): installed"; \
+	else echo "$(call install_cmd,$(GOLANGCI_LINT))"; $(call install_cmd,$(GOLANGCI_LINT)); fi
+	@if $(call have_tool,$(GOVULNCHECK)); then echo "govulncheck $(GOVULNCHECK_VERSION): installed"; \
+	else echo "$(call install_cmd,$(GOVULNCHECK))"; $(call install_cmd,$(GOVULNCHECK)); fi
+
+# need_tool fails, with the install command, unless the tool is installed.
+need_tool = if ! $(call have_tool,$(1)); then \
+	echo "$(call tool_name,$(1)) $(call tool_ver,$(1)) is not installed in $(TOOLS_BIN): run make tools"; \
+	echo "  (or: $(call install_cmd,$(1)))"; exit 1; fi
+
+# govulncheck exits 3 on a vulnerability and 1 on any other error. The one
+# error let through is a vulnerability database that cannot be reached over
+# the network (a machine without access to it, as some CI machines are): it
+# is said loudly, as nothing was checked. Any other failure fails.
+define run_govulncheck
+out=$$($(TOOLS_BIN)/govulncheck -db $(GOVULNDB) $(PKGS) 2>&1); rc=$$?; \
+if [ $$rc -ne 0 ] && [ $$rc -ne 3 ] && printf '%s\n' "$$out" | grep -Eq \
+	'^govulncheck: fetching vulnerabilities: .*(dial tcp|no such host|connection refused|network is unreachable|i/o timeout|TLS handshake timeout|connection reset by peer)'; then \
+	printf '%s\n' "$$out"; \
+	echo "*************************************************************************"; \
+	echo "* govulncheck: the vulnerability database $(GOVULNDB) is UNREACHABLE:"; \
+	echo "* NOTHING WAS CHECKED for known vulnerabilities. Run make lint where it"; \
+	echo "* is reachable, or point GOVULNDB at a local copy (file:///path)."; \
+	echo "*************************************************************************"; \
+else \
+	printf '%s\n' "$$out"; exit $$rc; \
+fi
+endef
 
 .PHONY: lint
-lint: ## gofmt, go vet, staticcheck (all checks), and golangci-lint when it is installed
+lint: ## gofmt, go vet, golangci-lint (.golangci.yml) and govulncheck, at the pinned versions
+	@$(call need_tool,$(GOLANGCI_LINT))
+	@$(call need_tool,$(GOVULNCHECK))
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) run $(STATICCHECK) -checks all $(PKGS)
-	@if command -v golangci-lint >/dev/null 2>&1; then golangci-lint run $(PKGS); else echo "golangci-lint not installed; skipped"; fi
+	$(TOOLS_BIN)/golangci-lint run $(PKGS)
+	@echo "$(TOOLS_BIN)/govulncheck -db $(GOVULNDB) $(PKGS)"
+	@$(run_govulncheck)
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck alone (part of lint)
+	@$(call need_tool,$(GOVULNCHECK))
+	@echo "$(TOOLS_BIN)/govulncheck -db $(GOVULNDB) $(PKGS)"
+	@$(run_govulncheck)

@@ -1,11 +1,14 @@
 module github.com/cairnhq/cairn
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/chromedp/chromedp v0.23.0
+	// Pinned: Cairn's Lua scripts write asynq's internal task record
+	// (tasks/asynqwire.go, retrystate/lua/common.lua put_task). An upgrade is a
+	// data-format change until tasks.CheckAsynqWire and its tests pass on it.
 	github.com/hibiken/asynq v0.26.0
 	github.com/hibiken/asynqmon v0.7.2
 	github.com/prometheus/client_golang v1.25.0

@@ -44,7 +44,7 @@ func (s *Server) routes() {
 	s.mountMonitoring()
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
@@ -75,8 +75,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 // nothing after the object (400). An empty body is allowed unless required.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return problemf(http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "request body larger than %d bytes", tooLarge.Limit)
 	}
 	if err != nil {

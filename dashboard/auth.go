@@ -231,7 +231,7 @@ func (s *Server) authenticate(r *http.Request, checkCSRF bool) (Principal, error
 		return Principal{}, errUnauthenticated
 	}
 	p.Via = "cookie"
-	if checkCSRF && !safeMethod(r.Method) && !s.validCSRF(c.Value, r.Header.Get(CSRFHeader)) {
+	if checkCSRF && !safeMethod(r.Method) && !s.validCSRF(c.Value, r.Header.Get(CSRFHeader)) { //nolint:canonicalheader // CSRFHeader is the documented spelling; Header.Get canonicalizes it
 		return Principal{}, errCSRF
 	}
 	return p, nil

@@ -124,12 +124,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	var werr error
 	write := func(format string, args ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) //nolint:forbidigo // a connection's deadline is wall-clock time
 		_, werr = fmt.Fprintf(w, format, args...)
 		return werr == nil
 	}
 	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) //nolint:forbidigo // as in write
 		werr = rc.Flush()
 		return werr == nil
 	}
@@ -276,11 +276,7 @@ func (h *hub) subscribe() (<-chan struct{}, func()) {
 	if h.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.cancel = cancel
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.run(ctx)
-		}()
+		h.wg.Go(func() { h.run(ctx) })
 	}
 	h.mu.Unlock()
 	return ch, func() {

@@ -112,6 +112,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, deta
 		h.Set("WWW-Authenticate", `Bearer realm="cairn"`)
 	}
 	w.WriteHeader(status)
+	//nolint:errchkjson // the status is sent: a write error is the client going away, with no one to tell
 	_ = json.NewEncoder(w).Encode(Problem{Type: ProblemType(kind), Title: http.StatusText(status), Status: status,
 		Detail: detail, CorrelationID: reqState(r).id})
 }
@@ -122,7 +123,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_ = enc.Encode(v) //nolint:errchkjson // as in writeProblem; v is one of the API's response types
 }
 
 // requestState is what the request middleware keeps about a request: its
@@ -200,7 +201,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, st: st}
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if v == http.ErrAbortHandler { //nolint:errorlint // recover's value itself, compared as net/http compares it
 					panic(v)
 				}
 				st.log.Error("panic serving request", "panic", v, "method", r.Method, "path", r.URL.Path)

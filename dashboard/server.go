@@ -238,7 +238,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
 	if s.AuthDisabled() {
 		if err := checkLoopback(ln.Addr().String()); err != nil {
-			ln.Close()
+			_ = ln.Close()
 			return err
 		}
 	}
@@ -267,7 +267,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
-	<-errc
+	<-errc //nolint:errcheck // Serve's http.ErrServerClosed, after Shutdown
 	if err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("HTTP API shutdown: %w", err)

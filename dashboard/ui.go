@@ -292,7 +292,7 @@ const maxNextDecodes = 3
 // printableASCII tells whether s holds only printable ASCII characters,
 // space excluded.
 func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if s[i] < 0x21 || s[i] > 0x7e {
 			return false
 		}
@@ -366,7 +366,7 @@ func (u *webUI) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reqState(r).subject = p.Subject
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: "/", HttpOnly: true, //nolint:gosec // Secure when served over TLS, which plain HTTP on loopback is not
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	reqLog(r).Info("signed in", "subject", p.Subject, "role", p.Role)
 	seeOther(w, next)
@@ -386,7 +386,7 @@ func (u *webUI) signOut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, //nolint:gosec // as in signIn
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, SignInPath, http.StatusSeeOther)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -203,9 +204,7 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		d.Workflows = append(d.Workflows, d.Workflow)
 	}
 	lq := url.Values{}
-	for k, vs := range q {
-		lq[k] = vs
-	}
+	maps.Copy(lq, q)
 	lq.Set(fragmentParam, "1")
 	v.Live = "/?" + lq.Encode()
 	v.Data = d

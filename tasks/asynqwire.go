@@ -14,7 +14,8 @@ import (
 // hash asynq:{queue}:t:<id> holding the protobuf TaskMessage under "msg"
 // (encoded here), and the ID pushed on asynq:{queue}:pending (named in
 // retrystate/keys.go). TestDirectEnqueueMatchesAsynq checks both against
-// asynq itself.
+// asynq itself, and the worker checks them at start (CheckAsynqWire,
+// probe.go).
 
 // AsynqLeaseDuration is the lease asynq (v0.26, internal/rdb.LeaseDuration)
 // gives a worker on a task it dequeues: the task's entry in
@@ -50,7 +51,9 @@ func (s Step) AsynqMessage(queue string, stepTimeout time.Duration) []byte {
 	b = protowire.AppendTag(b, fieldRetry, protowire.VarintType)
 	b = protowire.AppendVarint(b, DefaultMaxDeliveries)
 	b = protowire.AppendTag(b, fieldTimeout, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(taskTimeout(stepTimeout)/time.Second))
+	// An int64 field's varint is the value's two's-complement bits, as
+	// proto.Marshal writes it (and the timeout is at least a minute).
+	b = protowire.AppendVarint(b, uint64(taskTimeout(stepTimeout)/time.Second)) //nolint:gosec // see above
 	return b
 }
 

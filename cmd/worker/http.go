@@ -52,8 +52,7 @@ func (e *startError) Unwrap() error { return e.err }
 
 // exitCode is the exit code of run's error.
 func exitCode(err error) int {
-	var se *startError
-	if errors.As(err, &se) {
+	if _, ok := errors.AsType[*startError](err); ok {
 		return 2
 	}
 	return 1
@@ -84,8 +83,7 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Opt
 		Logger:          log,
 		UI:              dashboard.WebUI,
 	})
-	var ce *dashboard.ConfigError
-	if errors.As(err, &ce) {
+	if _, ok := errors.AsType[*dashboard.ConfigError](err); ok {
 		return nil, &startError{err}
 	}
 	return s, err

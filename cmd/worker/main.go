@@ -27,13 +27,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cairn worker: bad configuration:\n%v\n", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	serve := run
 	if opts.dashboardOnly {
 		serve = runDashboardOnly
 	}
-	if err := serve(ctx, cfg, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err = serve(ctx, cfg, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "cairn worker: %v\n", err)
 		os.Exit(exitCode(err))
 	}

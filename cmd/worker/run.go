@@ -102,6 +102,12 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			return &startError{fmt.Errorf("CAIRN_WORKFLOWS_FILE %s: %w", cfg.WorkflowsFile, err)}
 		}
 	}
+	// Cairn's Lua scripts write asynq's internal task record: no start on
+	// an asynq that stores tasks otherwise.
+	ctx, wireErr, err := checkAsynqWire(ctx, rdb, log)
+	if err != nil {
+		return err
+	}
 	log.Info("starting worker", "redis", redactedAddr(opts), "queue", cfg.Queue, "concurrency", cfg.Concurrency,
 		"workflows", names)
 	if httpSrv != nil {
@@ -109,7 +115,11 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		wait := serveHTTP(httpCtx, httpSrv, cfg.HTTPAddr, log)
 		defer func() { stopHTTP(); wait() }()
 	}
-	return w.Run(ctx)
+	err = w.Run(ctx)
+	if werr := wireErr(); werr != nil {
+		return werr
+	}
+	return err
 }
 
 func redactedAddr(o *redis.Options) string {

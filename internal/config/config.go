@@ -141,8 +141,7 @@ func Load(environ []string) (Config, error) {
 	parseErrs := namedErrors(perr)
 	failed := map[string]bool{}
 	for _, e := range unjoin(parseErrs) {
-		var ce *Error
-		if errors.As(e, &ce) {
+		if ce, ok := errors.AsType[*Error](e); ok {
 			failed[ce.Var] = true
 		}
 	}
@@ -176,8 +175,7 @@ func namedErrors(err error) error {
 	}
 	var out []error
 	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) {
+		if pe, ok := errors.AsType[env.ParseError](e); ok {
 			out = append(out, &Error{Var: varOf(pe.Name), Msg: fmt.Sprintf("cannot parse as %s: %v", typeName(pe.Type), unwrapAll(pe.Err))})
 			continue
 		}
@@ -207,8 +205,9 @@ func typeName(t reflect.Type) string {
 		return "a number"
 	case reflect.Bool:
 		return "true or false"
+	default:
+		return t.String()
 	}
-	return t.String()
 }
 
 func varOf(field string) string {

@@ -106,7 +106,7 @@ func uniqueName(name string) string {
 
 // goBuild runs `go build -o bin pkg` in the current directory.
 func goBuild(bin, pkg string) error {
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(bin), 0o750); err != nil {
 		return fmt.Errorf("proctest: %w", err)
 	}
 	args := []string{"build", "-o", bin}
@@ -121,7 +121,7 @@ func goBuild(bin, pkg string) error {
 	cmd := exec.Command(tool, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("proctest: %s failed: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+		return fmt.Errorf("proctest: %s failed: %w\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func goTool() (string, error) {
 }
 
 func checkFile(p string) error {
-	fi, err := os.Stat(p)
+	fi, err := os.Stat(p) //nolint:gosec // a candidate path of the go command, from PATH or GOROOT
 	if err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory", p)
 	}

@@ -91,7 +91,7 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 		}
 		if t.Failed() {
 			t.Logf("proctest: %s (pid %d, %s) output, last %d lines:\n%s",
-				p.name, p.PID(), p.status(), tailLines, tail(p.Output(), tailLines))
+				p.name, p.PID(), p.status(), tailLines, tail(p.Output()))
 		}
 	})
 	return p
@@ -156,7 +156,7 @@ func (p *Proc) WaitForOutputFrom(t testing.TB, offset int, substr string, timeou
 		}
 		if exited {
 			t.Fatalf("proctest: %s (pid %d) %s without printing %q after offset %d; output, last %d lines:\n%s",
-				p.name, p.PID(), p.status(), substr, offset, tailLines, tail(p.Output(), tailLines))
+				p.name, p.PID(), p.status(), substr, offset, tailLines, tail(p.Output()))
 		}
 		select {
 		case <-ticker.C:
@@ -166,7 +166,7 @@ func (p *Proc) WaitForOutputFrom(t testing.TB, offset int, substr string, timeou
 				return end
 			}
 			t.Fatalf("proctest: %s (pid %d) did not print %q after offset %d within %v; output, last %d lines:\n%s",
-				p.name, p.PID(), substr, offset, timeout, tailLines, tail(p.Output(), tailLines))
+				p.name, p.PID(), substr, offset, timeout, tailLines, tail(p.Output()))
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) (exitCode int) {
 		return p.cmd.ProcessState.ExitCode()
 	case <-timer.C:
 		t.Fatalf("proctest: %s (pid %d) still running after %v; output, last %d lines:\n%s",
-			p.name, p.PID(), timeout, tailLines, tail(p.Output(), tailLines))
+			p.name, p.PID(), timeout, tailLines, tail(p.Output()))
 		return 0 // unreachable
 	}
 }
@@ -261,12 +261,12 @@ func Run(t testing.TB, bin string, env []string, stdin string, args ...string) (
 	stdout, stderr = outBuf.String(), errBuf.String()
 	if ctx.Err() != nil {
 		t.Fatalf("proctest: %s did not finish within %v\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(cmd.Args, " "), runTimeout, tail(stdout, tailLines), tail(stderr, tailLines))
+			strings.Join(cmd.Args, " "), runTimeout, tail(stdout), tail(stderr))
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatalf("proctest: running %s: %v\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(cmd.Args, " "), err, tail(stdout, tailLines), tail(stderr, tailLines))
+			strings.Join(cmd.Args, " "), err, tail(stdout), tail(stderr))
 	}
 	return stdout, stderr, cmd.ProcessState.ExitCode()
 }
@@ -325,8 +325,9 @@ func (o *output) closeFile() {
 	}
 }
 
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
+// tail returns the last tailLines lines of s.
+func tail(s string) string {
+	const n = tailLines
 	s = strings.TrimRight(s, "\n")
 	if s == "" {
 		return "(no output)"

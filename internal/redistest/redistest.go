@@ -260,7 +260,7 @@ var fallbackPaths = []string{"/usr/bin/redis-server", "/usr/local/bin/redis-serv
 func findServer() (string, error) {
 	if p := os.Getenv(EnvServer); p != "" {
 		if err := checkExecutable(p); err != nil {
-			return "", fmt.Errorf("redistest: %s=%q is not usable: %v", EnvServer, p, err)
+			return "", fmt.Errorf("redistest: %s=%q is not usable: %w", EnvServer, p, err)
 		}
 		return p, nil
 	}
@@ -276,7 +276,7 @@ func findServer() (string, error) {
 }
 
 func checkExecutable(path string) error {
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(path) //nolint:gosec // the redis-server binary the test environment names
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,11 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("redistest: a TCP listener on %s", l.Addr())
+	}
+	return addr.Port, nil
 }
 
 // args returns the redis-server command line for the server.
@@ -360,7 +364,7 @@ func (s *Server) launch() error {
 	logOffset := fileSize(s.LogPath())
 	// redis-server reports command-line and config errors on stdout before
 	// it opens its log file, so keep that output too.
-	stdout, err := os.OpenFile(filepath.Join(s.dir, "redis.stdout"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	stdout, err := os.OpenFile(filepath.Join(s.dir, "redis.stdout"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("redistest: %w", err)
 	}
@@ -401,7 +405,7 @@ func (s *Server) launch() error {
 	if strings.Contains(log, "Address already in use") || errors.Is(err, errPortInUse) {
 		return fmt.Errorf("redistest: port %d: %w", s.port, errPortInUse)
 	}
-	return fmt.Errorf("redistest: redis-server on %s did not become ready: %v\nredis-server output:\n%s\nredis log (%s):\n%s",
+	return fmt.Errorf("redistest: redis-server on %s did not become ready: %w\nredis-server output:\n%s\nredis log (%s):\n%s",
 		s.Addr(), err, tail(readFrom(stdout.Name(), stdoutOffset), logTailLines), s.LogPath(), tail(log, logTailLines))
 }
 
@@ -414,7 +418,7 @@ func waitReady(addr string, p *process, timeout time.Duration) error {
 	for {
 		select {
 		case <-p.done:
-			return fmt.Errorf("process exited: %v", p.err)
+			return fmt.Errorf("process exited: %w", p.err)
 		default:
 		}
 		pid, err := pingPID(addr)
@@ -426,7 +430,7 @@ func waitReady(addr string, p *process, timeout time.Duration) error {
 		}
 		lastErr = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v: %v", timeout, lastErr)
+			return fmt.Errorf("timed out after %v: %w", timeout, lastErr)
 		}
 		time.Sleep(pollInterval)
 	}
@@ -471,7 +475,7 @@ func pingPID(addr string) (int, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(string(body), "\r\n") {
+	for l := range strings.SplitSeq(string(body), "\r\n") {
 		if v, ok := strings.CutPrefix(l, "process_id:"); ok {
 			return strconv.Atoi(v)
 		}
@@ -517,7 +521,7 @@ func (s *Server) stop() error {
 	}
 	// On SIGTERM Redis itself kills any rewrite or save child it has forked.
 	if p.err != nil {
-		return fmt.Errorf("redistest: redis-server on port %d exited uncleanly after SIGTERM: %v\nredis log (%s):\n%s",
+		return fmt.Errorf("redistest: redis-server on port %d exited uncleanly after SIGTERM: %w\nredis log (%s):\n%s",
 			s.port, p.err, s.LogPath(), tail(readFrom(s.LogPath(), 0), logTailLines))
 	}
 	return nil

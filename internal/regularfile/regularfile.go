@@ -74,8 +74,7 @@ func ReadBounded(ctx context.Context, r io.Reader, limit int64) ([]byte, error) 
 func Read(ctx context.Context, path string, limit int64) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			return nil, &fs.PathError{Op: "open", Path: path, Err: pe.Err}
 		}
 		return nil, err

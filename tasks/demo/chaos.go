@@ -79,7 +79,7 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 	key := AuditKey(queue)
 	pid := os.Getpid()
 	audit := func(ctx context.Context, phase string, sc *workflow.StepContext) {
-		entry := fmt.Sprintf("%s|%s|%s|%d|%d|%d", phase, sc.RunID, sc.Step, sc.Attempt, time.Now().UnixNano(), pid)
+		entry := fmt.Sprintf("%s|%s|%s|%d|%d|%d", phase, sc.RunID, sc.Step, sc.Attempt, workflow.SystemClock.Now().UnixNano(), pid)
 		// Keep trying while Redis is away (the suite restarts it): the audit
 		// must not turn into an injected failure, nor lose a record.
 		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {

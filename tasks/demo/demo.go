@@ -50,29 +50,29 @@ func Definition(policy workflow.Policy) workflow.Definition {
 }
 
 // prelude sleeps and injects the failure the input asks for.
-func prelude(ctx context.Context, sc *workflow.StepContext) (Input, error) {
+func prelude(ctx context.Context, sc *workflow.StepContext) error {
 	var in Input
 	if err := sc.DecodeInput(&in); err != nil {
-		return in, err
+		return err
 	}
 	if in.StepSleepMS > 0 {
 		t := time.NewTimer(time.Duration(in.StepSleepMS) * time.Millisecond)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return in, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}
 	if in.FailStep == sc.Step {
 		if in.Permanent {
-			return in, workflow.Permanent(fmt.Errorf("%s: %w (permanent)", sc.Step, ErrInjected))
+			return workflow.Permanent(fmt.Errorf("%s: %w (permanent)", sc.Step, ErrInjected))
 		}
 		if sc.Attempt <= in.FailTimes {
-			return in, fmt.Errorf("%s: %w on attempt %d of %d", sc.Step, ErrInjected, sc.Attempt, in.FailTimes)
+			return fmt.Errorf("%s: %w on attempt %d of %d", sc.Step, ErrInjected, sc.Attempt, in.FailTimes)
 		}
 	}
-	return in, nil
+	return nil
 }
 
 // FetchOutput is the output of the fetch step.
@@ -93,14 +93,14 @@ type DeliverOutput struct {
 }
 
 func fetch(ctx context.Context, sc *workflow.StepContext) (any, error) {
-	if _, err := prelude(ctx, sc); err != nil {
+	if err := prelude(ctx, sc); err != nil {
 		return nil, err
 	}
 	return FetchOutput{Items: []int{1, 2, 3}}, nil
 }
 
 func transform(ctx context.Context, sc *workflow.StepContext) (any, error) {
-	if _, err := prelude(ctx, sc); err != nil {
+	if err := prelude(ctx, sc); err != nil {
 		return nil, err
 	}
 	var f FetchOutput
@@ -116,7 +116,7 @@ func transform(ctx context.Context, sc *workflow.StepContext) (any, error) {
 }
 
 func deliver(ctx context.Context, sc *workflow.StepContext) (any, error) {
-	if _, err := prelude(ctx, sc); err != nil {
+	if err := prelude(ctx, sc); err != nil {
 		return nil, err
 	}
 	var t TransformOutput

@@ -54,7 +54,7 @@ func parseHostPattern(entry string) (hostPattern, error) {
 	if strings.Contains(entry, "://") {
 		return p, fmt.Errorf("%q: want a host name like api.example.com or api.example.com:8443, not a URL", entry)
 	}
-	for i := 0; i < len(entry); i++ {
+	for i := range len(entry) {
 		if c := entry[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("/?#@\\%,;", c) >= 0 {
 			if c >= 0x80 {
 				return p, fmt.Errorf("%q: not ASCII (write an international name in its xn-- form)", entry)
@@ -157,8 +157,8 @@ func canonicalHost(host string, bracketed bool) (string, bool, error) {
 		if l == "" || len(l) > 63 {
 			return "", false, fmt.Errorf("host name %q has an empty or too long label", host)
 		}
-		for i := 0; i < len(l); i++ {
-			if c := l[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		for i := range len(l) {
+			if c := l[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
 				return "", false, fmt.Errorf("%q is not a host name (%q)", host, c)
 			}
 		}

@@ -112,7 +112,7 @@ type Options struct {
 	// Default DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 	// Now tells the time, to turn a Retry-After date into a delay. Default
-	// time.Now.
+	// workflow.SystemClock.Now.
 	Now func() time.Time
 }
 
@@ -128,7 +128,7 @@ var defaultClients sync.Map // int64 -> *http.Client
 func defaultClient(maxBytes int64) *http.Client {
 	limit := max(maxBytes, minHeaderBytes)
 	if c, ok := defaultClients.Load(limit); ok {
-		return c.(*http.Client)
+		return c.(*http.Client) //nolint:forcetypeassert // defaultClients holds only *http.Client
 	}
 	var tr *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
@@ -138,7 +138,7 @@ func defaultClient(maxBytes int64) *http.Client {
 	}
 	tr.MaxResponseHeaderBytes = limit
 	c, _ := defaultClients.LoadOrStore(limit, &http.Client{Transport: tr})
-	return c.(*http.Client)
+	return c.(*http.Client) //nolint:forcetypeassert // as above
 }
 
 func (o Options) withDefaults() Options {
@@ -152,7 +152,7 @@ func (o Options) withDefaults() Options {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = workflow.SystemClock.Now
 	}
 	return o
 }
@@ -315,7 +315,7 @@ func isToken(s string) bool {
 	if s == "" {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if c >= 0x80 || c <= ' ' || strings.IndexByte("\"(),/:;<=>?@[\\]{}\x7f", c) >= 0 {
 			return false
@@ -370,8 +370,7 @@ func (s *Step) Do(ctx context.Context, a Attempt) (*Response, error) {
 	}
 	rawURL, err := s.url.Execute(data)
 	if err != nil {
-		var hv *errHostValue
-		if errors.As(err, &hv) {
+		if hv, ok := errors.AsType[*errHostValue](err); ok {
 			return nil, workflow.WithCode(workflow.Permanent(fmt.Errorf("url: %w", hv)), CodeHostNotAllowed)
 		}
 		return nil, workflow.WithCode(workflow.Permanent(err), CodeTemplateError)
@@ -515,8 +514,8 @@ func ParseRetryAfter(v string, now time.Time, limit time.Duration) (time.Duratio
 		return 0, false
 	}
 	if strings.Trim(v, "0123456789") == "" { // delay-seconds
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || secs > uint64(limit/time.Second) { // err: too many digits
+		secs, err := strconv.ParseInt(v, 10, 64)           // digits only, so not negative
+		if err != nil || secs > int64(limit/time.Second) { // err: too many digits
 			return limit, true
 		}
 		return min(time.Duration(secs)*time.Second, limit), true

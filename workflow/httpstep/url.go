@@ -77,6 +77,7 @@ func scanOne(st urlState, text []byte) urlState {
 			if c == '#' {
 				st = stFragment
 			}
+		default: // stFragment and stRaw last to the end
 		}
 	}
 	return st
@@ -304,7 +305,7 @@ func escapeSegment(s string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
 			b.WriteByte(c)
@@ -332,7 +333,7 @@ func (e *errHostValue) Error() string {
 // once the URL is rendered.
 func checkHostValue(v any) (string, error) {
 	s := printed(v)
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-_:[]", c) >= 0 {
 			continue
@@ -348,7 +349,7 @@ func checkHostValue(v any) (string, error) {
 // checkPath refuses a path with a "." or ".." segment (also percent-encoded):
 // a rendered value must not climb out of the path the definition gives.
 func checkPath(u *url.URL) error {
-	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+	for seg := range strings.SplitSeq(u.EscapedPath(), "/") {
 		if len(seg) > 6 || !strings.Contains(seg, ".") && !strings.Contains(seg, "%") {
 			continue
 		}

@@ -252,7 +252,7 @@ func (p *parser) scalar(n *yaml.Node, what string) (string, bool) {
 }
 
 // enum returns a string that is one of allowed.
-func (p *parser) enum(n *yaml.Node, what string, allowed ...string) (string, bool) {
+func (p *parser) enum(n *yaml.Node, what string, allowed ...string) (string, bool) { //nolint:unparam // the signature of the other accessors (scalar, boolean), whose callers use ok
 	s, ok := p.scalar(n, what)
 	if !ok {
 		return "", false
@@ -265,7 +265,7 @@ func (p *parser) enum(n *yaml.Node, what string, allowed ...string) (string, boo
 }
 
 // positiveInt returns an integer of at least 1.
-func (p *parser) positiveInt(n *yaml.Node, what string) (int, bool) {
+func (p *parser) positiveInt(n *yaml.Node, what string) (int, bool) { //nolint:unparam // the signature of the other accessors (scalar, boolean), whose callers use ok
 	r := resolve(n)
 	if r == nil || r.Kind != yaml.ScalarNode || r.Tag != "!!int" {
 		p.errorf(n, "%s: want a whole number, got %s", what, kindName(r))
@@ -303,7 +303,7 @@ func (p *parser) multiplier(n *yaml.Node, what string) (float64, bool) {
 }
 
 // duration returns a positive Go duration.
-func (p *parser) duration(n *yaml.Node, what string) (time.Duration, bool) {
+func (p *parser) duration(n *yaml.Node, what string) (time.Duration, bool) { //nolint:unparam // the signature of the other accessors (scalar, boolean), whose callers use ok
 	r := resolve(n)
 	if r == nil || r.Kind != yaml.ScalarNode || r.Tag == "!!null" {
 		p.errorf(n, "%s: want a duration like 500ms, 30s or 2m, got %s", what, kindName(r))

@@ -340,8 +340,8 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 
 	typeNode := m.get("type")
 	types := p.stepTypes()
-	switch {
-	case typeNode == nil:
+	switch typeNode {
+	case nil:
 		p.errorf(m.node, "%s: missing key type (want one of %s)", what, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
 	default:
 		typ, ok := p.scalar(typeNode, what+": type")
@@ -499,8 +499,7 @@ func collectFieldErrors(err error, out *[]*httpstep.FieldError) {
 		}
 		return
 	}
-	var fe *httpstep.FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*httpstep.FieldError](err); ok {
 		*out = append(*out, fe)
 	}
 }

@@ -165,6 +165,8 @@ func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, 
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
 		workflow.OutcomeExhausted, workflow.OutcomeDiscarded:
 		m.stepDuration.WithLabelValues(wf, step).Observe(d.Seconds())
+	case workflow.OutcomeCrashed, workflow.OutcomeIgnored, workflow.OutcomeInterrupted:
+		// No duration: the body did not run, or did not run to its end.
 	}
 }
 

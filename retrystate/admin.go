@@ -175,8 +175,8 @@ func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, own
 		maxScore, afterID = strconv.FormatInt(score, 10), id
 	}
 	var (
-		picked    []redis.Z
-		last      redis.Z
+		picked    []indexEntry
+		last      indexEntry
 		scanned   int
 		exhausted bool
 	)
@@ -187,10 +187,14 @@ func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, own
 		if err != nil {
 			return nil, "", err
 		}
+		entries, err := indexEntries(page)
+		if err != nil {
+			return nil, "", err
+		}
 		offset += int64(len(page))
-		cands := page[:0:0]
-		for _, z := range page {
-			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.Member.(string) >= afterID {
+		cands := entries[:0:0]
+		for _, z := range entries {
+			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.ID >= afterID {
 				continue // at or before the cursor
 			}
 			cands = append(cands, z)
@@ -200,7 +204,7 @@ func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, own
 			pipe := s.rdb.Pipeline()
 			heads = make([]*redis.SliceCmd, len(cands))
 			for i, z := range cands {
-				heads[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), "owner", "workflow")
+				heads[i] = pipe.HMGet(ctx, s.keys.run(z.ID), "owner", "workflow")
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 				return nil, "", err
@@ -244,18 +248,39 @@ func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, own
 	return runs, next, err
 }
 
-func cursorOf(z redis.Z) string { return fmt.Sprintf("%d:%s", int64(z.Score), z.Member.(string)) }
+func cursorOf(z indexEntry) string { return fmt.Sprintf("%d:%s", int64(z.Score), z.ID) }
+
+// indexEntry is an entry of a sorted-set index of runs: a run ID and its
+// score.
+type indexEntry struct {
+	ID    string
+	Score float64
+}
+
+// indexEntries returns the entries of a sorted set as go-redis read them,
+// members as strings.
+func indexEntries(zs []redis.Z) ([]indexEntry, error) {
+	out := make([]indexEntry, len(zs))
+	for i, z := range zs {
+		id, ok := z.Member.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: a sorted set member of type %T", ErrUnexpectedReply, z.Member)
+		}
+		out[i] = indexEntry{ID: id, Score: z.Score}
+	}
+	return out, nil
+}
 
 // runHeads reads the runs of index entries, without their steps, skipping
 // runs that have expired.
-func (s *Store) runHeads(ctx context.Context, ids []redis.Z) ([]*Run, error) {
+func (s *Store) runHeads(ctx context.Context, ids []indexEntry) ([]*Run, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, z := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.keys.run(z.Member.(string)), runFields...)
+		cmds[i] = pipe.HMGet(ctx, s.keys.run(z.ID), runFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
@@ -271,7 +296,7 @@ func (s *Store) runHeads(ctx context.Context, ids []redis.Z) ([]*Run, error) {
 		if h["status"] == "" { // expired; its index entries are trimmed by the reconciler
 			continue
 		}
-		runs = append(runs, parseRun(ids[i].Member.(string), h))
+		runs = append(runs, parseRun(ids[i].ID, h))
 	}
 	return runs, nil
 }

@@ -14,6 +14,8 @@ var (
 	// ErrUnexpectedReply: a script replied with something its decoder
 	// (reply.go) does not know: an unknown outcome, a wrong number of
 	// elements, or a malformed element. A script and its decoder disagree.
+	// It is also wrapped for a Redis reply of a type the command does not
+	// return (a sorted set member that is not a string).
 	ErrUnexpectedReply = errors.New("retrystate: unexpected script reply")
 )
 

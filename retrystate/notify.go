@@ -149,9 +149,10 @@ func notificationOf(x redis.XMessage) Notification {
 // so as to replay at most maxEntries entries (<= 0: no bound) and none
 // written before notBefore (zero: no bound): after, or the ID of a later
 // entry when either bound moves it forward (the more recent of the two
-// wins). skipped tells whether entries after after are passed over. An ID beyond the
-// newest entry resumes after the newest, and on an empty stream from "0-0",
-// so that the reader does not wait for the clock to reach its ID.
+// wins). skipped tells whether entries following after are passed over.
+// An ID beyond the newest entry resumes after the newest, and on an empty
+// stream from "0-0", so that the reader does not wait for the clock to
+// reach its ID.
 func (s *Store) ResumeNotifications(ctx context.Context, after string, maxEntries int64, notBefore time.Time) (start string, skipped bool, err error) {
 	key := s.keys.notifications()
 	from, ok := parseEntryID(after)
@@ -181,7 +182,7 @@ func (s *Store) ResumeNotifications(ctx context.Context, after string, maxEntrie
 		}
 	}
 	if !lower.less(newest) {
-		return newest.String(), true, nil // every entry after after is older than notBefore
+		return newest.String(), true, nil // every entry following after is older than notBefore
 	}
 	if maxEntries > 0 {
 		xs, err := s.rdb.XRevRangeN(ctx, key, "+", "("+lower.String(), maxEntries+1).Result()

@@ -86,17 +86,21 @@ type Due struct {
 }
 
 func (s *Store) rangeByScore(ctx context.Context, key string, maxMS int64, limit int64) ([]Due, error) {
-	max := "+inf"
+	upper := "+inf"
 	if maxMS >= 0 {
-		max = strconv.FormatInt(maxMS, 10)
+		upper = strconv.FormatInt(maxMS, 10)
 	}
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: max, Count: limit}).Result()
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: upper, Count: limit}).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Due, len(zs))
-	for i, z := range zs {
-		out[i] = Due{RunID: z.Member.(string), At: time.UnixMilli(int64(z.Score))}
+	entries, err := indexEntries(zs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Due, len(entries))
+	for i, z := range entries {
+		out[i] = Due{RunID: z.ID, At: time.UnixMilli(int64(z.Score))}
 	}
 	return out, nil
 }
@@ -138,8 +142,8 @@ func (s *Store) CountActive(ctx context.Context) (int64, error) {
 	return s.rdb.ZCard(ctx, s.keys.active()).Result()
 }
 
-// TrimIndexes removes from the indexes up to limit runs created before
-// before whose records have expired. It returns how many it removed.
+// TrimIndexes removes from the indexes up to limit runs created earlier
+// than before whose records have expired. It returns how many it removed.
 func (s *Store) TrimIndexes(ctx context.Context, before time.Time, limit int64) (int, error) {
 	old, err := s.rangeByScore(ctx, s.keys.all(), ms(before), limit)
 	if err != nil || len(old) == 0 {

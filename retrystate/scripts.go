@@ -86,7 +86,7 @@ func parseCommon(src string) commonLua {
 		}
 		names, cur = nil, nil
 	}
-	for _, line := range strings.Split(src, "\n") {
+	for line := range strings.SplitSeq(src, "\n") {
 		switch {
 		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
 			if names == nil && len(c.defs) == 0 && comment == nil && cur == nil {
@@ -105,11 +105,12 @@ func parseCommon(src string) commonLua {
 		case luaLocal.MatchString(line):
 			flush()
 			m := luaLocal.FindStringSubmatch(line)
-			for _, n := range strings.Split(m[1], ",") {
+			for n := range strings.SplitSeq(m[1], ",") {
 				names = append(names, strings.TrimSpace(n))
 			}
-			cur = append(comment, line)
-			comment = nil
+			// The definition's text starts with the comment block above it.
+			comment = append(comment, line)
+			cur, comment = comment, nil
 		default:
 			// Inside a definition: indented, or the "end" that closes it.
 			// Anything else at column 0 is a statement of its own, which
@@ -164,8 +165,8 @@ func (c commonLua) prelude(body string) string {
 func stripLuaComments(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		if j := strings.Index(l, "--"); j >= 0 {
-			lines[i] = l[:j]
+		if code, _, ok := strings.Cut(l, "--"); ok {
+			lines[i] = code
 		}
 	}
 	return strings.Join(lines, "\n")

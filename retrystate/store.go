@@ -349,7 +349,7 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 		}
 		maxScore, afterID = strconv.FormatInt(score, 10), id
 	}
-	var ids []redis.Z
+	var ids []indexEntry
 	for offset := int64(0); len(ids) < limit+1; {
 		page, err := s.rdb.ZRevRangeByScoreWithScores(ctx, idx, &redis.ZRangeBy{
 			Max: maxScore, Min: "-inf", Offset: offset, Count: int64(limit + 1),
@@ -357,8 +357,12 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 		if err != nil {
 			return nil, "", err
 		}
-		for _, z := range page {
-			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.Member.(string) >= afterID {
+		entries, err := indexEntries(page)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, z := range entries {
+			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.ID >= afterID {
 				continue
 			}
 			ids = append(ids, z)
@@ -371,7 +375,7 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 	next := ""
 	if len(ids) > limit {
 		last := ids[limit-1]
-		next = fmt.Sprintf("%d:%s", int64(last.Score), last.Member.(string))
+		next = fmt.Sprintf("%d:%s", int64(last.Score), last.ID)
 		ids = ids[:limit]
 	}
 	runs, err := s.runHeads(ctx, ids)
@@ -382,7 +386,7 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 }
 
 func splitCursor(c string) (int64, string, bool) {
-	for i := 0; i < len(c); i++ {
+	for i := range len(c) {
 		if c[i] == ':' {
 			n, err := strconv.ParseInt(c[:i], 10, 64)
 			if err != nil || i+1 >= len(c) {

@@ -186,7 +186,7 @@ func (c *Client) encodeInput(input any) (json.RawMessage, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
 		}
 		raw = b
 	}
@@ -200,11 +200,11 @@ func (c *Client) encodeInput(input any) (json.RawMessage, error) {
 	if !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v)
-		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidInput, err) //nolint:errorlint // as above
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err) //nolint:errorlint // as above
 	}
 	return compact.Bytes(), nil
 }
@@ -415,8 +415,8 @@ func (c *Client) Notifications(ctx context.Context, after string, limit int) ([]
 // that should replay at most maxEntries notifications (<= 0: no bound) and
 // none older than maxAge by the client's clock (<= 0: no bound): after
 // itself, or a later ID when a bound moves it forward (the more recent of
-// the two wins). skipped tells whether notifications after after are passed
-// over. An ID beyond the newest notification resumes after the newest.
+// the two wins). skipped tells whether notifications following after are
+// passed over. An ID beyond the newest notification resumes after the newest.
 func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntries int, maxAge time.Duration) (start string, skipped bool, err error) {
 	var notBefore time.Time
 	if maxAge > 0 {

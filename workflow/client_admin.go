@@ -154,11 +154,11 @@ func notificationFrom(n retrystate.Notification) Notification {
 	if len(n.Fields) > 0 {
 		out.Details = make(map[string]string, len(n.Fields))
 		for k, v := range n.Fields {
-			switch {
-			case k == "owner":
+			switch k {
+			case "owner":
 				out.Owner = v
 				continue
-			case k == "due_at":
+			case "due_at":
 				if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 					v = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 				}

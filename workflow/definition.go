@@ -145,7 +145,7 @@ func (d *Definition) resolve(global Policy) snapshot {
 func parseSnapshot(b string) (snapshot, error) {
 	var s snapshot
 	if err := json.Unmarshal([]byte(b), &s); err != nil {
-		return snapshot{}, fmt.Errorf("%w: stored definition: %v", ErrInvalidDefinition, err)
+		return snapshot{}, fmt.Errorf("%w: stored definition: %v", ErrInvalidDefinition, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
 	}
 	if len(s.Steps) == 0 {
 		return snapshot{}, fmt.Errorf("%w: stored definition %q has no steps", ErrInvalidDefinition, s.Name)

@@ -195,8 +195,7 @@ func (e *redeliverError) Error() string {
 // attempt) comes back when it asked; other asynq-level failures (Redis
 // unreachable while saving state) back off from 1s to 30s.
 func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
-	var r *redeliverError
-	if errors.As(err, &r) {
+	if r, ok := errors.AsType[*redeliverError](err); ok {
 		return max(r.after, 100*time.Millisecond)
 	}
 	return min(time.Second<<min(n, 5), 30*time.Second)
@@ -205,8 +204,8 @@ func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
 // IsFailure is the asynq IsFailure func for servers that run an Engine: a
 // delivery handed back on purpose is not counted as a failure.
 func IsFailure(err error) bool {
-	var r *redeliverError
-	return err != nil && !errors.As(err, &r)
+	_, redeliver := errors.AsType[*redeliverError](err)
+	return err != nil && !redeliver
 }
 
 // ProcessTask handles one delivery of a step attempt's task.
@@ -285,6 +284,9 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)
 		return nil
+	default:
+		// OutcomeOK, the only other outcome Begin replies with: run the
+		// step body.
 	}
 	return e.execute(ctx, log, p, token, fn, b.Started)
 }
@@ -592,7 +594,9 @@ func (e *Engine) renew(ctx context.Context, p tasks.Step, token string, now, val
 // policy returns the effective policy of a stored step policy.
 func (e *Engine) policy(log logger, stored string) Policy {
 	if p, ok := e.policies.Load(stored); ok {
-		return p.(Policy)
+		if pol, ok := p.(Policy); ok { // always: the cache holds only Policy values
+			return pol
+		}
 	}
 	var pol Policy
 	if err := json.Unmarshal([]byte(stored), &pol); err != nil {

@@ -118,8 +118,7 @@ func WithCode(err error, code string) error {
 
 // Code returns the code attached by WithCode, or "".
 func Code(err error) string {
-	var c *codedError
-	if errors.As(err, &c) {
+	if c, ok := errors.AsType[*codedError](err); ok {
 		return c.code
 	}
 	return ""
@@ -127,14 +126,13 @@ func Code(err error) string {
 
 // IsPermanent reports whether err was marked with Permanent.
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	_, ok := errors.AsType[*permanentError](err)
+	return ok
 }
 
 // RetryDelayOf returns the delay requested with RetryAfter, if any.
 func RetryDelayOf(err error) (time.Duration, bool) {
-	var r *retryAfterError
-	if errors.As(err, &r) {
+	if r, ok := errors.AsType[*retryAfterError](err); ok {
 		return r.delay, true
 	}
 	return 0, false
@@ -151,8 +149,7 @@ func IsTransient(err error) bool {
 	if _, ok := RetryDelayOf(err); ok {
 		return true
 	}
-	var t *transientError
-	if errors.As(err, &t) {
+	if _, ok := errors.AsType[*transientError](err); ok {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
@@ -161,8 +158,8 @@ func IsTransient(err error) bool {
 		errors.Is(err, syscall.ECONNABORTED) {
 		return true
 	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }
 
 // Classify returns ClassPermanent or ClassTransient for a step error:

@@ -20,7 +20,7 @@ var crockfordIndex = func() (t [256]int8) {
 	for i := range t {
 		t[i] = -1
 	}
-	for i := 0; i < len(crockford); i++ {
+	for i := range len(crockford) {
 		t[crockford[i]] = int8(i)
 	}
 	return t
@@ -58,7 +58,7 @@ func ValidRunID(s string) bool {
 	if len(s) != runIDLen {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if crockfordIndex[s[i]] < 0 {
 			return false
 		}

@@ -14,7 +14,7 @@ import (
 type Backoff string
 
 // Backoff modes. With n the number of the failed attempt within the budget
-// (1 for the first), each delay is capped at MaxInterval:
+// (1 for the first), each delay is capped at MaxInterval.
 const (
 	// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
 	// (the default).
@@ -28,7 +28,7 @@ const (
 // Jitter says how a retry delay is randomised.
 type Jitter string
 
-// Jitter modes. With base the exponential delay for an attempt:
+// Jitter modes, with base the exponential delay for an attempt.
 const (
 	// JitterNone waits exactly base.
 	JitterNone Jitter = "none"
@@ -302,7 +302,7 @@ func parseDur(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s %q: %v", ErrInvalidPolicy, field, s, err)
+		return 0, fmt.Errorf("%w: %s %q: %v", ErrInvalidPolicy, field, s, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
 	}
 	return d, nil
 }

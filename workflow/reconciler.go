@@ -138,6 +138,8 @@ func newReconciler(d *deps, cfg ReconcilerConfig, log *slog.Logger) *Reconciler 
 }
 
 // Report says what a pass or a sweep found and did.
+//
+//nolint:recvcheck // Total and String take a value so that a Report value is a fmt.Stringer; the unexported add and merge update one in place
 type Report struct {
 	// Locked is false when another replica held the lock and this call did
 	// nothing.
@@ -209,16 +211,14 @@ func (r Report) String() string {
 // Run reconciles once at once, logging what it found, then sweeps every
 // SweepInterval and passes every Interval until ctx is done.
 func (r *Reconciler) Run(ctx context.Context) {
-	first := true
 	var recheckAt time.Time
 	for ctx.Err() == nil {
 		rep, err := r.Pass(ctx)
 		if err == nil {
 			if rep.Locked {
 				r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(),
-					"detail", rep.String(), "startup", first)
+					"detail", rep.String(), "startup", true)
 			}
-			first = false
 			recheckAt = rep.Recheck
 			break
 		}
@@ -283,9 +283,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(ttl / 3)
 		defer t.Stop()
 		for {
@@ -300,7 +298,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 				}
 			}
 		}
-	}()
+	})
 	err = fn(ctx)
 	cancel()
 	wg.Wait()
@@ -529,6 +527,9 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 		log.Error("run needs attention: repaired automatically too often", AttrReason, rp.Reason)
 		rep.Attention++
 		r.cfg.Observer.Repair("needs_attention")
+	default:
+		// OutcomeNoop, the only other outcome the redispatch, timeout and
+		// repair scripts reply with: nothing was repaired, nothing to report.
 	}
 	return rep, nil
 }

@@ -102,7 +102,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", AttrError, err,
 			"retry_in", backoff)
 		if sleep(ctx, backoff) != nil {
-			return nil
+			// ctx is done: Run returns nil, as it does when ctx ends
+			// after start-up.
+			return nil //nolint:nilerr // stopping when ctx is done is Run's documented end, not a failure
 		}
 	}
 	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{

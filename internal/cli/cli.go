@@ -62,7 +62,7 @@ type CLI struct {
 	// PollInterval is how often start --wait reads the run. Default
 	// DefaultPollInterval.
 	PollInterval time.Duration
-	// Now tells the time for countdowns. Default time.Now.
+	// Now tells the time for countdowns. Default workflow.SystemClock.Now.
 	Now func() time.Time
 }
 
@@ -116,7 +116,7 @@ func (c *CLI) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return workflow.SystemClock.Now()
 }
 
 // action is a parsed command, run once connected.
@@ -245,8 +245,7 @@ var badInput = []error{
 
 // exitCode maps an error to the exit code it causes.
 func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
+	if ee, ok := errors.AsType[*exitError](err); ok {
 		return ee.code
 	}
 	for _, target := range badInput {
@@ -307,8 +306,7 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 		if ctx.Err() != nil {
 			return nil, failuref("interrupted while connecting to Redis at %s", opts.Addr)
 		}
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
+		if _, ok := errors.AsType[redis.Error](err); ok {
 			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", opts.Addr, err)
 		}
 		hint := "is Redis running there? check CAIRN_REDIS_URL"

@@ -138,8 +138,7 @@ func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessa
 	case !json.Valid(data):
 		var v any
 		err := json.Unmarshal(data, &v)
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 			return nil, usageErrorf("%s is not valid JSON: %v (at byte %d)", src, err, se.Offset)
 		}
 		return nil, usageErrorf("%s is not valid JSON: %v", src, err)

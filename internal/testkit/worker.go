@@ -66,8 +66,8 @@ func WaitRun(t testing.TB, c *workflow.Client, id string, timeout time.Duration)
 	return run
 }
 
-// CountEvents counts the events of type typ in evs, of step step or, when
-// step is "", of any step.
+// CountEvents counts the events of type typ in evs that belong to the step
+// named by step or, when step is "", to any step.
 func CountEvents(evs []workflow.Event, typ, step string) int {
 	n := 0
 	for _, ev := range evs {

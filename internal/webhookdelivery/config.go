@@ -43,7 +43,7 @@ type Clock interface {
 // systemClock is the wall clock, the default Clock.
 type systemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) Now() time.Time { return time.Now() } //nolint:forbidigo // the default clock
 
 // Config configures webhook notifications: each entry of the queue's
 // notification stream (run failed, recovered, succeeded, cancelled, needs

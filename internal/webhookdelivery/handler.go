@@ -119,8 +119,7 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 // receiver's Retry-After when it sent one (at most 1h), else exponential
 // backoff from 1s doubling to at most 10m, with equal jitter.
 func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
-	var ra *retryAfter
-	if errors.As(err, &ra) {
+	if ra, ok := errors.AsType[*retryAfter](err); ok {
 		return max(ra.after, time.Second)
 	}
 	d := min(time.Second<<min(n, 10), 10*time.Minute)

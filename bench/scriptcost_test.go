@@ -135,8 +135,11 @@ func BenchmarkScriptInstructions(b *testing.B) {
 // dir (callgrind.out.<pid>.<n>, n counting dumps).
 func lastDumpTotal(dir string) (int64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "callgrind.out.*.*"))
-	if err != nil || len(files) == 0 {
-		return 0, fmt.Errorf("no callgrind dump in %s (%v)", dir, err)
+	if err != nil {
+		return 0, fmt.Errorf("no callgrind dump in %s: %w", dir, err)
+	}
+	if len(files) == 0 {
+		return 0, fmt.Errorf("no callgrind dump in %s", dir)
 	}
 	num := func(f string) int {
 		n, _ := strconv.Atoi(f[strings.LastIndexByte(f, '.')+1:])

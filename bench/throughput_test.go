@@ -203,7 +203,7 @@ func compare(b *testing.B, title, tag string, cfg phaseConfig) {
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  \twhere the time goes\tredis CPU/unit\tGo CPU/unit\tCPU/unit\tredis busy\tGo busy\tdequeue wait\t\n")
+	fmt.Fprintf(tw, "  \twhere the time goes\tredis CPU/unit\tGo CPU/unit\tCPU/unit\tredis busy\tGo busy\tdequeue wait\t\n") //nolint:dupword // column headers
 	for _, p := range phases {
 		fmt.Fprintf(tw, "  \t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\t\n", p.name,
 			p.r.perUnit(p.r.redisCPU), p.r.perUnit(p.r.goCPU), p.r.perUnit(p.r.redisCPU+p.r.goCPU),
@@ -290,18 +290,18 @@ func addStats(to, from map[string]callStat) {
 	}
 }
 
-func (r result) perSec() float64       { return float64(r.units) / r.elapsed.Seconds() }
-func (r result) cmdsPerUnit() float64  { return float64(sum(r.cmds)) / float64(r.units) }
-func (r result) tripsPerUnit() float64 { return float64(r.trips) / float64(r.units) }
+func (r *result) perSec() float64       { return float64(r.units) / r.elapsed.Seconds() }
+func (r *result) cmdsPerUnit() float64  { return float64(sum(r.cmds)) / float64(r.units) }
+func (r *result) tripsPerUnit() float64 { return float64(r.trips) / float64(r.units) }
 
-func (r result) perUnit(d time.Duration) time.Duration {
+func (r *result) perUnit(d time.Duration) time.Duration {
 	return (d / time.Duration(r.units)).Round(100 * time.Nanosecond)
 }
 
 // busy returns d as a percentage of elapsed (100% is one core).
-func (r result) busy(d time.Duration) float64 { return 100 * d.Seconds() / r.elapsed.Seconds() }
+func (r *result) busy(d time.Duration) float64 { return 100 * d.Seconds() / r.elapsed.Seconds() }
 
-func (r result) dequeueWait() time.Duration {
+func (r *result) dequeueWait() time.Duration {
 	if r.dequeues == 0 {
 		return 0
 	}

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -331,7 +332,7 @@ func TestReadyzWhenRedisIsDown(t *testing.T) {
 	h := s.Handler()
 	get := func(path string) int {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		return rec.Code
 	}
 	if code := get("/readyz"); code != 200 {

@@ -51,7 +51,7 @@ func (e *env) openStream(name, token, lastEventID string) *stream {
 func openStreamAt(t *testing.T, base, name, token, lastEventID string) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	hr, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/events", nil)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,12 @@ func openStreamAt(t *testing.T, base, name, token, lastEventID string) *stream {
 	if lastEventID != "" {
 		hr.Header.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := http.DefaultClient.Do(hr) //nolint:bodyclose // closed by the reading goroutine below, or on a bad status
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		cancel()
 		resp.Body.Close()
 		t.Fatalf("stream %s: %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net/http"
@@ -20,14 +19,26 @@ import (
 )
 
 func Example() {
+	if err := serveDashboard(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 201 demo alice pending
+	// 401 urn:cairn:problem:unauthorized
+	// 403
+}
+
+// serveDashboard publishes a workflow, serves the dashboard's API and calls
+// it as a user, anonymously and as a user on an admin route.
+func serveDashboard() error {
 	store, err := embedded.Start("127.0.0.1:0")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer store.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
 	defer rdb.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 
 	// Workers publish their workflows; this one runs nothing.
 	eng, _ := workflow.NewEngine(rdb, workflow.EngineConfig{Logger: quiet})
@@ -39,7 +50,7 @@ func Example() {
 	tokens, err := dashboard.ParseTokens(strings.NewReader(
 		"alice-secret-token-0001 alice user\nroot-secret-token-00001 root admin\n"), "tokens")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	srv, err := dashboard.New(dashboard.Config{
 		Client: workflow.NewClient(rdb, workflow.ClientConfig{Logger: quiet}),
@@ -48,42 +59,49 @@ func Example() {
 		Logger: quiet,
 	})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer srv.Close()
 	// In production: srv.ListenAndServe(ctx).
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 
-	call := func(method, path, token, body string) *http.Response {
-		req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	// call sends a request and decodes the JSON answer into out (if not nil).
+	call := func(method, path, token, body string, out any) (int, error) {
+		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			log.Fatal(err)
+			return 0, err
 		}
-		return resp
+		defer resp.Body.Close()
+		if out != nil {
+			_ = json.NewDecoder(resp.Body).Decode(out)
+		}
+		return resp.StatusCode, nil
 	}
 
-	resp := call("POST", "/api/v1/workflows", "alice-secret-token-0001", `{"workflow":"demo","input":{"fail_times":0}}`)
 	var run workflow.Run
-	_ = json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode, run.Workflow, run.Owner, run.Status)
+	code, err := call(http.MethodPost, "/api/v1/workflows", "alice-secret-token-0001", `{"workflow":"demo","input":{"fail_times":0}}`, &run)
+	if err != nil {
+		return err
+	}
+	fmt.Println(code, run.Workflow, run.Owner, run.Status)
 
-	resp = call("GET", "/api/v1/workflows/"+run.ID, "", "")
 	var p dashboard.Problem
-	_ = json.NewDecoder(resp.Body).Decode(&p)
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode, p.Type)
+	if code, err = call(http.MethodGet, "/api/v1/workflows/"+run.ID, "", "", &p); err != nil {
+		return err
+	}
+	fmt.Println(code, p.Type)
 
-	resp = call("GET", "/api/v1/admin/workflows/failed", "alice-secret-token-0001", "")
-	resp.Body.Close()
-	fmt.Println(resp.StatusCode)
-	// Output:
-	// 201 demo alice pending
-	// 401 urn:cairn:problem:unauthorized
-	// 403
+	if code, err = call(http.MethodGet, "/api/v1/admin/workflows/failed", "alice-secret-token-0001", "", nil); err != nil {
+		return err
+	}
+	fmt.Println(code)
+	return nil
 }

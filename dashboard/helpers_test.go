@@ -108,7 +108,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Redis:      rdb,
 		Logger:     log,
 		Monitoring: asynq.RedisClientOpt{Addr: srv.Addr()},
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, "cairn_test_metric 1")
 		}),
 		Heartbeat:          o.heartbeat,
@@ -311,7 +311,10 @@ func (e *env) snapshot(id string) snapshot {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, _ := json.Marshal(run)
+	b, err := json.Marshal(run)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	evs, err := e.client.Events(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)

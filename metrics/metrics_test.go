@@ -190,7 +190,7 @@ func (failingCounts) Counts(context.Context) (map[string]int64, error) {
 
 type slowCounts struct{ release chan struct{} }
 
-func (s slowCounts) Counts(ctx context.Context) (map[string]int64, error) {
+func (s slowCounts) Counts(context.Context) (map[string]int64, error) {
 	<-s.release
 	return map[string]int64{"failed": 3}, nil
 }
@@ -282,7 +282,7 @@ func ExampleNew() {
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
+	for line := range strings.SplitSeq(rec.Body.String(), "\n") {
 		if strings.HasPrefix(line, "cairn_runs_started_total") || strings.HasPrefix(line, "cairn_step_attempts_total") {
 			fmt.Println(line)
 		}

@@ -346,11 +346,11 @@ func TestReadAfterTheLargestID(t *testing.T) {
 	if _, err := s.Cancel(ctxb, runID(30), "me", time.Hour, t0); err != nil {
 		t.Fatal(err)
 	}
-	const max = "18446744073709551615-18446744073709551615"
-	if ns, err := s.Notifications(ctxb, max, 10); err != nil || len(ns) != 0 {
+	const largest = "18446744073709551615-18446744073709551615"
+	if ns, err := s.Notifications(ctxb, largest, 10); err != nil || len(ns) != 0 {
 		t.Errorf("notifications after the largest ID: %v %v", ns, err)
 	}
-	if es, err := s.Audit(ctxb, max, 10); err != nil || len(es) != 0 {
+	if es, err := s.Audit(ctxb, largest, 10); err != nil || len(es) != 0 {
 		t.Errorf("audit after the largest ID: %v %v", es, err)
 	}
 }

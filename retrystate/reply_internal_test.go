@@ -116,7 +116,7 @@ func TestDecodersRejectMalformedReplies(t *testing.T) {
 			if err := k.decode(r); err != nil {
 				t.Errorf("%s: %q: %v", k.script, r, err)
 			}
-			for n := range len(r) {
+			for n := range r {
 				if !valid[strings.Join(r[:n], "\x00")] {
 					rejects("short reply", r[:n])
 				}

@@ -46,7 +46,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	const minute = time.Minute
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	at := t0.Add
 	n := 0
 	newID := func() string { n++; return runID(5000 + n) }
 	must := func(r retrystate.Result, err error) retrystate.Result {

@@ -54,7 +54,7 @@ var (
 	tk      = newKeys(tQueue)
 	runKey  = tk.run(tRun)
 	jKey    = tk.journal(tRun)
-	taskKey = func(id string) string { return tk.asynqTask(id) }
+	taskKey = tk.asynqTask
 )
 
 // world is a seed: Redis commands that build the state a case starts from.
@@ -84,10 +84,12 @@ func (w *world) step(i int, kv ...any) *world {
 	return w.do(args...)
 }
 
+//nolint:unparam // as ZADD: the member is named where the state is built
 func (w *world) zadd(key string, score int64, member string) *world {
 	return w.do("ZADD", key, score, member)
 }
 
+//nolint:unparam // as ZREM: the member is named where the state is built
 func (w *world) zrem(key, member string) *world { return w.do("ZREM", key, member) }
 
 // move moves the run from one status index to another.
@@ -145,7 +147,7 @@ func abc() *world { return fresh("a", "b", "c") }
 
 // done marks the steps before idx succeeded (attempt 1, output {"out":"<i>"}).
 func (w *world) done(idx int) *world {
-	for i := 0; i < idx; i++ {
+	for i := range idx {
 		w.step(i, "attempt", "1", "task", taskID(i, 1), "status", "succeeded", "attempts_started", "1",
 			"started_at", tStarted+int64(i), "attempt_started_at", tStarted+int64(i), "finished_at", tStarted+int64(i)+1,
 			"output", fmt.Sprintf(`{"out":%d}`, i), "fence", fmt.Sprintf("done:t%d", i))
@@ -388,7 +390,11 @@ func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
 			}
 			for _, z := range zs {
 				score := strconv.FormatFloat(z.Score, 'f', -1, 64)
-				out["Z "+short+" "+z.Member.(string)] = score
+				member, ok := z.Member.(string)
+				if !ok {
+					t.Fatalf("key %s: member %#v is not a string", key, z.Member)
+				}
+				out["Z "+short+" "+member] = score
 			}
 		case "set":
 			ms, err := rdb.SMembers(ctx, key).Result()
@@ -443,11 +449,21 @@ func streamFieldsInOrder(t *testing.T, rdb *redis.Client, key, id string) string
 	if err != nil || len(res) != 1 {
 		t.Fatalf("XRANGE %s %s: %v %v", key, id, res, err)
 	}
-	entry := res[0].([]any)
-	kv := entry[1].([]any)
+	entry, ok := res[0].([]any)
+	if !ok || len(entry) != 2 {
+		t.Fatalf("XRANGE %s %s: entry %#v", key, id, res[0])
+	}
+	kv, ok := entry[1].([]any)
+	if !ok {
+		t.Fatalf("XRANGE %s %s: fields %#v", key, id, entry[1])
+	}
 	parts := make([]string, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
-		parts = append(parts, fmt.Sprintf("%s=%s", kv[i], strconv.Quote(kv[i+1].(string))))
+		v, ok := kv[i+1].(string)
+		if !ok {
+			t.Fatalf("XRANGE %s %s: value %#v", key, id, kv[i+1])
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s", kv[i], strconv.Quote(v)))
 	}
 	return strings.Join(parts, " ")
 }
@@ -671,6 +687,8 @@ func TestScriptComplete(t *testing.T) {
 
 // failCase is a fail of step idx by token with an error of class after
 // delay ms, predicting the retry's task retry ("" for none).
+//
+//nolint:unparam // each case names the token it fails with, next to the fence it seeds
 func failCase(name string, seed *world, idx int, token, class string, delay int, retry, reply string) luaCase {
 	return luaCase{name: name, seed: seed,
 		keys: []string{runKey, taskKey(retry), tk.asynqPending(), tk.asynqScheduled()},
@@ -724,6 +742,8 @@ func TestScriptFail(t *testing.T) {
 
 // releaseCase is a release of step idx by token, predicting the new
 // dispatch's task next ("" for none).
+//
+//nolint:unparam // each case names the token it releases with, next to the fence it seeds
 func releaseCase(name string, seed *world, idx int, token, next, reply string) luaCase {
 	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
 		argv: []any{token, idx, next, "MSG"}, reply: reply}

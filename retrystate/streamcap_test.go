@@ -42,7 +42,7 @@ func fill(t *testing.T, rdb *redis.Client, key string, n int64) {
 	}
 	for have < n {
 		pipe := rdb.Pipeline()
-		for k := int64(0); k < min(n-have, 10000); k++ {
+		for range min(n-have, 10000) {
 			pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"type", "filler", "at", "0"}})
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -68,14 +68,14 @@ func TestStreamsStayBounded(t *testing.T) {
 	t.Cleanup(func() { rdb.Del(context.Background(), notifications, audit) })
 	notifyMax := luaMaxLen(t, "NOTIFY_MAXLEN")
 	const slack = 100 // stream-node-max-entries: approximate trimming drops whole nodes
-	bounded := func(what, key string, max int64) {
+	bounded := func(what, key string, limit int64) {
 		t.Helper()
 		n, err := rdb.XLen(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > max+slack {
-			t.Errorf("%s: the stream holds %d entries, want at most about %d", what, n, max)
+		if n > limit+slack {
+			t.Errorf("%s: the stream holds %d entries, want at most about %d", what, n, limit)
 		}
 	}
 	id := runID(1)

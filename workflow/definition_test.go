@@ -98,7 +98,7 @@ func TestDefinitionValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 	// The workflow name is in every message.
-	for _, line := range strings.Split(err.Error(), "\n") {
+	for line := range strings.SplitSeq(err.Error(), "\n") {
 		if !strings.Contains(line, `"bad name"`) {
 			t.Errorf("message %q does not name the workflow", line)
 		}

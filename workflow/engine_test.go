@@ -199,7 +199,7 @@ func TestExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two retries scheduled, then the step failed, then the run failed.
-	if types := notificationTypes(ns); types != "retry_scheduled retry_scheduled step_failed run_failed" {
+	if types := notificationTypes(ns); types != "retry_scheduled retry_scheduled step_failed run_failed" { //nolint:dupword // two retries, each notified
 		t.Errorf("notification types %q: %+v", types, ns)
 	}
 	if last := ns[len(ns)-1]; last.RunID != run.ID ||
@@ -600,15 +600,13 @@ func TestIdempotentStart(t *testing.T) {
 	ids := make([]string, 8)
 	errs := make([]error, 8)
 	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r, err := e.client.Start(ctxb, demo.Name, map[string]int{"n": i}, &workflow.StartOptions{IdempotencyKey: "order-42"})
 			if err == nil {
 				ids[i] = r.ID
 			}
 			errs[i] = err
-		}()
+		})
 	}
 	wg.Wait()
 	for i := range ids {

@@ -139,7 +139,7 @@ func TestMarkersKeepTheError(t *testing.T) {
 		if !errors.Is(err, inner) || !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("%s: errors.Is does not reach the marked error", name)
 		}
-		if errors.Unwrap(err) != inner {
+		if errors.Unwrap(err) != inner { //nolint:errorlint // Unwrap must return the marked error itself
 			t.Errorf("%s: Unwrap = %v, want the marked error", name, errors.Unwrap(err))
 		}
 	}

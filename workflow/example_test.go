@@ -5,14 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
-	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -22,14 +16,14 @@ func ExampleDefinition() {
 		// Every step of the workflow: five attempts, backoff from 500ms.
 		Policy: workflow.Policy{MaxAttempts: 5, InitialInterval: 500 * time.Millisecond},
 		Steps: []workflow.Step{
-			{Name: "create_account", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
-				// Pass sc.IdempotencyKey to the account service, so that a
-				// repeated attempt creates one account.
+			{Name: "create_account", Run: func(context.Context, *workflow.StepContext) (any, error) {
+				// Pass the StepContext's IdempotencyKey to the account
+				// service, so that a repeated attempt creates one account.
 				return map[string]string{"account_id": "acc_42"}, nil
 			}},
 			{
 				Name: "send_welcome_email",
-				Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+				Run: func(_ context.Context, sc *workflow.StepContext) (any, error) {
 					var account struct {
 						ID string `json:"account_id"`
 					}
@@ -48,7 +42,11 @@ func ExampleDefinition() {
 	}
 	fmt.Println("valid:", def.Validate() == nil)
 
-	b, _ := json.Marshal(def.Steps[1].Policy)
+	b, err := json.Marshal(def.Steps[1].Policy)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(string(b))
 
 	def.Steps = append(def.Steps, workflow.Step{Name: "send welcome email"})
@@ -110,150 +108,4 @@ func ExampleWithCode() {
 	err := workflow.Permanent(workflow.WithCode(errors.New("card declined"), "card_declined"))
 	fmt.Println(workflow.Code(fmt.Errorf("charge: %w", err)))
 	// Output: card_declined
-}
-
-func ExampleClient_Start() {
-	// The embedded development store stands in for Redis.
-	store, err := embedded.Start("127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
-	defer rdb.Close()
-	quiet := slog.New(slog.DiscardHandler)
-	const queue = "example_start"
-
-	// A worker runs the workflow's steps.
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
-		EngineConfig: workflow.EngineConfig{Queue: queue, Logger: quiet},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = w.Register(workflow.Definition{
-		Name: "greet",
-		Steps: []workflow.Step{
-			{Name: "hello", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
-				var in struct {
-					Name string `json:"name"`
-				}
-				if err := sc.DecodeInput(&in); err != nil {
-					return nil, err
-				}
-				return "Hello, " + in.Name, nil
-			}},
-			{Name: "shout", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
-				var greeting string
-				if err := sc.DecodeOutput("hello", &greeting); err != nil {
-					return nil, err
-				}
-				return strings.ToUpper(greeting) + "!", nil
-			}},
-		},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	// Run publishes the definitions too; publishing first lets a client
-	// start the workflow at once.
-	if err := w.Engine().Publish(ctx); err != nil {
-		log.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { stop(); <-done }()
-
-	// A client, in any process, starts runs and follows them.
-	c := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: quiet})
-	run, err := c.Start(ctx, "greet", map[string]string{"name": "Ada"}, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	run, err = c.Wait(waitCtx, run.ID, 10*time.Millisecond)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(run.Status)
-	fmt.Println(string(run.Step("shout").Output))
-	// Output:
-	// succeeded
-	// "HELLO, ADA!"
-}
-
-func ExampleClient_Events() {
-	store, err := embedded.Start("127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
-	defer rdb.Close()
-	quiet := slog.New(slog.DiscardHandler)
-	const queue = "example_events"
-
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
-		EngineConfig: workflow.EngineConfig{Queue: queue, Logger: quiet},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = w.Register(workflow.Definition{
-		Name: "flaky",
-		Steps: []workflow.Step{{Name: "fetch", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
-			if sc.Attempt == 1 {
-				// Retry at once rather than after the policy's backoff.
-				return nil, workflow.RetryAfter(errors.New("connection reset"), 0)
-			}
-			return "ok", nil
-		}}},
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	if err := w.Engine().Publish(ctx); err != nil {
-		log.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { stop(); <-done }()
-
-	c := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: quiet})
-	run, err := c.Start(ctx, "flaky", nil, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := c.Wait(waitCtx, run.ID, 10*time.Millisecond); err != nil {
-		log.Fatal(err)
-	}
-
-	// The journal tells what happened, oldest first.
-	events, err := c.Events(ctx, run.ID)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, ev := range events {
-		fmt.Print(ev.Type)
-		if ev.Step != "" {
-			fmt.Printf(" step=%s attempt=%d", ev.Step, ev.Attempt)
-		}
-		if ev.Type == workflow.EventAttemptFailed {
-			fmt.Printf(" class=%s error=%q", ev.Details["class"], ev.Details["error"])
-		}
-		fmt.Println()
-	}
-	// Output:
-	// run_started
-	// attempt_started step=fetch attempt=1
-	// attempt_failed step=fetch attempt=1 class=transient error="connection reset"
-	// retry_scheduled step=fetch attempt=2
-	// attempt_started step=fetch attempt=2
-	// attempt_succeeded step=fetch attempt=2
-	// run_succeeded
 }

@@ -41,13 +41,13 @@ func fastPolicy() workflow.Policy {
 }
 
 // startWorker runs an in-process worker for the test's queue until the test ends.
-func (e *env) startWorker(cfg workflow.WorkerConfig, defs ...workflow.Definition) *workflow.Worker {
+func (e *env) startWorker(cfg workflow.WorkerConfig, defs ...workflow.Definition) {
 	e.t.Helper()
 	cfg.Queue = e.queue
 	if cfg.Logger == nil {
 		cfg.Logger = e.log
 	}
-	return testkit.StartWorker(e.t, e.rdb, cfg, defs...)
+	testkit.StartWorker(e.t, e.rdb, cfg, defs...)
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -441,7 +441,7 @@ func TestPolicyJSONRoundTrip(t *testing.T) {
 				t.Errorf("round trip = %+v, want %+v", got, tt.p)
 			}
 			// A pointer and a field of a struct marshal the same way.
-			wrapped, err := json.Marshal(struct{ P *workflow.Policy }{&tt.p})
+			wrapped, err := json.Marshal(struct{ P *workflow.Policy }{&tt.p}) //nolint:musttag // untagged on purpose: the field's name is the key
 			if err != nil || string(wrapped) != `{"P":`+tt.json+`}` {
 				t.Errorf("Marshal(&p in struct) = %s, %v", wrapped, err)
 			}

@@ -250,7 +250,7 @@ func TestCrashBudget(t *testing.T) {
 	r := newRig(t, def)
 	r.rec = r.eng.NewReconciler(workflow.ReconcilerConfig{MaxAutoRecoveries: 100})
 	run := mustStart(t, r.client, "two", nil)
-	for gen := 0; gen <= 2; gen++ {
+	for gen := range 3 {
 		b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, gen),
 			Token: "t", FenceTTL: time.Second, Now: r.clock.Now()})
 		if err != nil || b.Outcome != retrystate.OutcomeOK {

@@ -177,8 +177,14 @@ func TestWebhookPayloadIsNotification(t *testing.T) {
 	}
 	note := workflow.Notification{ID: "1-0", Type: workflow.NotifyRunFailed, At: time.Date(2024, 4, 5, 19, 34, 38, 901e6, time.UTC),
 		RunID: "r", Workflow: "w", Owner: "o", Details: map[string]string{"code": "permanent_error"}}
-	a, _ := json.Marshal(note)
-	b, _ := json.Marshal(webhook.Payload(note))
+	a, err := json.Marshal(note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(webhook.Payload(note))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(a, b) {
 		t.Errorf("JSON of a Notification %s, of the same webhook.Payload %s", a, b)
 	}
@@ -201,7 +207,7 @@ func TestWebhookConfigValidate(t *testing.T) {
 		t.Errorf("valid config: %v", err)
 	}
 	// A workflow.Clock is a WebhookConfig.Clock.
-	var clock workflow.Clock = workflow.SystemClock
+	clock := workflow.SystemClock
 	if err := (workflow.WebhookConfig{URL: "https://example.com/hook", Secret: "x", Clock: clock}).Validate(); err != nil {
 		t.Errorf("valid config with a clock: %v", err)
 	}

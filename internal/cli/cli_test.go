@@ -213,7 +213,7 @@ func TestStartWaitCountdown(t *testing.T) {
 		if n := strings.Count(r.stderr, redraw); n < 3 {
 			t.Errorf("countdown drawn %d times, want at least 3:\n%q", n, r.stderr)
 		}
-		for _, l := range strings.Split(r.stderr, "\n") {
+		for l := range strings.SplitSeq(r.stderr, "\n") {
 			if strings.Contains(l, "; next attempt") && !strings.HasPrefix(l, "\r") {
 				t.Errorf("countdown on a line of its own: %q", l)
 			}

@@ -182,7 +182,7 @@ func (e *env) get(id string) *workflow.Run {
 // lines returns the lines of s containing substr.
 func lines(s, substr string) []string {
 	var out []string
-	for _, l := range strings.Split(s, "\n") {
+	for l := range strings.SplitSeq(s, "\n") {
 		if strings.Contains(l, substr) {
 			out = append(out, l)
 		}

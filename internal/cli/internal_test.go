@@ -185,7 +185,7 @@ func TestCountdownOnTerminalRewritesOneLine(t *testing.T) {
 	if buf.String() != want {
 		t.Errorf("terminal output\n%q\nwant\n%q", buf.String(), want)
 	}
-	for _, l := range strings.Split(buf.String(), "\r\x1b[K") {
+	for l := range strings.SplitSeq(buf.String(), "\r\x1b[K") {
 		if n := len([]rune(strings.TrimSuffix(l, "\n"))); n >= 60 {
 			t.Errorf("line of %d runes on a 60-column terminal: %q", n, l)
 		}

@@ -26,11 +26,12 @@ func vars(err error) []string {
 		if err == nil {
 			return
 		}
-		if e, ok := err.(*config.Error); ok {
+		// Every *config.Error in the tree, not errors.As's first one.
+		if e, ok := err.(*config.Error); ok { //nolint:errorlint // the walk unwraps itself
 			out = append(out, e.Var)
 			return
 		}
-		switch u := err.(type) {
+		switch u := err.(type) { //nolint:errorlint // the walk unwraps itself
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
 				walk(e)
@@ -47,8 +48,8 @@ func vars(err error) []string {
 func allVars() []string {
 	var out []string
 	typ := reflect.TypeFor[config.Config]()
-	for i := range typ.NumField() {
-		if v := typ.Field(i).Tag.Get("env"); v != "" {
+	for f := range typ.Fields() {
+		if v := f.Tag.Get("env"); v != "" {
 			out = append(out, v)
 		}
 	}
@@ -523,7 +524,9 @@ func TestLogger(t *testing.T) {
 			var got []string
 			dec := json.NewDecoder(&buf)
 			for dec.More() {
-				var rec struct{ Msg string }
+				var rec struct {
+					Msg string `json:"msg"`
+				}
 				if err := dec.Decode(&rec); err != nil {
 					t.Fatal(err)
 				}

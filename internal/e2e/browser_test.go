@@ -229,7 +229,7 @@ func artifactsDir(t *testing.T) string {
 // startRun starts a run through the HTTP API with a bearer token.
 func startRun(t *testing.T, base, token, body string) *workflow.Run {
 	t.Helper()
-	req, err := http.NewRequest("POST", base+"/api/v1/workflows", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/workflows", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -59,7 +58,7 @@ func TestChaos(t *testing.T) {
 		procs[i] = startWorker(t, bin, env)
 	}
 	rdb := srv.Client(t)
-	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: slog.New(slog.DiscardHandler)})
 
 	// Runs are started at a steady pace (20 a second, over at least 20s) so
 	// the faults land all along; each with an idempotency key, so a start
@@ -177,7 +176,7 @@ type chaosResult struct {
 	violations                                                          []string
 }
 
-func (c *chaosResult) violate(format string, args ...any) {
+func (c *chaosResult) violatef(format string, args ...any) {
 	if len(c.violations) < 50 {
 		c.violations = append(c.violations, fmt.Sprintf(format, args...))
 	}
@@ -216,7 +215,7 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		// Every run is terminal, and ended as its injected failures say.
 		if !r.Terminal() {
 			c.lost++
-			c.violate("run %s is %s, not terminal", id, r.Status)
+			c.violatef("run %s is %s, not terminal", id, r.Status)
 			continue
 		}
 		wantFail := ""
@@ -237,7 +236,7 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			r.Step(wantFail).Status == workflow.StepFailed:
 			c.failed++
 		default:
-			c.violate("run %s ended %s (%s: %s); its injected failures say it should fail at %q", id, r.Status,
+			c.violatef("run %s ended %s (%s: %s); its injected failures say it should fail at %q", id, r.Status,
 				r.FailureCode, r.FailureReason, wantFail)
 		}
 
@@ -254,12 +253,12 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 				}
 				at, ok := ev.DueAt()
 				if !ok {
-					c.violate("run %s: retry_scheduled without due_at: %+v", id, ev)
+					c.violatef("run %s: retry_scheduled without due_at: %+v", id, ev)
 				}
 				due[ev.Step][ev.Attempt] = at
 			case workflow.EventAttemptStarted:
 				if a, ok := open[ev.Step]; ok {
-					c.violate("run %s step %s: attempt %d started while attempt %d had no outcome", id, ev.Step, ev.Attempt, a)
+					c.violatef("run %s step %s: attempt %d started while attempt %d had no outcome", id, ev.Step, ev.Attempt, a)
 				}
 				open[ev.Step] = ev.Attempt
 				if ev.Details["resumed"] == "1" {
@@ -269,15 +268,15 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 				}
 				maxAttempt[ev.Step] = max(maxAttempt[ev.Step], ev.Attempt)
 				if d, ok := due[ev.Step][ev.Attempt]; ok && ev.At.Before(d) {
-					c.violate("run %s step %s attempt %d started at %s, before its due time %s", id, ev.Step, ev.Attempt, ev.At, d)
+					c.violatef("run %s step %s attempt %d started at %s, before its due time %s", id, ev.Step, ev.Attempt, ev.At, d)
 				}
 				if ev.Attempt > 1 && due[ev.Step][ev.Attempt].IsZero() {
-					c.violate("run %s step %s attempt %d started with no retry scheduled", id, ev.Step, ev.Attempt)
+					c.violatef("run %s step %s attempt %d started with no retry scheduled", id, ev.Step, ev.Attempt)
 				}
 			case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptCrashed:
 				if a, ok := open[ev.Step]; !ok || a != ev.Attempt {
 					if ev.Type != workflow.EventAttemptCrashed {
-						c.violate("run %s step %s: %s of attempt %d that was not running", id, ev.Step, ev.Type, ev.Attempt)
+						c.violatef("run %s step %s: %s of attempt %d that was not running", id, ev.Step, ev.Type, ev.Attempt)
 					}
 				}
 				delete(open, ev.Step)
@@ -294,16 +293,16 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			}
 		}
 		for step, a := range open {
-			c.violate("run %s step %s: attempt %d has a start and no outcome or crash record", id, step, a)
+			c.violatef("run %s step %s: attempt %d has a start and no outcome or crash record", id, step, a)
 		}
 		for step, n := range succeeded {
 			if n > 1 {
-				c.violate("run %s step %s succeeded %d times", id, step, n)
+				c.violatef("run %s step %s succeeded %d times", id, step, n)
 			}
 		}
 		for step, a := range maxAttempt {
 			if a > chaosBudget {
-				c.violate("run %s step %s reached attempt %d, over its budget of %d", id, step, a, chaosBudget)
+				c.violatef("run %s step %s reached attempt %d, over its budget of %d", id, step, a, chaosBudget)
 			}
 		}
 	}
@@ -331,11 +330,11 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			c.executions++
 			started[p] = append(started[p], a.At)
 			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && a.At.After(*r.FinishedAt) {
-				c.violate("run %s step %s: a body started at %s, after the run ended at %s", a.RunID, a.Step, a.At, *r.FinishedAt)
+				c.violatef("run %s step %s: a body started at %s, after the run ended at %s", a.RunID, a.Step, a.At, *r.FinishedAt)
 				c.duplicates++
 			}
 			if s, ok := succeededAt[k]; ok && a.At.After(s) {
-				c.violate("run %s step %s: a body started at %s, after the step succeeded at %s", a.RunID, a.Step, a.At, s)
+				c.violatef("run %s step %s: a body started at %s, after the step succeeded at %s", a.RunID, a.Step, a.At, s)
 				c.duplicates++
 			}
 		case "end":
@@ -360,7 +359,7 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			if es[i].start.Before(es[i-1].end) {
 				c.duplicates++
 				a, b := es[i-1], es[i]
-				c.violate("run %s step %s: executions of attempts %d and %d overlapped: pid %d %s..%s (killed %v), pid %d %s..%s (killed %v); journal: %s",
+				c.violatef("run %s step %s: executions of attempts %d and %d overlapped: pid %d %s..%s (killed %v), pid %d %s..%s (killed %v); journal: %s",
 					k.run, k.step, a.attempt, b.attempt, a.pid, a.start.Format("15:04:05.000"), a.end.Format("15:04:05.000"), a.killed,
 					b.pid, b.start.Format("15:04:05.000"), b.end.Format("15:04:05.000"), b.killed, journalOf(journals[k.run], k.step))
 			}

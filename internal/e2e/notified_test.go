@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +41,7 @@ func TestRecoveryNotified(t *testing.T) {
 	var mu sync.Mutex // guards streamed
 
 	// The event stream, from a dashboard server of the test's own.
-	ds, err := dashboard.New(dashboard.Config{Client: client, Redis: rdb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ds, err := dashboard.New(dashboard.Config{Client: client, Redis: rdb, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

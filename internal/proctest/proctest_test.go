@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,7 +292,7 @@ func (c *cleanupTB) Logf(format string, args ...any)   { c.logs += fmt.Sprintf(f
 func (c *cleanupTB) Errorf(format string, args ...any) { c.TB.Errorf(format, args...) }
 
 func (c *cleanupTB) runCleanups() {
-	for i := len(c.cleanups) - 1; i >= 0; i-- {
-		c.cleanups[i]()
+	for _, fn := range slices.Backward(c.cleanups) {
+		fn()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -51,8 +52,9 @@ func (c *fakeClock) Add(d time.Duration) {
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	const timeout = 10 * time.Second
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -187,9 +189,7 @@ func receive(t *testing.T, status int, header http.Header) (string, func() []req
 		mu.Lock()
 		got = append(got, request{header: r.Header.Clone(), body: body})
 		mu.Unlock()
-		for k, v := range header {
-			w.Header()[k] = v
-		}
+		maps.Copy(w.Header(), header)
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, "answer")
 	}))
@@ -366,7 +366,7 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 	// The notifier reads its clock once per round of its loop, and claims
 	// in the first round: after its second reading, its first claim is
 	// behind it, and its clock stands still from then on.
-	eventually(t, 10*time.Second, "the notifier to finish its first round", func() bool { return clock.reads.Load() >= 2 })
+	eventually(t, "the notifier to finish its first round", func() bool { return clock.reads.Load() >= 2 })
 	// A consumer reads an entry and dies; the entry is added and read in
 	// one transaction, so the notifier cannot read it first.
 	var entry string
@@ -389,13 +389,13 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 	// The entry becomes idle enough in Redis, and the notifier goes round
 	// its loop a few times: with its clock standing still, it claims
 	// nothing.
-	eventually(t, 10*time.Second, "the entry to be idle for claimIdle, still the dead consumer's", func() bool {
+	eventually(t, "the entry to be idle for claimIdle, still the dead consumer's", func() bool {
 		p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "cairn:{" + queue + "}:notifications", Group: group,
 			Start: "-", End: "+", Count: 10}).Result()
 		return err == nil && len(p) == 1 && p[0].Consumer == "dead" && p[0].Idle >= claimIdle
 	})
 	reads := clock.reads.Load()
-	eventually(t, 10*time.Second, "the notifier to go round its loop", func() bool { return clock.reads.Load() >= reads+5 })
+	eventually(t, "the notifier to go round its loop", func() bool { return clock.reads.Load() >= reads+5 })
 	p, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "cairn:{" + queue + "}:notifications", Group: group,
 		Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(p) != 1 || p[0].Consumer != "dead" {
@@ -406,7 +406,7 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 	// enqueues its delivery and acknowledges it.
 	clock.Add(claimIdle)
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	eventually(t, 10*time.Second, "the delivery to be enqueued", func() bool {
+	eventually(t, "the delivery to be enqueued", func() bool {
 		info, err := insp.GetTaskInfo(queue, tasks.WebhookID(entry))
 		return err == nil && info.Type == tasks.TypeWebhook
 	})
@@ -416,7 +416,7 @@ func TestNotifierClaimsOnItsClock(t *testing.T) {
 		!note.At.Equal(t0) {
 		t.Errorf("delivery payload %s (%v): want run_failed of r1, entry %s, at %s", info.Payload, err, entry, t0)
 	}
-	eventually(t, 10*time.Second, "the entry to be acknowledged", func() bool {
+	eventually(t, "the entry to be acknowledged", func() bool {
 		k, err := store.NotifyPending(ctx, group)
 		return err == nil && k == 0
 	})
@@ -443,7 +443,7 @@ func TestNotifierSkipsUnwantedEvents(t *testing.T) {
 	skipped := addNotification(t, rdb, queue, "step_failed", "r1")
 	wanted := addNotification(t, rdb, queue, "run_failed", "r1")
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	eventually(t, 10*time.Second, "the run_failed delivery to be enqueued and both entries acknowledged", func() bool {
+	eventually(t, "the run_failed delivery to be enqueued and both entries acknowledged", func() bool {
 		_, err := insp.GetTaskInfo(queue, tasks.WebhookID(wanted))
 		k, perr := store.NotifyPending(ctx, DefaultGroup)
 		return err == nil && perr == nil && k == 0

@@ -37,8 +37,10 @@ func TestResponseCapCountsHeaders(t *testing.T) {
 		return s.Do(context.Background(), attempt(fmt.Sprintf(`{"h": %d, "b": %d}`, headers, body), nil))
 	}
 	small := httpstep.Options{MaxBodyBytes: 20000}
-	if resp, err := do(small, 10000, 5000); err != nil || len(resp.Body.(string)) != 5000 {
+	if resp, err := do(small, 10000, 5000); err != nil {
 		t.Errorf("under the cap: %v", err)
+	} else if body, ok := resp.Body.(string); !ok || len(body) != 5000 {
+		t.Errorf("under the cap: body %T of %d bytes, want a string of 5000", resp.Body, len(body))
 	}
 	for _, tt := range []struct {
 		headers, body int

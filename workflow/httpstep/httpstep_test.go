@@ -159,7 +159,7 @@ func TestRunIsAStepFunc(t *testing.T) {
 func TestExplicitHeadersWin(t *testing.T) {
 	t.Parallel()
 	var rec recorder
-	srv := rec.server(t, func(w http.ResponseWriter, _ *http.Request) {})
+	srv := rec.server(t, func(http.ResponseWriter, *http.Request) {})
 	s := mustNew(t, httpstep.Spec{Method: "PUT", URL: srv.URL, Body: "a=1",
 		Headers: map[string]string{"Idempotency-Key": "mine-{{.attempt}}", "Content-Type": "application/x-www-form-urlencoded"}},
 		httpstep.Options{})

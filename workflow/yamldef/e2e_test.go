@@ -168,7 +168,7 @@ func TestYAMLWorkflowRunsEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if got, want := strings.Join(codes, " "), "http_503/transient http_503/transient http_429/transient"; got != want {
+	if got, want := strings.Join(codes, " "), "http_503/transient http_503/transient http_429/transient"; got != want { //nolint:dupword // two 503s, then a 429
 		t.Errorf("fetch failures %s, want %s", got, want)
 	}
 	if want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second}; fmt.Sprint(delays) != fmt.Sprint(want) {
@@ -270,7 +270,11 @@ func TestYAMLHTTPStepSecurity(t *testing.T) {
 		t.Errorf("leaky: run %s, step error %q (%s)", run.Status, s.LastError, s.LastErrorCode)
 	}
 	for _, ev := range h.events(run.ID) {
-		if b, _ := json.Marshal(ev); strings.Contains(string(b), secret) {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) {
 			t.Errorf("leaky: the journal shows the token: %s", b)
 		}
 	}

@@ -30,10 +30,18 @@ workflows:
 		return
 	}
 	for _, d := range defs {
-		p, _ := json.Marshal(d.Policy)
+		p, err := json.Marshal(d.Policy)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		fmt.Println(d.Name, string(p))
 		for _, s := range d.Steps {
-			p, _ := json.Marshal(s.Policy)
+			p, err := json.Marshal(s.Policy)
+			if err != nil {
+				fmt.Println(err)
+				return
+			}
 			fmt.Printf("  %s optional=%v %s\n", s.Name, s.Optional, p)
 		}
 	}
@@ -46,6 +54,8 @@ workflows:
 }
 
 // Every problem of a file is reported at once, each at its line and column.
+//
+//nolint:misspell // deliberate typos: the example shows the suggestions
 func ExampleParse_errors() {
 	_, err := yamldef.Parse("workflows.yaml", []byte(`workflows:
   sync-invoices:

@@ -275,6 +275,7 @@ func TestParseErrors(t *testing.T) {
 		{"step allowed_hosts bad", step("      - name: a\n        type: http\n        allowed_hosts: ['api.example.com/x']\n" + ok), "'api.example.com/x'",
 			`step "a": allowed_hosts: "api.example.com/x": '/' cannot be part of a host`},
 		{"allowed_hosts misspelt", wf("    allowed_host: [a.example.com]\n"), "allowed_host:", `unknown key "allowed_host" (did you mean "allowed_hosts"?)`},
+		//nolint:misspell // deliberate typo: the test checks the suggestion
 		{"step allowed_hosts misspelt", step("      - name: a\n        type: http\n        alowed_hosts: [a.example.com]\n" + ok), "alowed_hosts",
 			`step "a": unknown key "alowed_hosts" (did you mean "allowed_hosts"?)`},
 

@@ -495,15 +495,6 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 	})
 }
 
-var (
-	errRunStopped = errors.New("run is no longer running (cancelled or failed)")
-	errFenceLost  = errors.New("attempt lost its fence")
-	// errUnrenewable: the fence could not be renewed before it expired
-	// (Redis unreachable); the worker stops the step and hands the attempt
-	// back (release).
-	errUnrenewable = errors.New("attempt's fence could not be renewed before it expired")
-)
-
 // heartbeat renews the attempt's fence every FenceTTL/3 until ctx ends. It
 // cancels the step when the run stops or the fence is lost, and when it
 // cannot renew before the fence would expire, so that two executions of a
@@ -562,9 +553,6 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
-// errRenewTooSlow: a renewal did not answer before the fence it renews
-// expired.
-var errRenewTooSlow = errors.New("no answer from Redis before the fence expired")
 
 // renew renews the attempt's fence, waiting for the answer no longer than
 // until the fence expires (validUntil): a call that hangs on an unreachable

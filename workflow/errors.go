@@ -45,6 +45,22 @@ var (
 	ErrInvalidPolicy = errors.New("invalid policy")
 )
 
+// The engine's own errors, which end a step's execution; never returned to
+// callers.
+var (
+	// errRunStopped: the run is no longer running (cancelled or failed).
+	errRunStopped = errors.New("run is no longer running (cancelled or failed)")
+	// errFenceLost: another delivery or a repair took the step over.
+	errFenceLost = errors.New("attempt lost its fence")
+	// errUnrenewable: the fence could not be renewed before it expired
+	// (Redis unreachable); the worker stops the step and hands the attempt
+	// back (release).
+	errUnrenewable = errors.New("attempt's fence could not be renewed before it expired")
+	// errRenewTooSlow: a renewal did not answer before the fence it renews
+	// expired.
+	errRenewTooSlow = errors.New("no answer from Redis before the fence expired")
+)
+
 // Error classes, as recorded in step records and journals.
 const (
 	ClassTransient = retrystate.ClassTransient

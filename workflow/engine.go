@@ -553,7 +553,6 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
-
 // renew renews the attempt's fence, waiting for the answer no longer than
 // until the fence expires (validUntil): a call that hangs on an unreachable
 // Redis (reconnects and retries can outlast the fence) must not keep the

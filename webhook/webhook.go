@@ -65,8 +65,7 @@ const (
 )
 
 // Payload is the JSON body of a delivery: one notification of the queue's
-// notification stream. It has the fields and JSON names of
-// workflow.Notification.
+// notification stream. workflow.Notification is this type.
 type Payload struct {
 	// ID is the notification's stream entry ID ("1712345678901-0"), also
 	// sent as HeaderDelivery: the same on every attempt to deliver it.

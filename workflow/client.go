@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/webhook"
 )
 
 // ClientConfig configures a Client. A zero field takes the default given in
@@ -381,16 +382,10 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // repair: by "reconciler" or "worker", kind crashed_attempt, task_missing,
 // retry_task_missing, task_archived, stalled_delivery or
 // interrupted_attempt, step, attempt) and run_needs_attention (code, reason).
-type Notification struct {
-	ID       string    `json:"id"`
-	Type     string    `json:"type"`
-	At       time.Time `json:"at"`
-	RunID    string    `json:"run_id"`
-	Workflow string    `json:"workflow"`
-	// Owner is the owner of the run (see StartOptions.Owner).
-	Owner   string            `json:"owner,omitempty"`
-	Details map[string]string `json:"details,omitempty"`
-}
+// It is the webhook payload type: a webhook delivers the same fields as
+// JSON (with the owner under Details, see webhook.Payload), so one type
+// serves both.
+type Notification = webhook.Payload
 
 // Notifications returns up to limit notifications after the one with ID
 // after ("" for the oldest retained), oldest first. Pass the last ID

@@ -92,3 +92,25 @@ const (
 	// back; it resumes under a new dispatch, spending no budget.
 	AttemptInterrupted AttemptOutcome = "interrupted"
 )
+
+// WaitReason is what a run or step waits for while it holds no worker slot.
+// Each reason has an index of the runs waiting for it, idx:waiting:<reason>
+// (a sorted set of run IDs by the time they began to wait), which metrics
+// count and operators list.
+type WaitReason string
+
+// Wait reasons.
+const (
+	// WaitOrderingKey: the run waits in its ordering key's line.
+	WaitOrderingKey WaitReason = "ordering_key"
+	// WaitWorkflowLimit: the run waits for a slot under its workflow's
+	// max_running.
+	WaitWorkflowLimit WaitReason = "workflow_limit"
+	// WaitSignal: the run's current step awaits a signal.
+	WaitSignal WaitReason = "signal"
+	// WaitTimer: the run's current step sleeps until its timer fires.
+	WaitTimer WaitReason = "timer"
+)
+
+// WaitReasons lists every wait reason.
+var WaitReasons = []WaitReason{WaitOrderingKey, WaitWorkflowLimit, WaitSignal, WaitTimer}

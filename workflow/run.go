@@ -80,6 +80,13 @@ type Run struct {
 	UpdatedAt       time.Time       `json:"updated_at"`
 	FinishedAt      *time.Time      `json:"finished_at"`
 	Deadline        *time.Time      `json:"deadline"`
+	// OrderingKey is the run's ordering key ("" for none).
+	OrderingKey string `json:"ordering_key,omitempty"`
+	// WaitingFor says what the run waits for while it holds no worker slot:
+	// a place in its ordering key's line or under its workflow's
+	// max_running, or, when its current step waits, what that step waits
+	// for. Nil when the run is not waiting.
+	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
 	// Steps is empty for runs returned by List.
 	Steps []StepState `json:"steps,omitempty"`
 }
@@ -107,6 +114,8 @@ type StepState struct {
 	// EffectivePolicy is the policy in force for the step, after
 	// precedence, as the run started with it.
 	EffectivePolicy *Policy `json:"effective_policy,omitempty"`
+	// WaitingFor says what a waiting step (status "waiting") waits for.
+	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
 }
 
 // Terminal reports whether the run has ended.

@@ -105,6 +105,19 @@ func (k keys) asynqScheduled() string { return "asynq:{" + k.queue + "}:schedule
 // seconds; a lease nobody extends belongs to a delivery no worker received.
 func (k keys) asynqLease() string { return "asynq:{" + k.queue + "}:lease" }
 
+// gateWait is the line of runs waiting at gate g ("k:<ordering key>" or
+// "w:<workflow>"), by start sequence; gateAdmitted the runs it admitted, by
+// admission time (lua/common.lua's gate). The key or workflow may hold any
+// bytes: the suffix tells the two sets apart.
+func (k keys) gateWait(g string) string     { return k.prefix + "gate:" + g + ":wait" }
+func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":admitted" }
+
+// gates indexes the gates in use (with waiting or admitted runs).
+func (k keys) gates() string { return k.prefix + "idx:gates" }
+
+// waiting indexes the runs waiting for reason, by when they began to.
+func (k keys) waiting(reason WaitReason) string { return k.prefix + "idx:waiting:" + string(reason) }
+
 // Audit is the queue's stream of administrators' actions (restores, actions
 // on other subjects' runs).
 func (k keys) audit() string { return k.prefix + "audit" }

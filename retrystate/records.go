@@ -47,7 +47,16 @@ type Run struct {
 	// (it was repaired automatically too often).
 	AttentionReason string
 	AutoRecoveries  int
-	Steps           []Step // empty when listed without steps
+	// OrderingKey is the run's ordering key ("" for none); MaxRunning its
+	// workflow's limit when the run started (0: none).
+	OrderingKey string
+	MaxRunning  int
+	// Waiting is what the run waits for in a gate's line ("" when it is not
+	// waiting there); Position is its place in that line, from 1 (set by
+	// Store.Run only).
+	Waiting  WaitReason
+	Position int
+	Steps    []Step // empty when listed without steps
 }
 
 // Step is a step record: progress, retry metadata and checkpoint.
@@ -119,7 +128,8 @@ const (
 // reads only these.
 var runFields = []string{"workflow", "status", "owner", "input", "idempotency_key", "definition", "current",
 	"steps", "iterations", "max_iterations", "deadline", "created_at", "started_at", "updated_at", "finished_at",
-	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries"}
+	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries",
+	"ord_key", "wf_limit", "waiting"}
 
 // splitRunHash splits a run hash (HGETALL) into the run's own fields and
 // each step's, whose fields are named s<idx>.<field> (lua/common.lua).
@@ -190,6 +200,9 @@ func parseRun(id string, h map[string]string) *Run {
 		NeedsAttention:  h["needs_attention"] == "1",
 		AttentionReason: h["attention_reason"],
 		AutoRecoveries:  atoi(h["auto_recoveries"]),
+		OrderingKey:     h["ord_key"],
+		MaxRunning:      atoi(h["wf_limit"]),
+		Waiting:         WaitReason(h["waiting"]),
 	}
 }
 

@@ -88,6 +88,10 @@ const (
 	// OutcomeRefused (operate, restore): the action does not apply to the
 	// run in its state (Reason); nothing written.
 	OutcomeRefused Outcome = "refused"
+	// OutcomeWaiting (create, operate, restore): the run waits in the line
+	// of one of its gates (Waiting, with its Position there); it has no task
+	// until it is admitted, and then the script that admits it writes one.
+	OutcomeWaiting Outcome = "waiting"
 )
 
 // Result is the result of a state transition: the script's Outcome and the
@@ -127,6 +131,10 @@ type Result struct {
 	Crashes int
 	// Started is the attempt a begin started (OutcomeOK).
 	Started *Started
+	// Waiting is what a waiting run waits for, Position its place in that
+	// line, from 1 (OutcomeWaiting).
+	Waiting  WaitReason
+	Position int
 }
 
 // Started is an attempt a begin started or resumed.
@@ -365,6 +373,10 @@ func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
 	case "exists":
 		r.want(2)
 		return r.result(Result{Outcome: OutcomeExists, RunID: r.str(replyField)})
+	case "waiting":
+		res, err := decodeWaiting(r)
+		res.RunID = runID
+		return res, err
 	}
 	r.unknown()
 	return r.result(Result{})
@@ -591,12 +603,29 @@ func decodeAction(res []string, op string) (Result, error) {
 		return r.result(Result{Outcome: OutcomeRunSucceeded})
 	case "refused":
 		return decodeReason(r, OutcomeRefused)
+	case "waiting":
+		return decodeWaiting(r)
 	case "gone":
 		r.want(1)
 		return r.result(Result{Outcome: OutcomeGone})
 	}
 	r.unknown()
 	return r.result(Result{})
+}
+
+// decodeWaiting decodes {"waiting", reason, position} (create, operate,
+// restore).
+func decodeWaiting(r *reply) (Result, error) {
+	r.want(3)
+	reason := WaitReason(r.str(replyField))
+	if reason != WaitOrderingKey && reason != WaitWorkflowLimit && r.err == nil {
+		r.failf("element %d: %q is not a gate's wait reason", replyField, reason)
+	}
+	pos := r.integer(replyField + 1)
+	if pos < 1 && r.err == nil {
+		r.failf("element %d: position %d", replyField+1, pos)
+	}
+	return r.result(Result{Outcome: OutcomeWaiting, Waiting: reason, Position: pos})
 }
 
 // decodePeek decodes peek.lua's reply for a run that exists (it replies {}
@@ -623,4 +652,20 @@ func decodeRenewal(n int64) (Renewal, error) {
 		return r, nil
 	}
 	return FenceLost, fmt.Errorf("%w: renew: %d", ErrUnexpectedReply, n)
+}
+
+// decodeGate decodes gate.lua's reply: {"gate", dropped, started}.
+func decodeGate(res []string) (dropped, started int, err error) {
+	r := newReply("gate", res)
+	if r.word() != "gate" {
+		r.unknown()
+		_, err := r.result(Result{})
+		return 0, 0, err
+	}
+	r.want(3)
+	dropped, started = r.integer(1), r.integer(2)
+	if r.err != nil {
+		return 0, 0, r.err
+	}
+	return dropped, started, nil
 }

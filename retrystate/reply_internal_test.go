@@ -27,6 +27,7 @@ func replyKinds() []replyKind {
 		{"create.lua", func(r []string) error { return ignore(decodeCreate(r, "run", NewStep{Name: "a"})) }, [][]string{
 			{"created", "run_s0_a1", "1"},
 			{"exists", "other"},
+			{"waiting", "ordering_key", "3"},
 		}},
 		{"begin.lua", func(r []string) error { return ignore(decodeBegin(r, 0)) }, [][]string{
 			ok,
@@ -82,12 +83,17 @@ func replyKinds() []replyKind {
 			{"dispatch", "0", "a", "2", "60000", "wf"},
 			{"succeeded"},
 			{"refused", "why"},
+			{"waiting", "workflow_limit", "1"},
 			{"gone"},
 		}},
 		{"restore.lua", func(r []string) error { return ignore(decodeAction(r, ActionRestore)) }, [][]string{
 			{"dispatch", "0", "a", "2", "60000", "wf"},
 			{"refused", "why"},
+			{"waiting", "ordering_key", "1"},
 			{"gone"},
+		}},
+		{"gate.lua", func(r []string) error { _, _, err := decodeGate(r); return err }, [][]string{
+			{"gate", "0", "2"},
 		}},
 		{"peek.lua", func(r []string) error { return ignore(decodePeek(r)) }, [][]string{
 			{"running", "0", "1800000000000", "0", "a", "running", "1", "0", "run_s0_a1", "0", "1800000010000", "60000"},

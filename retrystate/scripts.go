@@ -16,7 +16,7 @@ var luaFS embed.FS
 type scripts struct {
 	create, begin, complete, fail, cancel, renew  *redis.Script
 	redispatch, repair, timeout, operate, release *redis.Script
-	unlock, peek                                  *redis.Script
+	unlock, peek, gate                            *redis.Script
 }
 
 func loadScripts() scripts {
@@ -38,6 +38,7 @@ func loadScripts() scripts {
 		release:    withCommon("release.lua"),
 		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
 		peek:       redis.NewScript(mustRead("lua/peek.lua")),
+		gate:       withCommon("gate.lua"),
 	}
 }
 

@@ -81,6 +81,13 @@ type NewRun struct {
 	MaxIterations  int
 	Steps          []NewStep
 	Now            time.Time
+	// Gates: the ordering key ("" for none) with its concurrency (at least
+	// 1) and whether a failed run blocks the key (on_failure: block), and
+	// the workflow's max_running (0: none). See gates.go.
+	OrderingKey   string
+	OrderingLimit int
+	OrderingBlock bool
+	MaxRunning    int
 }
 
 // NewStep is the fixed part of a step record: what the run keeps of the
@@ -124,6 +131,7 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
 			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations)
 	}
+	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
 		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
@@ -307,6 +315,15 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	r.Steps = make([]Step, len(stepHashes))
 	for i, m := range stepHashes {
 		r.Steps[i] = parseStep(i, m)
+	}
+	if r.Waiting != "" {
+		pos, err := s.rdb.ZRank(ctx, s.keys.gateWait(r.waitGate()), id).Result()
+		switch {
+		case err == nil:
+			r.Position = int(pos) + 1
+		case !errors.Is(err, redis.Nil):
+			return nil, fmt.Errorf("read run: %w", err)
+		}
 	}
 	return r, nil
 }

@@ -81,6 +81,12 @@ type StartOptions struct {
 	IdempotencyKey string
 	// Owner is the subject that starts the run (an API user, a service).
 	Owner string
+	// OrderingKey, when set, puts the run in the line of runs with the
+	// same key in the queue: they start in start order, at most the
+	// workflow's Ordering.Concurrency at once (CheckOrderingKey says what a
+	// key may hold). A run that must wait is returned pending, with
+	// WaitingFor set.
+	OrderingKey string
 }
 
 // Start starts a run of the named workflow with input, which is any value
@@ -97,6 +103,11 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	}
 	if len(opts.IdempotencyKey) > 256 {
 		return nil, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidInput)
+	}
+	if opts.OrderingKey != "" {
+		if err := CheckOrderingKey(opts.OrderingKey); err != nil {
+			return nil, err
+		}
 	}
 	raw, err := c.encodeInput(input)
 	if err != nil {
@@ -117,7 +128,11 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	nr := retrystate.NewRun{
 		ID: NewRunID(now), Workflow: workflow, Owner: opts.Owner, IdempotencyKey: opts.IdempotencyKey,
 		Input: string(raw), Definition: def, RunTimeout: snap.Policy.RunTimeout,
-		MaxIterations: snap.Policy.MaxIterations, Now: now,
+		MaxIterations: snap.Policy.MaxIterations, Now: now, MaxRunning: snap.MaxRunning,
+	}
+	if opts.OrderingKey != "" {
+		ord := snap.Ordering.effective()
+		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = opts.OrderingKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
 	}
 	for _, s := range snap.Steps {
 		pol, err := json.Marshal(s.Policy)
@@ -150,6 +165,11 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		}
 		return run, nil
 	}
+	if created.Outcome == retrystate.OutcomeWaiting {
+		c.log.Info("run started; waiting for its turn", AttrRunID, created.RunID, AttrWorkflow, workflow,
+			"waiting_for", string(created.Waiting), "position", created.Position)
+		return c.Get(ctx, created.RunID)
+	}
 	if err := c.disp.enqueue(ctx, created.RunID, workflow, *created.Dispatch); err != nil {
 		return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
 			created.RunID, err)
@@ -163,8 +183,8 @@ func (c *Client) ensureFirst(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if rec.Status != StatusPending || len(rec.Steps) == 0 {
-		return nil
+	if rec.Status != StatusPending || len(rec.Steps) == 0 || rec.Waiting != "" {
+		return nil // a waiting run gets its task when it is admitted
 	}
 	s := rec.Steps[rec.Current]
 	_, _, attempt, gen, err := tasks.ParseID(s.Task)
@@ -308,7 +328,9 @@ func actor(o *ActionOptions) string {
 // scheduled retry's task is deleted, a running step's context is cancelled,
 // and later deliveries of its tasks are acknowledged without running. It is
 // idempotent: cancelling a cancelled run returns it. It returns
-// ErrRunFinished for a run that succeeded or failed.
+// ErrRunFinished for a run that succeeded or failed, except a failed run
+// that still holds its ordering key (on_failure: block): cancelling it gives
+// the run up and lets the key's next run start.
 func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -326,7 +348,8 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
 	}
 	run, err := c.Get(ctx, id)
-	if res.Outcome == retrystate.OutcomeCancelled && err == nil {
+	if res.Outcome == retrystate.OutcomeCancelled && err == nil && res.StepStatus != StepFailed {
+		// (A failed run that blocked its key was counted when it failed.)
 		c.cfg.Observer.RunFinished(run.Workflow, StatusCancelled, CodeCancelled)
 	}
 	return run, err
@@ -461,6 +484,9 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	switch res.Outcome {
 	case retrystate.OutcomeRefused:
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+	case retrystate.OutcomeWaiting:
+		log.Info("operator action applied; the run waits for its turn", "waiting_for", string(res.Waiting),
+			"position", res.Position)
 	case retrystate.OutcomeDispatch:
 		if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 			return nil, fmt.Errorf("run %s was reopened but its task was not enqueued (the reconciler will enqueue it): %w", id, err)

@@ -45,6 +45,11 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 	if res.Outcome == retrystate.OutcomeRefused {
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
 	}
+	if res.Outcome == retrystate.OutcomeWaiting {
+		c.log.Info("run restored; it waits for its turn", AttrRunID, id, AttrActor, who,
+			"waiting_for", string(res.Waiting), "position", res.Position)
+		return c.Get(ctx, id)
+	}
 	if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 		return nil, fmt.Errorf("run %s was restored but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
 	}

@@ -49,6 +49,13 @@ type Definition struct {
 	// Policy applies to every step unless the step overrides it; unset
 	// fields inherit the worker's defaults.
 	Policy Policy
+	// Ordering configures the runs started with an ordering key
+	// (StartOptions.OrderingKey); nil: concurrency 1, on_failure block.
+	Ordering *Ordering
+	// MaxRunning, when positive, is how many runs of the workflow may be
+	// active at once across all workers; the others wait, pending, in
+	// start order. 0: no limit.
+	MaxRunning int
 }
 
 // nameRE matches workflow names; stepNameRE step names, which have no '-'
@@ -82,6 +89,9 @@ func (d *Definition) Validate() error {
 	if err := d.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w %q: %w", ErrInvalidDefinition, d.Name, err))
 	}
+	if err := d.validateGates(); err != nil {
+		errs = append(errs, err)
+	}
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		switch {
@@ -108,6 +118,10 @@ type snapshot struct {
 	Name   string         `json:"name"`
 	Policy Policy         `json:"policy"` // workflow-level effective policy
 	Steps  []snapshotStep `json:"steps"`
+	// Ordering is the effective ordering (concurrency and on_failure) of
+	// runs started with an ordering key; MaxRunning the workflow's limit.
+	Ordering   *Ordering `json:"ordering,omitempty"`
+	MaxRunning int       `json:"max_running,omitempty"`
 }
 
 type snapshotStep struct {
@@ -135,7 +149,9 @@ func (s snapshot) validateEffective() error {
 // resolve computes the snapshot of d under the global defaults.
 func (d *Definition) resolve(global Policy) snapshot {
 	wf := d.Policy.Or(global).Or(DefaultPolicy())
-	s := snapshot{Name: d.Name, Policy: wf, Steps: make([]snapshotStep, len(d.Steps))}
+	ord := d.Ordering.effective()
+	s := snapshot{Name: d.Name, Policy: wf, Steps: make([]snapshotStep, len(d.Steps)), Ordering: &ord,
+		MaxRunning: d.MaxRunning}
 	for i, st := range d.Steps {
 		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf)}
 	}

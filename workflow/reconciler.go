@@ -451,6 +451,25 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		for range trimmed {
 			r.cfg.Observer.Repair("trimmed")
 		}
+
+		// Ordering keys and max_running: a gate whose admitted run is gone
+		// frees the slot and admits its next runs.
+		gates, err := r.store.RepairGates(ctx, r.clock.Now(), 10*batch)
+		if err != nil {
+			return err
+		}
+		rep.add("gate_slot_freed", gates.Dropped)
+		rep.add("gate_admitted", gates.Started)
+		if gates.Dropped+gates.Started > 0 {
+			r.log.Warn("ordering keys or workflow limits repaired", "slots_freed", gates.Dropped,
+				"runs_started", gates.Started)
+			for range gates.Dropped {
+				r.cfg.Observer.Repair("gate_slot_freed")
+			}
+			for range gates.Started {
+				r.cfg.Observer.Repair("gate_admitted")
+			}
+		}
 		return nil
 	})
 	if err != nil {

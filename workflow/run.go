@@ -174,6 +174,13 @@ func runFromRecord(rec *retrystate.Run) *Run {
 	if rec.Current >= 0 && rec.Current < len(rec.Steps) {
 		r.CurrentStep = rec.Steps[rec.Current].Name
 	}
+	r.OrderingKey = rec.OrderingKey
+	switch rec.Waiting {
+	case WaitOrderingKey:
+		r.WaitingFor = &WaitingFor{OrderingKey: rec.OrderingKey, Position: rec.Position}
+	case WaitWorkflowLimit:
+		r.WaitingFor = &WaitingFor{WorkflowLimit: rec.MaxRunning, Position: rec.Position}
+	}
 	return r
 }
 

@@ -64,7 +64,8 @@ if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and s
   local cur = num(run_current)
   local c = step_get(cur, "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
   local c_status, c_name, c_attempt, c_gen, c_next_attempt_at, c_timeout_ms = c[1], c[2], c[3], c[4], c[5], c[6]
-  if c_status == "pending" then
+  -- (A run waiting in a gate's line has no task until it is admitted.)
+  if c_status == "pending" and zero(redis.call("HGET", RUN, "waiting")) then
     return {"stale", int(cur), c_name, int(c_attempt), int(c_gen), int(c_next_attempt_at), int(c_timeout_ms)}
   end
   return {"stale"}

@@ -16,7 +16,12 @@
 -- ARGV[11] number of steps, n
 -- ARGV[12 .. 11+8n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
 --                  run_timeout_ms and max_iterations in force while the step is current (0: none)
--- Returns {"created", task ID of step 0, attempt} or {"exists", run ID of the idempotency key}.
+-- ARGV[G..G+3], G = 12 + 8n: the run's gates (common.lua): ordering key ("" for none), its
+--                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
+--                  the workflow's max_running (0: none)
+-- Returns {"created", task ID of step 0, attempt}, {"waiting", reason, position} when the
+-- run was created but waits in the line of one of its gates (no task: it gets one when it
+-- is admitted), or {"exists", run ID of the idempotency key}.
 
 if ARGV[7] ~= "" then
   local existing = redis.call("GET", KEYS[2])
@@ -61,6 +66,17 @@ for i = 0, n - 1 do
   end
   redis.call("HSET", RUN, unpack(f))
 end
+local G = 12 + n * 8
+local ord_key, wf_limit = ARGV[G] or "", ARGV[G + 3] or "0"
+local gated = ord_key ~= "" or not zero(wf_limit)
+if gated then
+  local g = {"gated", "1", "ord_key", ord_key, "ord_limit", int(ARGV[G + 1]), "ord_block", ARGV[G + 2],
+    "wf_limit", int(wf_limit), "gate_seq", int(redis.call("INCR", PREFIX .. "gate:seq")), "hold_k", "0",
+    "hold_w", "0", "waiting", ""}
+  for j = 1, #g do
+    w[#w + 1] = g[j]
+  end
+end
 -- Step 0 becomes current, due now (activation's fields override the above).
 local act, id, attempt = activation(0, 0)
 step_deadline(act, NOW, ARGV[12 + 6], ARGV[9], 0)
@@ -72,4 +88,11 @@ redis.call("ZADD", IDX.all, NOWS, RUN_ID)
 redis.call("ZADD", IDX["status:pending"], NOWS, RUN_ID)
 redis.call("ZADD", IDX.active, NOWS, RUN_ID)
 journal("run_started", "workflow", ARGV[4], "owner", ARGV[6], "task", id)
+if gated then
+  local ok, reason, pos = gate("pass", RUN_ID)
+  if not ok then
+    notify("run_waiting", ARGV[4], "reason", reason, "position", pos)
+    return {"waiting", reason, pos}
+  end
+end
 return {"created", id, int(attempt)}

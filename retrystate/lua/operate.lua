@@ -13,8 +13,9 @@
 -- ARGV[6] actor
 -- ARGV[7] retention of a run that ends here (skip of the last step), ms
 -- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
--- {"succeeded"} (skip of the last step ended the run), {"refused", reason},
--- or {"gone"}.
+-- {"succeeded"} (skip of the last step ended the run), {"waiting", reason,
+-- position} when the run is gated and waits in a line for a slot it gave up
+-- (it starts when admitted), {"refused", reason}, or {"gone"}.
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow")
@@ -75,6 +76,9 @@ if action == "skip" then
     set_status(to, "succeeded")
     journal("run_succeeded")
     notify("run_succeeded", run_workflow)
+    if redis.call("HGET", RUN, "gated") == "1" then
+      gate("release", RUN_ID, false)
+    end
     expire_run(ARGV[7])
     return {"succeeded"}
   end
@@ -82,4 +86,12 @@ else
   step_set(target, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "")
 end
 local _, attempt, name, timeout = activate(target)
+if redis.call("HGET", RUN, "gated") == "1" then
+  -- A run that gave up a slot when it failed takes its place in the line
+  -- again (by its start order) and starts when it is admitted.
+  local ok, reason, pos = gate("pass", RUN_ID)
+  if not ok then
+    return {"waiting", reason, pos}
+  end
+end
 return {"dispatch", int(target), name, int(attempt), int(timeout), run_workflow}

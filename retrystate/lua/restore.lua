@@ -18,7 +18,8 @@
 -- ARGV[5] actor
 -- ARGV[6] approximate maximum length of the audit stream
 -- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
--- {"refused", reason}, or {"gone"}.
+-- {"waiting", reason, position} when the run is gated and waits in a line for a
+-- slot it gave up (it starts when admitted), {"refused", reason}, or {"gone"}.
 
 local from_name, actor = ARGV[4], ARGV[5]
 local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
@@ -67,4 +68,12 @@ redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", NOWS, "actor", ac
   "detail", "restored a " .. status .. " run")
 
 local _, attempt, name, timeout = activate(from)
+if redis.call("HGET", RUN, "gated") == "1" then
+  -- A run that gave up a slot when it failed takes its place in the line
+  -- again (by its start order) and starts when it is admitted.
+  local ok, reason, pos = gate("pass", RUN_ID)
+  if not ok then
+    return {"waiting", reason, pos}
+  end
+end
 return {"dispatch", int(from), name, int(attempt), int(timeout), run_workflow}

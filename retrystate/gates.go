@@ -1,0 +1,130 @@
+package retrystate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Admission gates (lua/common.lua's gate) hold back runs that would exceed a
+// limit: an ordering key's concurrency (runs with the same key, in a queue,
+// start in start order, at most that many at once) and a workflow's
+// max_running. A gate is a line of waiting runs and the set of runs it
+// admitted. A run passes its gates in one order (key, then workflow), and
+// the scripts that free a slot (a run ends, fails, is cancelled) admit the
+// next runs and write their tasks in the same execution.
+
+// Gate kinds, the prefix of a gate's name.
+const (
+	gateKey      = "k:"
+	gateWorkflow = "w:"
+)
+
+// KeyGate and WorkflowGate name the gate of an ordering key and of a
+// workflow's max_running.
+func KeyGate(key string) string           { return gateKey + key }
+func WorkflowGate(workflow string) string { return gateWorkflow + workflow }
+
+// waitGate is the gate whose line the run waits in.
+func (r *Run) waitGate() string {
+	if r.Waiting == WaitWorkflowLimit {
+		return WorkflowGate(r.Workflow)
+	}
+	return KeyGate(r.OrderingKey)
+}
+
+// GateLine is the state of one gate: the runs it admitted (oldest first)
+// and the runs waiting in its line (in the order they will be admitted).
+type GateLine struct {
+	Admitted []string
+	Waiting  []string
+	// WaitingTotal counts the whole line; Waiting holds at most the limit
+	// asked for.
+	WaitingTotal int64
+}
+
+// Gate reads gate g's admitted runs and the first limit runs of its line.
+func (s *Store) Gate(ctx context.Context, g string, limit int) (GateLine, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	pipe := s.rdb.Pipeline()
+	adm := pipe.ZRange(ctx, s.keys.gateAdmitted(g), 0, -1)
+	wait := pipe.ZRange(ctx, s.keys.gateWait(g), 0, int64(limit-1))
+	total := pipe.ZCard(ctx, s.keys.gateWait(g))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return GateLine{}, fmt.Errorf("read gate: %w", err)
+	}
+	return GateLine{Admitted: adm.Val(), Waiting: wait.Val(), WaitingTotal: total.Val()}, nil
+}
+
+// GateRepair is what RepairGates did.
+type GateRepair struct {
+	Gates   int // gates examined
+	Dropped int // admitted runs that held no slot any more (ended, gone)
+	Started int // waiting runs admitted and started
+}
+
+// RepairGates repairs up to limit gates in use (idx:gates): each admitted
+// run that no longer holds its slot is dropped, then waiting runs are
+// admitted while the gate has free slots (gate.lua). The scripts keep gates
+// right as they go; this repairs what they cannot, such as a run's hash
+// deleted by hand.
+func (s *Store) RepairGates(ctx context.Context, now time.Time, limit int) (GateRepair, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	gates, err := s.rdb.ZRange(ctx, s.keys.gates(), 0, int64(limit-1)).Result()
+	if err != nil {
+		return GateRepair{}, fmt.Errorf("read gates: %w", err)
+	}
+	var rep GateRepair
+	for _, g := range gates {
+		res, err := s.run(ctx, s.scripts.gate, []string{s.keys.gateWait(g)}, s.argv("", now, g))
+		if err != nil {
+			return rep, fmt.Errorf("repair gate: %w", err)
+		}
+		dropped, started, err := decodeGate(res)
+		if err != nil {
+			return rep, err
+		}
+		rep.Gates++
+		rep.Dropped += dropped
+		rep.Started += started
+	}
+	return rep, nil
+}
+
+// CountWaiting counts the runs waiting for each reason (idx:waiting:<reason>).
+func (s *Store) CountWaiting(ctx context.Context) (map[WaitReason]int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make(map[WaitReason]*redis.IntCmd, len(WaitReasons))
+	for _, r := range WaitReasons {
+		cmds[r] = pipe.ZCard(ctx, s.keys.waiting(r))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("count waiting runs: %w", err)
+	}
+	out := make(map[WaitReason]int64, len(cmds))
+	for r, c := range cmds {
+		out[r] = c.Val()
+	}
+	return out, nil
+}
+
+// RunHeads reads runs by ID without their steps, in order, leaving out the
+// runs that no longer exist.
+func (s *Store) RunHeads(ctx context.Context, ids []string) ([]*Run, error) {
+	es := make([]indexEntry, len(ids))
+	for i, id := range ids {
+		es[i] = indexEntry{ID: id}
+	}
+	runs, err := s.runHeads(ctx, es)
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return runs, nil
+}

@@ -1,0 +1,469 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/tasks"
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// gatedSteps is a one-step workflow whose step blocks until the test lets
+// the run go, and records the order runs started in and how many ran at once.
+type gatedSteps struct {
+	mu      sync.Mutex
+	started []string
+	running map[string]bool
+	maxConc int
+	fail    map[string]int // run → remaining permanent failures
+	release map[string]chan struct{}
+}
+
+func newGatedSteps() *gatedSteps {
+	return &gatedSteps{running: map[string]bool{}, fail: map[string]int{}, release: map[string]chan struct{}{}}
+}
+
+func (g *gatedSteps) ch(run string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.release[run]
+	if !ok {
+		c = make(chan struct{})
+		g.release[run] = c
+	}
+	return c
+}
+
+// let lets run's step finish (again: a no-op).
+func (g *gatedSteps) let(run string) {
+	c := g.ch(run)
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+func (g *gatedSteps) body(ctx context.Context, sc *workflow.StepContext) (any, error) {
+	g.mu.Lock()
+	g.started = append(g.started, sc.RunID)
+	g.running[sc.RunID] = true
+	if n := len(g.running); n > g.maxConc {
+		g.maxConc = n
+	}
+	failing := g.fail[sc.RunID] > 0
+	if failing {
+		g.fail[sc.RunID]--
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.running, sc.RunID)
+		g.mu.Unlock()
+	}()
+	if failing {
+		return nil, workflow.Permanent(errors.New("injected permanent failure"))
+	}
+	select {
+	case <-g.ch(sc.RunID):
+		return map[string]string{"run": sc.RunID}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (g *gatedSteps) isRunning(run string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running[run]
+}
+
+func (g *gatedSteps) startOrder() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.started...)
+}
+
+func gatedDef(name string, g *gatedSteps, ord *workflow.Ordering, maxRunning int) workflow.Definition {
+	return workflow.Definition{Name: name, Ordering: ord, MaxRunning: maxRunning,
+		Policy: workflow.Policy{MaxAttempts: 1},
+		Steps:  []workflow.Step{{Name: "only", Run: g.body}}}
+}
+
+func startKeyed(t *testing.T, c *workflow.Client, wf, key string) *workflow.Run {
+	t.Helper()
+	run, err := c.Start(ctxb, wf, nil, &workflow.StartOptions{OrderingKey: key, Owner: "tester"})
+	if err != nil {
+		t.Fatalf("start %s key %q: %v", wf, key, err)
+	}
+	return run
+}
+
+func (e *env) get(id string) *workflow.Run {
+	e.t.Helper()
+	r, err := e.client.Get(ctxb, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func wantWaiting(t *testing.T, r *workflow.Run, key string, pos int) {
+	t.Helper()
+	if r.Status != workflow.StatusPending || r.WaitingFor == nil || r.WaitingFor.OrderingKey != key ||
+		r.WaitingFor.Position != pos || r.OrderingKey != key {
+		t.Fatalf("run %s: status %s ordering_key %q waiting_for %+v; want pending, waiting in %q at %d",
+			r.ID, r.Status, r.OrderingKey, r.WaitingFor, key, pos)
+	}
+}
+
+// TestOrderingKeyOneAfterAnother: runs with one key start strictly in start
+// order, one at a time, each only when the one before ended; another key's
+// run is not held up; a waiting run shows its place in the line.
+func TestOrderingKeyOneAfterAnother(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("ord", g, nil, 0))
+
+	a := startKeyed(t, e.client, "ord", "acct-1")
+	b := startKeyed(t, e.client, "ord", "acct-1")
+	c := startKeyed(t, e.client, "ord", "acct-1")
+	other := startKeyed(t, e.client, "ord", "acct-2")
+	if a.WaitingFor != nil {
+		t.Fatalf("first run of the key waits: %+v", a.WaitingFor)
+	}
+	wantWaiting(t, b, "acct-1", 1)
+	wantWaiting(t, c, "acct-1", 2)
+	e.eventually(10*time.Second, "first run and the other key's run running", func() bool {
+		return g.isRunning(a.ID) && g.isRunning(other.ID)
+	})
+	wantWaiting(t, e.get(b.ID), "acct-1", 1)
+
+	line, err := e.client.OrderingKey(ctxb, "acct-1", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(line.Active) != 1 || line.Active[0].ID != a.ID || len(line.Waiting) != 2 || line.Waiting[0].ID != b.ID ||
+		line.Waiting[1].ID != c.ID || line.WaitingTotal != 2 || line.Waiting[1].WaitingFor.Position != 2 {
+		t.Fatalf("key line: %+v", line)
+	}
+	if own, err := e.client.OrderingKey(ctxb, "acct-1", "someone-else", 0); err != nil || len(own.Active)+len(own.Waiting) != 0 {
+		t.Fatalf("another owner sees %+v, %v", own, err)
+	}
+
+	for i, r := range []*workflow.Run{a, b, c} {
+		e.eventually(10*time.Second, "run "+r.ID+" running", func() bool { return g.isRunning(r.ID) })
+		if i+1 < 3 {
+			wantWaiting(t, e.get([]*workflow.Run{a, b, c}[i+1].ID), "acct-1", 1)
+		}
+		g.let(r.ID)
+		if got := e.wait(r.ID, 10*time.Second); got.Status != workflow.StatusSucceeded {
+			t.Fatalf("run %d: %s", i, got.Status)
+		}
+	}
+	g.let(other.ID)
+	e.wait(other.ID, 10*time.Second)
+
+	var keyed []string
+	for _, id := range g.startOrder() {
+		if id != other.ID {
+			keyed = append(keyed, id)
+		}
+	}
+	if fmt.Sprint(keyed) != fmt.Sprint([]string{a.ID, b.ID, c.ID}) {
+		t.Fatalf("start order %v; want %v", keyed, []string{a.ID, b.ID, c.ID})
+	}
+	evs := e.events(b.ID)
+	if countEvents(evs, "run_waiting", "") != 1 || countEvents(evs, "run_admitted", "") != 1 {
+		t.Fatalf("b's journal lacks run_waiting / run_admitted: %+v", evs)
+	}
+	if line, _ := e.client.OrderingKey(ctxb, "acct-1", "", 0); len(line.Active)+len(line.Waiting) != 0 {
+		t.Fatalf("key not empty at the end: %+v", line)
+	}
+}
+
+// TestOrderingKeyConcurrency: a key with concurrency 2 runs two at a time.
+func TestOrderingKeyConcurrency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("ord2", g, &workflow.Ordering{Concurrency: 2}, 0))
+	var runs []*workflow.Run
+	for range 5 {
+		runs = append(runs, startKeyed(t, e.client, "ord2", "k"))
+	}
+	wantWaiting(t, e.get(runs[2].ID), "k", 1)
+	e.eventually(10*time.Second, "two runs running", func() bool { return g.isRunning(runs[0].ID) && g.isRunning(runs[1].ID) })
+	g.let(runs[1].ID)
+	e.eventually(10*time.Second, "third run running", func() bool { return g.isRunning(runs[2].ID) })
+	wantWaiting(t, e.get(runs[3].ID), "k", 1)
+	for _, r := range runs {
+		g.let(r.ID)
+		e.wait(r.ID, 10*time.Second)
+	}
+	if g.maxConc > 2 {
+		t.Fatalf("%d runs of the key ran at once; concurrency is 2", g.maxConc)
+	}
+}
+
+// TestOrderingKeyBlockAndRelease: with on_failure block a failed run holds
+// its key until it is recovered (or cancelled); with release the next run
+// starts at once.
+func TestOrderingKeyBlockAndRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("blk", g, &workflow.Ordering{OnFailure: workflow.OnFailureBlock}, 0),
+		gatedDef("rel", g, &workflow.Ordering{OnFailure: workflow.OnFailureRelease}, 0))
+
+	// block, then recover.
+	a := startKeyed(t, e.client, "blk", "b1")
+	g.mu.Lock()
+	g.fail[a.ID] = 1
+	g.mu.Unlock()
+	b := startKeyed(t, e.client, "blk", "b1")
+	if got := e.wait(a.ID, 10*time.Second); got.Status != workflow.StatusFailed {
+		t.Fatalf("a: %s", got.Status)
+	}
+	wantWaiting(t, e.get(b.ID), "b1", 1)
+	line, _ := e.client.OrderingKey(ctxb, "b1", "", 0)
+	if len(line.Active) != 1 || line.Active[0].ID != a.ID {
+		t.Fatalf("the failed run does not hold the key: %+v", line)
+	}
+	if ttl := e.rdb.PTTL(ctxb, "cairn:{"+e.queue+"}:run:"+a.ID).Val(); ttl > 0 {
+		t.Fatalf("a blocking failed run got a retention of %s", ttl)
+	}
+	if _, err := e.client.Recover(ctxb, a.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(10*time.Second, "recovered run running", func() bool { return g.isRunning(a.ID) })
+	wantWaiting(t, e.get(b.ID), "b1", 1)
+	g.let(a.ID)
+	e.wait(a.ID, 10*time.Second)
+	e.eventually(10*time.Second, "b running after a recovered", func() bool { return g.isRunning(b.ID) })
+	g.let(b.ID)
+	e.wait(b.ID, 10*time.Second)
+
+	// block, then cancel the failed run.
+	c := startKeyed(t, e.client, "blk", "b2")
+	g.mu.Lock()
+	g.fail[c.ID] = 1
+	g.mu.Unlock()
+	d := startKeyed(t, e.client, "blk", "b2")
+	e.wait(c.ID, 10*time.Second)
+	wantWaiting(t, e.get(d.ID), "b2", 1)
+	cr, err := e.client.Cancel(ctxb, c.ID, nil)
+	if err != nil || cr.Status != workflow.StatusCancelled {
+		t.Fatalf("cancel of a blocking failed run: %v, %+v", err, cr)
+	}
+	e.eventually(10*time.Second, "d running after c cancelled", func() bool { return g.isRunning(d.ID) })
+	g.let(d.ID)
+	e.wait(d.ID, 10*time.Second)
+
+	// release.
+	x := startKeyed(t, e.client, "rel", "r1")
+	g.mu.Lock()
+	g.fail[x.ID] = 1
+	g.mu.Unlock()
+	y := startKeyed(t, e.client, "rel", "r1")
+	e.wait(x.ID, 10*time.Second)
+	e.eventually(10*time.Second, "y running after x failed", func() bool { return g.isRunning(y.ID) })
+	if _, err := e.client.Cancel(ctxb, x.ID, nil); !errors.Is(err, workflow.ErrRunFinished) {
+		t.Fatalf("cancel of a failed run that released its key: %v; want ErrRunFinished", err)
+	}
+	// Recovering x while y holds the key puts x back in the line.
+	rx, err := e.client.Recover(ctxb, x.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWaiting(t, rx, "r1", 1)
+	g.let(y.ID)
+	e.wait(y.ID, 10*time.Second)
+	e.eventually(10*time.Second, "x running again", func() bool { return g.isRunning(x.ID) })
+	g.let(x.ID)
+	if got := e.wait(x.ID, 10*time.Second); got.Status != workflow.StatusSucceeded {
+		t.Fatalf("x: %s", got.Status)
+	}
+}
+
+// TestCancelWaitingRun: cancelling a waiting run takes it out of the line.
+func TestCancelWaitingRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("cw", g, nil, 0))
+	a := startKeyed(t, e.client, "cw", "k")
+	b := startKeyed(t, e.client, "cw", "k")
+	c := startKeyed(t, e.client, "cw", "k")
+	if _, err := e.client.Cancel(ctxb, b.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantWaiting(t, e.get(c.ID), "k", 1)
+	g.let(a.ID)
+	e.wait(a.ID, 10*time.Second)
+	e.eventually(10*time.Second, "c running", func() bool { return g.isRunning(c.ID) })
+	g.let(c.ID)
+	e.wait(c.ID, 10*time.Second)
+	for _, id := range g.startOrder() {
+		if id == b.ID {
+			t.Fatal("the cancelled waiting run ran")
+		}
+	}
+}
+
+// TestMaxRunning: at most max_running runs of a workflow are active at once;
+// the others wait in start order and all finish.
+func TestMaxRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("lim", g, nil, 2))
+	var runs []*workflow.Run
+	for range 6 {
+		r, err := e.client.Start(ctxb, "lim", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	if w := e.get(runs[3].ID).WaitingFor; w == nil || w.WorkflowLimit != 2 || w.Position != 2 {
+		t.Fatalf("fourth run waiting_for %+v; want workflow_limit 2 position 2", w)
+	}
+	for _, r := range runs {
+		e.eventually(10*time.Second, "run running", func() bool { return g.isRunning(r.ID) })
+		g.let(r.ID)
+		e.wait(r.ID, 10*time.Second)
+	}
+	if g.maxConc > 2 {
+		t.Fatalf("%d runs at once; max_running is 2", g.maxConc)
+	}
+	// The first two start at once; each later one is admitted in start
+	// order, and only once the run two places before it has ended.
+	var last time.Time
+	for i := 2; i < len(runs); i++ {
+		var admitted time.Time
+		for _, ev := range e.events(runs[i].ID) {
+			if ev.Type == "run_admitted" {
+				admitted = ev.At
+			}
+		}
+		before := e.get(runs[i-2].ID)
+		if admitted.IsZero() || admitted.Before(last) || before.FinishedAt == nil || admitted.Before(*before.FinishedAt) {
+			t.Fatalf("run %d admitted at %v (previous admission %v), run %d finished at %v", i, admitted, last, i-2,
+				before.FinishedAt)
+		}
+		last = admitted
+	}
+}
+
+func ids(runs []*workflow.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// TestGateAdmissionWritesAsynqTask: the task a script writes for an
+// admitted run is the one Go would write (tasks.Step.AsynqMessage), and a
+// waiting run has no task at all. No worker runs: the test reads asynq's
+// records.
+func TestGateAdmissionWritesAsynqTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	def := gatedDef("msg-wf", g, nil, 0)
+	def.Steps[0].Policy.StepTimeout = 90 * time.Second
+	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(def); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Publish(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	a := startKeyed(t, e.client, "msg-wf", "k")
+	b := startKeyed(t, e.client, "msg-wf", "k")
+	want := tasks.Step{RunID: b.ID, Workflow: "msg-wf", Index: 0, Name: "only", Attempt: 1}
+	if n := e.rdb.Exists(ctxb, "asynq:{"+e.queue+"}:t:"+want.ID()).Val(); n != 0 {
+		t.Fatal("a waiting run has a task")
+	}
+	if _, err := e.client.Cancel(ctxb, a.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.rdb.HGetAll(ctxb, "asynq:{"+e.queue+"}:t:"+want.ID()).Val()
+	if rec["state"] != "pending" || rec["msg"] != string(want.AsynqMessage(e.queue, 90*time.Second)) {
+		t.Fatalf("admitted run's task %q state %q;\nmsg  %q\nwant %q", want.ID(), rec["state"], rec["msg"],
+			want.AsynqMessage(e.queue, 90*time.Second))
+	}
+	pending := e.rdb.LRange(ctxb, "asynq:{"+e.queue+"}:pending", 0, -1).Val()
+	found := false
+	for _, id := range pending {
+		found = found || id == want.ID()
+	}
+	if !found {
+		t.Fatalf("admitted run's task not in the pending list %v", pending)
+	}
+	if r := e.get(b.ID); r.WaitingFor != nil || r.Status != workflow.StatusPending {
+		t.Fatalf("admitted run: %s waiting_for %+v", r.Status, r.WaitingFor)
+	}
+}
+
+// TestGateRepair: an admitted run whose record disappears (deleted by hand)
+// frees its slot at the reconciler's next pass, which starts the next run.
+func TestGateRepair(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("rep", g, nil, 0))
+	a := startKeyed(t, e.client, "rep", "k")
+	b := startKeyed(t, e.client, "rep", "k")
+	e.eventually(10*time.Second, "a running", func() bool { return g.isRunning(a.ID) })
+	e.rdb.Del(ctxb, "cairn:{"+e.queue+"}:run:"+a.ID)
+	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eng.NewReconciler(workflow.ReconcilerConfig{}).Pass(ctxb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Repairs["gate_slot_freed"] != 1 || rep.Repairs["gate_admitted"] != 1 {
+		t.Fatalf("repairs %v; want one slot freed and one run admitted", rep.Repairs)
+	}
+	e.eventually(10*time.Second, "b running", func() bool { return g.isRunning(b.ID) })
+	g.let(a.ID)
+	g.let(b.ID)
+	e.wait(b.ID, 10*time.Second)
+}
+
+// TestOrderingKeyRefused: bad keys are refused before anything is written.
+func TestOrderingKeyRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, key := range []string{string(make([]byte, 257)), "a\nb", "\xff"} {
+		if _, err := e.client.Start(ctxb, "any", nil, &workflow.StartOptions{OrderingKey: key}); !errors.Is(err, workflow.ErrInvalidInput) {
+			t.Errorf("key %q: %v; want ErrInvalidInput", key, err)
+		}
+	}
+	if n := e.rdb.Exists(ctxb, "cairn:{"+e.queue+"}:idx:all").Val(); n != 0 {
+		t.Fatal("a refused start wrote a run")
+	}
+	bad := []workflow.Definition{
+		{Name: "x", Ordering: &workflow.Ordering{Concurrency: -1}, Steps: []workflow.Step{{Name: "s", Run: newGatedSteps().body}}},
+		{Name: "x", Ordering: &workflow.Ordering{OnFailure: "later"}, Steps: []workflow.Step{{Name: "s", Run: newGatedSteps().body}}},
+		{Name: "x", MaxRunning: -2, Steps: []workflow.Step{{Name: "s", Run: newGatedSteps().body}}},
+	}
+	for _, d := range bad {
+		if err := d.Validate(); !errors.Is(err, workflow.ErrInvalidDefinition) {
+			t.Errorf("%+v: %v; want ErrInvalidDefinition", d, err)
+		}
+	}
+}

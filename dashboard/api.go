@@ -35,6 +35,7 @@ func (s *Server) routes() {
 	m.Handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
 	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
 	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
+	m.Handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
 	m.Handle("GET /api/v1/events", user(s.events))
 
 	m.Handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
@@ -134,6 +135,7 @@ type startRequest struct {
 	Workflow       string          `json:"workflow"`
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	OrderingKey    string          `json:"ordering_key"`
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +154,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		input = req.Input
 	}
 	run, err := s.client.Start(r.Context(), req.Workflow, input,
-		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, Owner: p.Subject})
+		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, OrderingKey: req.OrderingKey, Owner: p.Subject})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -168,6 +170,37 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	reqLog(r).Info("run started", workflow.AttrRunID, run.ID, workflow.AttrWorkflow, run.Workflow)
 	w.Header().Set("Location", "/api/v1/workflows/"+run.ID)
 	writeJSON(w, http.StatusCreated, run)
+}
+
+// orderingKey answers GET /api/v1/ordering-keys/{key}: the key's active
+// runs and its waiting runs in the order they will start (a
+// workflow.KeyRuns). A user sees only their own runs, with their positions
+// in the whole line, and waiting_total counts only those; an admin sees
+// every run.
+func (s *Server) orderingKey(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	_, limit, err := pageParams(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("limit") == "" {
+		limit = 1000
+	}
+	p := principal(r)
+	owner := ""
+	if !p.IsAdmin() {
+		owner = p.Subject
+	}
+	line, err := s.client.OrderingKey(r.Context(), key, owner, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if owner != "" {
+		line.WaitingTotal = int64(len(line.Waiting))
+	}
+	writeJSON(w, http.StatusOK, line)
 }
 
 // RunList is the answer of GET /api/v1/workflows and GET

@@ -70,6 +70,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// by the run's state, the others before they learn of it.
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
+		{method: "GET", path: "/api/v1/ordering-keys/k1", want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/events", stream: true, want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/admin/workflows/failed", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "POST", path: "/api/v1/admin/workflows/{id}/restore", body: `{"from_step":"fetch"}`, run: failed, changes: true,

@@ -190,6 +190,9 @@ type stateCollector struct {
 
 var (
 	descRuns      = prometheus.NewDesc("cairn_runs", "Runs retained in Redis, by status.", []string{"status"}, nil)
+	descWaiting = prometheus.NewDesc("cairn_runs_waiting",
+		"Runs waiting without a worker slot, by what they wait for: ordering_key, workflow_limit, signal, timer.",
+		[]string{"reason"}, nil)
 	descAttention = prometheus.NewDesc("cairn_runs_needing_attention",
 		"Runs that need an operator (failed, or repaired automatically too often).", nil, nil)
 	descEnqueued = prometheus.NewDesc("asynq_tasks_enqueued_total",
@@ -210,8 +213,11 @@ var (
 var runStatuses = []workflow.RunStatus{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
 	workflow.StatusFailed, workflow.StatusCancelled}
 
+var waitReasons = []workflow.WaitReason{workflow.WaitOrderingKey, workflow.WaitWorkflowLimit, workflow.WaitSignal,
+	workflow.WaitTimer}
+
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descAttention, descEnqueued, descSize, descLatency, descMemory,
+	for _, d := range []*prometheus.Desc{descRuns, descWaiting, descAttention, descEnqueued, descSize, descLatency, descMemory,
 		descProcessed, descFailed, descPaused} {
 		ch <- d
 	}
@@ -254,6 +260,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(s.counts[string(st)]), string(st))
 			}
 			ch <- prometheus.MustNewConstMetric(descAttention, prometheus.GaugeValue, float64(s.counts["needs_attention"]))
+			for _, r := range waitReasons {
+				ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(s.counts["waiting:"+string(r)]),
+					string(r))
+			}
 		}
 	}
 	if s.queuesErr != nil {

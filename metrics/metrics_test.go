@@ -291,3 +291,47 @@ func ExampleNew() {
 	// cairn_runs_started_total{workflow="signup"} 1
 	// cairn_step_attempts_total{outcome="succeeded",step="create_account",workflow="signup"} 1
 }
+
+// TestWaitingRunsGauge: cairn_runs_waiting counts the runs waiting in an
+// ordering key's line and under a workflow's max_running.
+func TestWaitingRunsGauge(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Shared(t).Client(t)
+	queue := testkit.Queue(t, "metrics")
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := testkit.Logger(t)
+	eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := demo.Definition(workflow.Policy{})
+	limited.Name, limited.MaxRunning = "limited", 1
+	if err := eng.Register(demo.Definition(workflow.Policy{}), limited); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := eng.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
+	for range 3 { // one runs, two wait
+		if _, err := client.Start(ctx, demo.Name, nil, &workflow.StartOptions{OrderingKey: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // one runs, one waits
+		if _, err := client.Start(ctx, "limited", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, scrape(t, m.Handler()),
+		expectation{"cairn_runs_waiting", []string{"reason", "ordering_key"}, 2},
+		expectation{"cairn_runs_waiting", []string{"reason", "workflow_limit"}, 1},
+		expectation{"cairn_runs_waiting", []string{"reason", "signal"}, 0},
+		expectation{"cairn_runs", []string{"status", "pending"}, 5},
+	)
+}

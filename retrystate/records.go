@@ -122,6 +122,11 @@ const (
 	EventRepair             = "repair"
 	EventNeedsAttention     = "needs_attention"
 	EventDeliveryIgnored    = "delivery_ignored"
+	// EventRunWaiting: the run waits in the line of an ordering key or of
+	// its workflow's max_running (reason, gate, position).
+	EventRunWaiting = "run_waiting"
+	// EventRunAdmitted: a run that waited got its slot and starts.
+	EventRunAdmitted = "run_admitted"
 )
 
 // runFields are the fields of a run record that are not step fields; List

@@ -243,8 +243,9 @@ func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
 	return decodePeek(v)
 }
 
-// CountByStatus returns the number of runs of each status, and of runs
-// needing attention under the key "needs_attention".
+// CountByStatus returns the number of runs of each status, of runs
+// needing attention under the key "needs_attention", and of runs waiting
+// for each WaitReason under "waiting:<reason>".
 func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 	statuses := []RunStatus{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
 	pipe := s.rdb.Pipeline()
@@ -253,6 +254,10 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 		cmds[i] = pipe.ZCard(ctx, s.keys.byStatus(st))
 	}
 	attention := pipe.ZCard(ctx, s.keys.attention())
+	waiting := make([]*redis.IntCmd, len(WaitReasons))
+	for i, r := range WaitReasons {
+		waiting[i] = pipe.ZCard(ctx, s.keys.waiting(r))
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
@@ -261,5 +266,8 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 		out[string(st)] = cmds[i].Val()
 	}
 	out["needs_attention"] = attention.Val()
+	for i, r := range WaitReasons {
+		out["waiting:"+string(r)] = waiting[i].Val()
+	}
 	return out, nil
 }

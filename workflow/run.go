@@ -212,6 +212,8 @@ const (
 	EventRepair             = retrystate.EventRepair
 	EventNeedsAttention     = retrystate.EventNeedsAttention
 	EventDeliveryIgnored    = retrystate.EventDeliveryIgnored
+	EventRunWaiting         = retrystate.EventRunWaiting
+	EventRunAdmitted        = retrystate.EventRunAdmitted
 )
 
 func eventFromEntry(e retrystate.Entry) Event {

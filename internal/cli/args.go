@@ -41,6 +41,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			flags: []string{
 				"--input JSON|@file\trun input: JSON text, @path to read a regular file, @- to read stdin; at most 1 MiB (default {})",
 				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
+				"--ordering-key K\trun after the earlier runs with key K, in start order (the workflow's ordering.concurrency at once)",
 				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
 			},
@@ -71,7 +72,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		},
 		{
 			name: "cancel", synopsis: "cancel <run-id>",
-			summary: "cancel a pending or running run; cancelling a cancelled run is a no-op",
+			summary: "cancel a pending or running run (or a failed run that blocks its ordering key); cancelling a cancelled run is a no-op",
 			parse:   parseCancel,
 		},
 		{
@@ -91,6 +92,12 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			summary: "skip the failed optional step of a failed run and continue with the next",
 			flags:   []string{"--step NAME	the failed optional step (required)", "--json	print the run as JSON"},
 			parse:   parseOperator("skip"),
+		},
+		{
+			name: "key", synopsis: "key <ordering-key> [flags]",
+			summary: "show an ordering key's line: its active runs, then its waiting runs in the order they will start",
+			flags:   []string{"--json\tprint the line as JSON"},
+			parse:   parseKey,
 		},
 		{
 			name: "validate", synopsis: "validate <file>",

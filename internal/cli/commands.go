@@ -38,6 +38,7 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 	fs := newFlagSet("start")
 	input := fs.String("input", "", "")
 	key := fs.String("idempotency-key", "", "")
+	ordKey := fs.String("ordering-key", "", "")
 	wait := fs.Bool("wait", false, "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -54,7 +55,12 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 			return nil, err
 		}
 	}
-	opts := &workflow.StartOptions{IdempotencyKey: *key, Owner: "cli"}
+	if flagSet(fs, "ordering-key") {
+		if err := workflow.CheckOrderingKey(*ordKey); err != nil {
+			return nil, usageErrorf("--ordering-key: %v", err)
+		}
+	}
+	opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: "cli"}
 	return func(ctx context.Context, s *session) error {
 		run, err := s.client.Start(ctx, name, raw, opts)
 		if errors.Is(err, workflow.ErrUnknownWorkflow) {
@@ -219,6 +225,33 @@ func parseStatus(_ context.Context, _ *CLI, args []string) (action, error) {
 			return writeJSON(s.stdout(), run)
 		}
 		return writeRun(s.stdout(), run, s.cli.now())
+	}, nil
+}
+
+// parseKey parses "key <ordering-key> [--json]".
+func parseKey(_ context.Context, _ *CLI, args []string) (action, error) {
+	fs := newFlagSet("key")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	key, err := positional("key", pos, "ordering key")
+	if err != nil {
+		return nil, err
+	}
+	if err := workflow.CheckOrderingKey(key); err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return func(ctx context.Context, s *session) error {
+		line, err := s.client.OrderingKey(ctx, key, "", 0)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(s.stdout(), line)
+		}
+		return writeKeyRuns(s.stdout(), line)
 	}, nil
 }
 

@@ -51,6 +51,12 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	if !run.Terminal() && run.CurrentStep != "" {
 		field("current step", run.CurrentStep)
 	}
+	if run.OrderingKey != "" {
+		field("ordering key", strconv.Quote(run.OrderingKey))
+	}
+	if w := waitingText(run.WaitingFor, now); w != "" {
+		field("waiting for", w)
+	}
 	field("created", fmtTime(&run.CreatedAt))
 	if run.FinishedAt != nil {
 		field("finished", fmt.Sprintf("%s (took %s)", fmtTime(run.FinishedAt), fmtDuration(run.FinishedAt.Sub(run.CreatedAt))))
@@ -79,6 +85,57 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 			cell(string(st.RetryState), 0), next, cell(dash(st.LastError), maxErrorWidth))
 	}
 	return tw.Flush()
+}
+
+// waitingText says what a waiting run or step waits for, or "".
+func waitingText(w *workflow.WaitingFor, now time.Time) string {
+	if w == nil {
+		return ""
+	}
+	pos := ""
+	if w.Position > 0 {
+		pos = fmt.Sprintf(" (position %d in line)", w.Position)
+	}
+	until := ""
+	if w.Until != nil {
+		until = " until " + fmtTime(w.Until) + " (" + inDuration(w.Until.Sub(now)) + ")"
+	}
+	switch w.Reason() {
+	case workflow.WaitOrderingKey:
+		return "its turn under ordering key " + strconv.Quote(w.OrderingKey) + pos
+	case workflow.WaitWorkflowLimit:
+		return fmt.Sprintf("a slot: its workflow runs at most %d at once%s", w.WorkflowLimit, pos)
+	case workflow.WaitSignal:
+		return "signal " + strconv.Quote(w.Signal) + until
+	case workflow.WaitTimer:
+		return "its timer" + until
+	}
+	return ""
+}
+
+// writeKeyRuns writes an ordering key's line: its active runs, then its
+// waiting runs in the order they will start.
+func writeKeyRuns(w io.Writer, k *workflow.KeyRuns) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "POSITION	RUN	WORKFLOW	STATUS	CREATED")
+	for _, r := range k.Active {
+		fmt.Fprintf(tw, "active	%s	%s	%s	%s\n", r.ID, cell(r.Workflow, 0), r.Status, fmtTime(&r.CreatedAt))
+	}
+	for _, r := range k.Waiting {
+		pos := "-"
+		if r.WaitingFor != nil && r.WaitingFor.Position > 0 {
+			pos = strconv.Itoa(r.WaitingFor.Position)
+		}
+		fmt.Fprintf(tw, "%s	%s	%s	%s	%s\n", pos, r.ID, cell(r.Workflow, 0), r.Status, fmtTime(&r.CreatedAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more := k.WaitingTotal - int64(len(k.Waiting)); more > 0 && len(k.Waiting) > 0 {
+		_, err := fmt.Fprintf(w, "(%d more waiting runs not shown)\n", more)
+		return err
+	}
+	return nil
 }
 
 // writeRunList writes runs as a table.

@@ -245,6 +245,14 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 			ev.Step, ev.Attempt)
 	case workflow.EventRetryScheduled:
 		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+	case workflow.EventRunWaiting:
+		what := "ordering key " + strconv.Quote(d["gate"])
+		if d["reason"] == string(workflow.WaitWorkflowLimit) {
+			what = "a slot under workflow " + d["gate"] + "'s max_running"
+		}
+		return fmt.Sprintf("waiting for %s: position %s in line", what, dash(d["position"]))
+	case workflow.EventRunAdmitted:
+		return "admitted: its turn came"
 	case workflow.EventRunSucceeded, workflow.EventRunFailed, workflow.EventRunCancelled:
 		return ""
 	}

@@ -16,7 +16,8 @@ import (
 
 // The keys each mapping allows.
 var (
-	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "steps"}
+	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "ordering", "max_running", "steps"}
+	orderingKeys   = []string{"concurrency", "on_failure"}
 	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "checkpoint"}
 	checkpointKeys = []string{"enabled", "interval"}
 	retryKeys      = []string{"max_attempts", "backoff", "initial_delay", "multiplier", "max_delay", "jitter",
@@ -69,6 +70,16 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		}
 	}
 
+	if n := m.get("ordering"); n != nil {
+		def.Ordering = p.parseOrdering(n, what+": ordering")
+	}
+	if n := m.get("max_running"); n != nil {
+		def.MaxRunning, _ = p.positiveInt(n, what+": max_running")
+		if def.MaxRunning > workflow.MaxRunningLimit {
+			p.errorf(n, "%s: max_running: %d is more than %d", what, def.MaxRunning, workflow.MaxRunningLimit)
+		}
+	}
+
 	var hosts []string // nil: not set
 	if n := m.get("allowed_hosts"); n != nil {
 		hosts = p.allowedHosts(n, what+": allowed_hosts")
@@ -113,6 +124,28 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		return nil
 	}
 	return def
+}
+
+// parseOrdering parses a workflow's ordering mapping: how runs started with
+// an ordering key are admitted.
+func (p *parser) parseOrdering(n *yaml.Node, what string) *workflow.Ordering {
+	o := &workflow.Ordering{}
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return o
+	}
+	p.unknown(m, what, orderingKeys...)
+	if v := m.get("concurrency"); v != nil {
+		o.Concurrency, _ = p.positiveInt(v, what+".concurrency")
+		if o.Concurrency > workflow.MaxOrderingConcurrency {
+			p.errorf(v, "%s.concurrency: %d is more than %d", what, o.Concurrency, workflow.MaxOrderingConcurrency)
+		}
+	}
+	if v := m.get("on_failure"); v != nil {
+		s, _ := p.enum(v, what+".on_failure", string(workflow.OnFailureBlock), string(workflow.OnFailureRelease))
+		o.OnFailure = workflow.OnFailure(s)
+	}
+	return o
 }
 
 // policyMsg is a policy error without its "invalid policy: " prefixes.

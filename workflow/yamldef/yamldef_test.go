@@ -20,6 +20,8 @@ import (
 const fullFile = `workflows:
   sync-invoices:
     description: pulls invoices, then tells the hooks
+    ordering: {concurrency: 2, on_failure: release}
+    max_running: 8
     resiliency:
       retry:
         max_attempts: 5
@@ -85,6 +87,13 @@ func TestParseMapsEveryField(t *testing.T) {
 		RunTimeout: 30 * time.Minute, MaxIterations: 20, MaxCrashes: 1}
 	if s := d.Steps[1]; s.Name != "notify" || !s.Optional || !s.Policy.Equal(wantStep) || s.Run == nil {
 		t.Errorf("step notify = %+v, want optional with %+v", s, wantStep)
+	}
+	if d.Ordering == nil || *d.Ordering != (workflow.Ordering{Concurrency: 2, OnFailure: workflow.OnFailureRelease}) ||
+		d.MaxRunning != 8 {
+		t.Errorf("ordering %+v max_running %d; want concurrency 2, release, 8", d.Ordering, d.MaxRunning)
+	}
+	if defs[1].Ordering != nil || defs[1].MaxRunning != 0 {
+		t.Errorf("ping has ordering %+v max_running %d; want none", defs[1].Ordering, defs[1].MaxRunning)
 	}
 	if err := d.Validate(); err != nil {
 		t.Error(err)
@@ -177,12 +186,21 @@ func TestParseErrors(t *testing.T) {
 		{"workflow name with space", "workflows:\n  bad name:\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n",
 			"bad name", `workflow "bad name": name must be 1-64 letters, digits, '.', '_' or '-'`},
 		{"workflow is a string", "workflows:\n  w: hello\n", "hello", `workflow "w": want a mapping (key: value), got the string "hello"`},
-		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, steps)`},
+		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, ordering, max_running, steps)`},
 		{"missing steps", "workflows:\n  w:\n    description: x\n", "w:", `workflow "w": missing key steps`},
 		{"no steps", "workflows:\n  w:\n    steps: []\n", "[]", `workflow "w": steps: no steps`},
 		{"steps is a mapping", "workflows:\n  w:\n    steps: {a: 1}\n", "{a: 1}", "steps: want a list of steps"},
 		{"duplicate key", wf("    description: a\n    description: b\n"), "description: b", `duplicate key "description" (first at line 3)`},
 		{"description is a list", wf("    description: [a]\n"), "[a]", "description: want a value, got a list"},
+
+		// Ordering and max_running.
+		{"unknown ordering key", wf("    ordering: {concurency: 2}\n"), "concurency", `ordering: unknown key "concurency" (did you mean "concurrency"?)`},
+		{"ordering concurrency zero", wf("    ordering: {concurrency: 0}\n"), "0}", "ordering.concurrency: 0: want at least 1"},
+		{"ordering concurrency huge", wf("    ordering: {concurrency: 20000}\n"), "20000", "ordering.concurrency: 20000 is more than 10000"},
+		{"ordering on_failure", wf("    ordering: {on_failure: retry}\n"), "retry}", `ordering.on_failure: "retry" is not one of block, release`},
+		{"ordering is a list", wf("    ordering: [1]\n"), "[1]", "ordering: want a mapping"},
+		{"max_running string", wf("    max_running: many\n"), "many", `max_running: want a whole number, got the string "many"`},
+		{"max_running zero", wf("    max_running: 0\n"), "0\n", "max_running: 0: want at least 1"},
 
 		// Resiliency.
 		{"unknown resiliency key", wf("    resiliency: {retyr: {}}\n"), "retyr", `resiliency: unknown key "retyr" (did you mean "retry"?)`},

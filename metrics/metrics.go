@@ -189,7 +189,7 @@ type stateCollector struct {
 }
 
 var (
-	descRuns      = prometheus.NewDesc("cairn_runs", "Runs retained in Redis, by status.", []string{"status"}, nil)
+	descRuns    = prometheus.NewDesc("cairn_runs", "Runs retained in Redis, by status.", []string{"status"}, nil)
 	descWaiting = prometheus.NewDesc("cairn_runs_waiting",
 		"Runs waiting without a worker slot, by what they wait for: ordering_key, workflow_limit, signal, timer.",
 		[]string{"reason"}, nil)

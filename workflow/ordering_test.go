@@ -467,3 +467,88 @@ func TestOrderingKeyRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysAndMaxRunningTogether: runs with ordering keys under a workflow
+// max_running, some failing for good (on_failure: release): per key at most
+// one runs at a time, in start order; never more than max_running at once;
+// every run ends.
+func TestKeysAndMaxRunningTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var (
+		mu      sync.Mutex
+		perKey  = map[string]int{}
+		total   int
+		maxTot  int
+		starts  = map[string][]string{} // key → run IDs in the order their step started
+		badKeys []string
+	)
+	body := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+		var in struct {
+			Key  string `json:"key"`
+			Fail bool   `json:"fail"`
+		}
+		if err := jsonUnmarshal(sc.Input, &in); err != nil {
+			return nil, workflow.Permanent(err)
+		}
+		mu.Lock()
+		perKey[in.Key]++
+		total++
+		if perKey[in.Key] > 1 {
+			badKeys = append(badKeys, in.Key)
+		}
+		maxTot = max(maxTot, total)
+		starts[in.Key] = append(starts[in.Key], sc.RunID)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // the step's work
+		mu.Lock()
+		perKey[in.Key]--
+		total--
+		mu.Unlock()
+		if in.Fail {
+			return nil, workflow.Permanent(errors.New("injected"))
+		}
+		return nil, nil
+	}
+	def := workflow.Definition{Name: "both", MaxRunning: 3, Ordering: &workflow.Ordering{OnFailure: workflow.OnFailureRelease},
+		Policy: workflow.Policy{MaxAttempts: 1}, Steps: []workflow.Step{{Name: "one", Run: body}, {Name: "two", Run: body}}}
+	e.startWorker(workflow.WorkerConfig{Concurrency: 8}, def)
+	var runs []*workflow.Run
+	want := map[string][]string{}
+	for i := range 40 {
+		key := fmt.Sprintf("k%d", i%6)
+		r, err := e.client.Start(ctxb, "both", map[string]any{"key": key, "fail": i%7 == 3},
+			&workflow.StartOptions{OrderingKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+		want[key] = append(want[key], r.ID)
+	}
+	for _, r := range runs {
+		if got := e.wait(r.ID, 30*time.Second); !got.Terminal() {
+			t.Fatalf("run %s: %s", r.ID, got.Status)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(badKeys) > 0 || maxTot > 3 {
+		t.Fatalf("keys with two runs at once: %v; most runs at once %d (max_running 3)", badKeys, maxTot)
+	}
+	for key, ids := range want {
+		var first []string // each run's first step start, in order
+		seen := map[string]bool{}
+		for _, id := range starts[key] {
+			if !seen[id] {
+				seen[id] = true
+				first = append(first, id)
+			}
+		}
+		if fmt.Sprint(first) != fmt.Sprint(ids) {
+			t.Errorf("key %s started %v; want start order %v", key, first, ids)
+		}
+	}
+	if n, err := e.client.Counts(ctxb); err != nil || n["waiting:ordering_key"]+n["waiting:workflow_limit"] != 0 {
+		t.Errorf("counts at the end %v, %v", n, err)
+	}
+}

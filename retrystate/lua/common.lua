@@ -287,7 +287,11 @@ local function gate(op, rid, arg)
       end
       local st = redis.call("HGET", rk, "status")
       if not limit or not st or is_terminal(st) then
+        -- (Cancel takes a run out of its line; this is a run whose
+        -- record is gone, or one ended some other way.)
         redis.call("ZREM", wk, head)
+        redis.call("ZREM", idx("waiting:ordering_key"), head)
+        redis.call("ZREM", idx("waiting:workflow_limit"), head)
       else
         if redis.call("ZCARD", ak) >= limit[2] then
           break
@@ -304,7 +308,7 @@ local function gate(op, rid, arg)
   -- activated or already waiting, gets no task), and journals it.
   local function run_wait(rid, reason, g)
     local rk = PREFIX .. "run:" .. rid
-    local r = redis.call("HMGET", rk, "waiting", "current", "workflow", "status", "created_at")
+    local r = redis.call("HMGET", rk, "waiting", "current", "workflow", "status", "created_at", "owner")
     if r[1] and r[1] ~= "" and r[1] ~= reason then
       redis.call("ZREM", idx("waiting:" .. r[1]), rid)
     end
@@ -322,6 +326,9 @@ local function gate(op, rid, arg)
     local pos = redis.call("ZRANK", gate_key(g, "wait"), rid)
     redis.call("XADD", rk .. ":j", "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", "run_waiting", "at", NOWS,
       "reason", reason, "gate", string.sub(g, 3), "position", int(num(pos) + 1))
+    redis.call("XADD", PREFIX .. "notifications", "MAXLEN", "~", "100000", "*", "type", "run_waiting", "at", NOWS,
+      "run", rid, "workflow", r[3], "owner", r[6] or "", "reason", reason, "gate", string.sub(g, 3),
+      "position", int(num(pos) + 1))
     return int(num(pos) + 1)
   end
   -- run_go lets run rid, which waited and now holds all its gates, start: its

@@ -91,7 +91,6 @@ journal("run_started", "workflow", ARGV[4], "owner", ARGV[6], "task", id)
 if gated then
   local ok, reason, pos = gate("pass", RUN_ID)
   if not ok then
-    notify("run_waiting", ARGV[4], "reason", reason, "position", pos)
     return {"waiting", reason, pos}
   end
 end

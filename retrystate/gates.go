@@ -23,9 +23,10 @@ const (
 	gateWorkflow = "w:"
 )
 
-// KeyGate and WorkflowGate name the gate of an ordering key and of a
-// workflow's max_running.
-func KeyGate(key string) string           { return gateKey + key }
+// KeyGate names the gate of an ordering key.
+func KeyGate(key string) string { return gateKey + key }
+
+// WorkflowGate names the gate of a workflow's max_running.
 func WorkflowGate(workflow string) string { return gateWorkflow + workflow }
 
 // waitGate is the gate whose line the run waits in.

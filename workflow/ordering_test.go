@@ -361,14 +361,6 @@ func TestMaxRunning(t *testing.T) {
 	}
 }
 
-func ids(runs []*workflow.Run) []string {
-	out := make([]string, len(runs))
-	for i, r := range runs {
-		out[i] = r.ID
-	}
-	return out
-}
-
 // TestGateAdmissionWritesAsynqTask: the task a script writes for an
 // admitted run is the one Go would write (tasks.Step.AsynqMessage), and a
 // waiting run has no task at all. No worker runs: the test reads asynq's
@@ -483,7 +475,7 @@ func TestKeysAndMaxRunningTogether(t *testing.T) {
 		starts  = map[string][]string{} // key → run IDs in the order their step started
 		badKeys []string
 	)
-	body := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+	body := func(_ context.Context, sc *workflow.StepContext) (any, error) {
 		var in struct {
 			Key  string `json:"key"`
 			Fail bool   `json:"fail"`

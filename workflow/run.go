@@ -180,6 +180,7 @@ func runFromRecord(rec *retrystate.Run) *Run {
 		r.WaitingFor = &WaitingFor{OrderingKey: rec.OrderingKey, Position: rec.Position}
 	case WaitWorkflowLimit:
 		r.WaitingFor = &WaitingFor{WorkflowLimit: rec.MaxRunning, Position: rec.Position}
+	case WaitSignal, WaitTimer: // a step's wait, not the run's: see the step
 	}
 	return r
 }

@@ -14,17 +14,18 @@ import (
 
 // gatedSteps is a one-step workflow whose step blocks until the test lets
 // the run go, and records the order runs started in and how many ran at once.
+// A run whose input has fail_attempts n fails permanently on its attempts up
+// to n.
 type gatedSteps struct {
 	mu      sync.Mutex
 	started []string
 	running map[string]bool
 	maxConc int
-	fail    map[string]int // run → remaining permanent failures
 	release map[string]chan struct{}
 }
 
 func newGatedSteps() *gatedSteps {
-	return &gatedSteps{running: map[string]bool{}, fail: map[string]int{}, release: map[string]chan struct{}{}}
+	return &gatedSteps{running: map[string]bool{}, release: map[string]chan struct{}{}}
 }
 
 func (g *gatedSteps) ch(run string) chan struct{} {
@@ -55,11 +56,12 @@ func (g *gatedSteps) body(ctx context.Context, sc *workflow.StepContext) (any, e
 	if n := len(g.running); n > g.maxConc {
 		g.maxConc = n
 	}
-	failing := g.fail[sc.RunID] > 0
-	if failing {
-		g.fail[sc.RunID]--
-	}
 	g.mu.Unlock()
+	var in struct {
+		FailAttempts int `json:"fail_attempts"`
+	}
+	_ = jsonUnmarshal(sc.Input, &in)
+	failing := sc.Attempt <= in.FailAttempts
 	defer func() {
 		g.mu.Lock()
 		delete(g.running, sc.RunID)
@@ -96,7 +98,15 @@ func gatedDef(name string, g *gatedSteps, ord *workflow.Ordering, maxRunning int
 
 func startKeyed(t *testing.T, c *workflow.Client, wf, key string) *workflow.Run {
 	t.Helper()
-	run, err := c.Start(ctxb, wf, nil, &workflow.StartOptions{OrderingKey: key, Owner: "tester"})
+	return startKeyedInput(t, c, wf, key, nil)
+}
+
+// failOnce is the input of a run whose first attempt fails permanently.
+var failOnce = map[string]int{"fail_attempts": 1}
+
+func startKeyedInput(t *testing.T, c *workflow.Client, wf, key string, input any) *workflow.Run {
+	t.Helper()
+	run, err := c.Start(ctxb, wf, input, &workflow.StartOptions{OrderingKey: key, Owner: "tester"})
 	if err != nil {
 		t.Fatalf("start %s key %q: %v", wf, key, err)
 	}
@@ -222,10 +232,7 @@ func TestOrderingKeyBlockAndRelease(t *testing.T) {
 		gatedDef("rel", g, &workflow.Ordering{OnFailure: workflow.OnFailureRelease}, 0))
 
 	// block, then recover.
-	a := startKeyed(t, e.client, "blk", "b1")
-	g.mu.Lock()
-	g.fail[a.ID] = 1
-	g.mu.Unlock()
+	a := startKeyedInput(t, e.client, "blk", "b1", failOnce)
 	b := startKeyed(t, e.client, "blk", "b1")
 	if got := e.wait(a.ID, 10*time.Second); got.Status != workflow.StatusFailed {
 		t.Fatalf("a: %s", got.Status)
@@ -250,10 +257,7 @@ func TestOrderingKeyBlockAndRelease(t *testing.T) {
 	e.wait(b.ID, 10*time.Second)
 
 	// block, then cancel the failed run.
-	c := startKeyed(t, e.client, "blk", "b2")
-	g.mu.Lock()
-	g.fail[c.ID] = 1
-	g.mu.Unlock()
+	c := startKeyedInput(t, e.client, "blk", "b2", failOnce)
 	d := startKeyed(t, e.client, "blk", "b2")
 	e.wait(c.ID, 10*time.Second)
 	wantWaiting(t, e.get(d.ID), "b2", 1)
@@ -266,10 +270,7 @@ func TestOrderingKeyBlockAndRelease(t *testing.T) {
 	e.wait(d.ID, 10*time.Second)
 
 	// release.
-	x := startKeyed(t, e.client, "rel", "r1")
-	g.mu.Lock()
-	g.fail[x.ID] = 1
-	g.mu.Unlock()
+	x := startKeyedInput(t, e.client, "rel", "r1", failOnce)
 	y := startKeyed(t, e.client, "rel", "r1")
 	e.wait(x.ID, 10*time.Second)
 	e.eventually(10*time.Second, "y running after x failed", func() bool { return g.isRunning(y.ID) })
@@ -409,31 +410,40 @@ func TestGateAdmissionWritesAsynqTask(t *testing.T) {
 }
 
 // TestGateRepair: an admitted run whose record disappears (deleted by hand)
-// frees its slot at the reconciler's next pass, which starts the next run.
+// frees its slot at the reconciler's next pass, which starts the next run
+// (writes its task). No worker runs, so nothing else moves.
 func TestGateRepair(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	g := newGatedSteps()
-	e.startWorker(workflow.WorkerConfig{}, gatedDef("rep", g, nil, 0))
-	a := startKeyed(t, e.client, "rep", "k")
-	b := startKeyed(t, e.client, "rep", "k")
-	e.eventually(10*time.Second, "a running", func() bool { return g.isRunning(a.ID) })
-	e.rdb.Del(ctxb, "cairn:{"+e.queue+"}:run:"+a.ID)
 	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := eng.Register(gatedDef("rep", newGatedSteps(), nil, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Publish(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	a := startKeyed(t, e.client, "rep", "k")
+	b := startKeyed(t, e.client, "rep", "k")
+	wantWaiting(t, b, "k", 1)
+	e.rdb.Del(ctxb, "cairn:{"+e.queue+"}:run:"+a.ID)
 	rep, err := eng.NewReconciler(workflow.ReconcilerConfig{}).Pass(ctxb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Repairs["gate_slot_freed"] != 1 || rep.Repairs["gate_admitted"] != 1 {
-		t.Fatalf("repairs %v; want one slot freed and one run admitted", rep.Repairs)
+	if !rep.Locked || rep.Repairs["gate_slot_freed"] != 1 || rep.Repairs["gate_admitted"] != 1 {
+		t.Fatalf("repairs %v (locked %v); want one slot freed and one run admitted", rep.Repairs, rep.Locked)
 	}
-	e.eventually(10*time.Second, "b running", func() bool { return g.isRunning(b.ID) })
-	g.let(a.ID)
-	g.let(b.ID)
-	e.wait(b.ID, 10*time.Second)
+	got := e.get(b.ID)
+	task := tasks.Step{RunID: b.ID, Workflow: "rep", Name: "only", Attempt: 1}.ID()
+	if got.WaitingFor != nil || e.rdb.HGet(ctxb, "asynq:{"+e.queue+"}:t:"+task, "state").Val() != "pending" {
+		t.Fatalf("b after the repair: waiting_for %+v, task %s not pending", got.WaitingFor, task)
+	}
+	if rep, err := eng.NewReconciler(workflow.ReconcilerConfig{}).Pass(ctxb); err != nil || rep.Total() != 0 {
+		t.Fatalf("a second pass repaired %v, %v; want nothing", rep.Repairs, err)
+	}
 }
 
 // TestOrderingKeyRefused: bad keys are refused before anything is written.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -44,19 +45,30 @@ const (
 	ordFenceTTL = 2 * time.Second
 	ordSweep    = 250 * time.Millisecond
 	ordPass     = time.Second
-	// ordProgressBound bounds how long a line's next run may wait for its
-	// first attempt once a slot is free for it (see progress in
-	// checkOrdering). Without faults that is the time its admitted task
-	// waits in the queue: well under a second. A SIGKILL can hold up the
-	// run that would end and free the slot (it is active, so that is not a
-	// wait), or the admitted run itself: its first task dequeued by the
-	// killed worker and never begun. That task is redispatched by the
-	// stalled-delivery sweep, StalledAfter (8s) after asynq's dequeue at
-	// the latest, at the next sweep; if the killed worker held the sweep
-	// lock (30s TTL) the next pass sweeps instead (CAIRN_RECONCILE_INTERVAL).
-	// A fence-expiry redispatch (FenceTTL 2s + sweep) is shorter. So:
-	// 8s + 1s, plus 3s for the queue and a loaded machine.
-	ordProgressBound = ordStalledAfter + ordPass + 3*time.Second
+	// Progress bounds. A line makes progress throughout: it never goes
+	// longer than a bound without a journal event until its last run ends,
+	// and no run waits longer than it for its first attempt once a slot is
+	// free for it (see checkOrdering).
+	//
+	// ordQuietBound holds away from the kills. A run with a free slot is
+	// admitted by the script that freed it, which writes its task: it waits
+	// only for the queue, well under a second. The longest quiet gap in a
+	// line is a retry: its task is scheduled in whole seconds (asynq), so
+	// it is due up to 1s + 200ms (CAIRN_RETRY_MAX_INTERVAL) later and
+	// forwarded within 200ms (CAIRN_DELAYED_TASK_CHECK_INTERVAL). So 1.4s,
+	// plus the queue and a loaded machine: 4s. It is well below the
+	// reconciler's Grace (10s) after which it would re-create a lost task,
+	// so a lost admission fails the test.
+	ordQuietBound = 4 * time.Second
+	// ordKillBound holds when a SIGKILL came in the interval. The killed
+	// worker may have held the run that would end, or the admitted run:
+	// begun (its fence expires within FenceTTL, 2s, and the next sweep
+	// redispatches it) or dequeued and not begun (the stalled-delivery
+	// sweep redispatches it StalledAfter, 8s, after asynq's dequeue at the
+	// latest). If the killed worker held the sweep lock (30s TTL), the next
+	// pass sweeps instead (CAIRN_RECONCILE_INTERVAL, 1s). So 8s + 1s, plus
+	// 3s for the queue and a loaded machine.
+	ordKillBound = ordStalledAfter + ordPass + 3*time.Second
 )
 
 // ordRun is one run of the ordering suite and what it should do.
@@ -89,14 +101,15 @@ type ordLine struct {
 // failing for good, then recovered (2 keys) or cancelled (2 keys); and 60
 // runs of a workflow with max_running 4. About 10% of attempts fail
 // transiently. Two of the workers are killed with SIGKILL once each, after
-// a quarter and after a half of the expected step executions; the first is
-// restarted, the second is not.
+// a third and after two thirds of the expected step executions; the first
+// is restarted, the second is not.
 //
 // From the journals (and the step bodies' audit, with nanosecond times):
 // in every line runs started in start order and never more than its
 // concurrency were active at once (from first attempt to end); every line
-// made progress: no run waited longer than ordProgressBound for its first
-// attempt once a slot was free for it; a blocked key held its next run
+// made progress throughout: no gap between its journal events, nor a run's
+// wait for its first attempt once a slot was free for it, longer than
+// ordQuietBound (ordKillBound when a kill came in between); a blocked key held its next run
 // until its failed run was recovered to success or cancelled, then went
 // on; every run ended as designed.
 func TestOrdering(t *testing.T) {
@@ -136,10 +149,11 @@ func TestOrdering(t *testing.T) {
 	started := time.Since(start)
 
 	// Faults and operator actions, from this goroutine only, until every
-	// run has ended. The kills come when the audit holds a quarter and a
-	// half of the step executions expected (two records each).
-	expected := int64(len(all) * len(demo.OrderedSteps) * 2)
-	killAt := []int64{expected / 4, expected / 2}
+	// run has ended. The kills come when the audit holds a third and
+	// two thirds of the step executions expected (two records each, with
+	// about ordFailRate more for retries).
+	expected := int64(float64(len(all)*len(demo.OrderedSteps)*2) * (1 + ordFailRate))
+	killAt := []int64{expected / 3, expected * 2 / 3}
 	killedAt := map[int]time.Time{} // pid -> just before its SIGKILL
 	kills := 0
 	var blocking []*ordRun
@@ -369,10 +383,12 @@ func runIDs(runs []*workflow.Run) []string {
 type ordResult struct {
 	runs, kills, waited, crashes, repairs, retries, executions int
 	maxActive                                                  map[string]int // variant -> most runs of one line active at once
-	maxWait                                                    time.Duration
-	maxWaitAt                                                  string
-	elapsed, startedIn                                         time.Duration
-	violations                                                 []string
+	// The longest waits with a free slot and gaps between a line's events,
+	// away from the kills ([0]) and with a kill in between ([1]), and where.
+	maxWait, maxGap     [2]time.Duration
+	maxWaitAt, maxGapAt [2]string
+	elapsed, startedIn  time.Duration
+	violations          []string
 }
 
 func (c *ordResult) violatef(format string, args ...any) {
@@ -383,8 +399,8 @@ func (c *ordResult) violatef(format string, args ...any) {
 
 func (c *ordResult) table() string {
 	var b strings.Builder
-	row := func(k string, v any) { fmt.Fprintf(&b, "| %-34s | %24v |\n", k, v) }
-	fmt.Fprintf(&b, "| %-34s | %24s |\n|%s|%s|\n", "ordering suite", "", strings.Repeat("-", 36), strings.Repeat("-", 26))
+	row := func(k string, v any) { fmt.Fprintf(&b, "| %-38s | %24v |\n", k, v) }
+	fmt.Fprintf(&b, "| %-38s | %24s |\n|%s|%s|\n", "ordering suite", "", strings.Repeat("-", 40), strings.Repeat("-", 26))
 	row("runs", c.runs)
 	row("  that waited for a slot", c.waited)
 	row("step-body executions", c.executions)
@@ -400,19 +416,23 @@ func (c *ordResult) table() string {
 	for _, v := range variants {
 		row("most active at once: "+v, c.maxActive[v])
 	}
-	row("longest wait with a free slot", c.maxWait.Round(time.Millisecond))
-	row("  (bound)", ordProgressBound)
-	row("  where", c.maxWaitAt)
+	for i, what := range []string{fmt.Sprintf("no kill (bound %s)", ordQuietBound), fmt.Sprintf("kill (bound %s)", ordKillBound)} {
+		row("longest wait, "+what, c.maxWait[i].Round(time.Millisecond))
+		row("  where", c.maxWaitAt[i])
+		row("longest line gap, "+what, c.maxGap[i].Round(time.Millisecond))
+		row("  where", c.maxGapAt[i])
+	}
 	row("time to start every run", c.startedIn.Round(10*time.Millisecond))
 	row("time to finish", c.elapsed.Round(100*time.Millisecond))
 	row("invariant violations", len(c.violations))
 	return b.String()
 }
 
-// ordSpan is when a run was active: from its first attempt to its end.
+// ordSpan is when a run was active: from its first attempt to its end (and
+// when it was admitted).
 type ordSpan struct {
-	run        *ordRun
-	start, end time.Time
+	run                  *ordRun
+	admitted, start, end time.Time
 }
 
 // maxOverlap returns the most spans active at once (an end and a start at
@@ -446,6 +466,7 @@ func maxOverlap(spans []ordSpan) (int, time.Time) {
 // (millisecond times) and the step bodies' audit (nanosecond times).
 func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]time.Time) *ordResult {
 	c := &ordResult{maxActive: map[string]int{}}
+	kills := slices.Collect(maps.Values(killedAt))
 
 	// The body executions of each run, from the audit: [start, end], where
 	// an execution without an end was cut short by its worker's SIGKILL.
@@ -488,9 +509,16 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 		var spans, bodySpans []ordSpan
 		for _, r := range l.runs {
 			checkOrdRun(c, r)
-			var first, end time.Time
+			var admitted, first, end time.Time
+			waited := false
 			for _, ev := range r.evs {
 				switch ev.Type {
+				case workflow.EventRunStarted:
+					admitted = ev.At
+				case "run_admitted":
+					if !waited {
+						admitted, waited = ev.At, true // its first admission, after it waited
+					}
 				case workflow.EventAttemptStarted:
 					if first.IsZero() {
 						first = ev.At
@@ -499,12 +527,12 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 					end = ev.At // the last one: a block run failed, then recovered, ends later
 				}
 			}
-			if first.IsZero() || end.IsZero() || !r.run.Terminal() {
-				c.violatef("line %s run #%d %s: first attempt %v, end %v, status %s: want both and an ended run",
-					l.name, r.seq, r.id, first, end, r.run.Status)
+			if admitted.IsZero() || first.IsZero() || end.IsZero() || !r.run.Terminal() {
+				c.violatef("line %s run #%d %s: admitted %v, first attempt %v, end %v, status %s: want all and an ended run",
+					l.name, r.seq, r.id, admitted, first, end, r.run.Status)
 				continue
 			}
-			spans = append(spans, ordSpan{run: r, start: first, end: end})
+			spans = append(spans, ordSpan{run: r, admitted: admitted, start: first, end: end})
 			bs := bodies[r.id]
 			if len(bs) == 0 {
 				c.violatef("line %s run #%d %s: no body execution in the audit", l.name, r.seq, r.id)
@@ -525,10 +553,20 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 			continue // reported above; the line checks need every run
 		}
 
-		// Start order: each run's first attempt no earlier than the one
-		// before it in start order (equal milliseconds allowed: the audit
-		// check below orders those).
+		// Start order: every line admits its runs in start order (a run
+		// that did not wait was admitted when it was created); in a line
+		// of concurrency 1, each run's first attempt comes no earlier than
+		// the one before it (equal milliseconds allowed: the bodies'
+		// nanosecond times order those). With a higher concurrency, runs
+		// admitted together race for workers, so only admission is ordered.
 		for i := 1; i < len(spans); i++ {
+			if a, b := spans[i-1].admitted, spans[i].admitted; b.Before(a) {
+				c.violatef("line %s: run #%d %s admitted at %s, before run #%d %s (admitted %s)", l.name, i,
+					spans[i].run.id, ms(b), i-1, spans[i-1].run.id, ms(a))
+			}
+			if l.conc > 1 {
+				continue
+			}
 			if spans[i].start.Before(spans[i-1].start) {
 				c.violatef("line %s: run #%d %s started at %s, before run #%d %s (started %s)", l.name, i, spans[i].run.id,
 					ms(spans[i].start), i-1, spans[i-1].run.id, ms(spans[i-1].start))
@@ -574,14 +612,54 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 				}
 			}
 			wait := s.start.Sub(free)
-			if wait > c.maxWait {
-				c.maxWait, c.maxWaitAt = wait, fmt.Sprintf("%s #%d", l.name, j)
+			k, bound := progressBound(kills, free, s.start)
+			if wait > c.maxWait[k] {
+				c.maxWait[k], c.maxWaitAt[k] = wait, fmt.Sprintf("%s #%d", l.name, j)
 			}
-			if wait > ordProgressBound {
+			if wait > bound {
 				c.violatef("line %s: run #%d %s had its first attempt %s after a slot was free for it (%s); bound %s",
-					l.name, j, s.run.id, wait.Round(time.Millisecond), ms(free), ordProgressBound)
+					l.name, j, s.run.id, wait.Round(time.Millisecond), ms(free), bound)
 			}
 			ends = append(ends, s.end)
+		}
+		// ... and the line is never idle for longer than the bound, from
+		// its first run's creation to its last run's end, except while a
+		// block key waits for the operator (from the failure to the action).
+		var times []time.Time
+		last := spans[0].run.run.CreatedAt
+		var operator [][2]time.Time
+		for _, s := range spans {
+			last = maxTime(last, s.end)
+			times = append(times, s.run.run.CreatedAt)
+			var failed time.Time
+			for _, ev := range s.run.evs {
+				times = append(times, ev.At)
+				switch {
+				case s.run.action == "":
+				case ev.Type == workflow.EventRunFailed && failed.IsZero():
+					failed = ev.At
+				case !failed.IsZero() && (ev.Type == workflow.EventRunRecovered || ev.Type == workflow.EventRunCancelled):
+					operator = append(operator, [2]time.Time{failed, ev.At})
+				}
+			}
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	gaps:
+		for i := 1; i < len(times) && !times[i].After(last); i++ {
+			for _, w := range operator {
+				if !times[i-1].Before(w[0]) && times[i-1].Before(w[1]) {
+					continue gaps
+				}
+			}
+			gap := times[i].Sub(times[i-1])
+			k, bound := progressBound(kills, times[i-1], times[i])
+			if gap > c.maxGap[k] {
+				c.maxGap[k], c.maxGapAt[k] = gap, fmt.Sprintf("%s at %s", l.name, ms(times[i-1]))
+			}
+			if gap > bound {
+				c.violatef("line %s: no journal event from %s to %s (%s); bound %s", l.name, ms(times[i-1]), ms(times[i]),
+					gap.Round(time.Millisecond), bound)
+			}
 		}
 
 		// A block key's failed run held its next run until the operator's
@@ -653,3 +731,21 @@ func checkOrdRun(c *ordResult, r *ordRun) {
 }
 
 func ms(t time.Time) string { return t.Format("15:04:05.000") }
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// progressBound returns the bound on a wait from..to: ordKillBound (k 1)
+// when a worker was killed in between, else ordQuietBound (k 0).
+func progressBound(kills []time.Time, from, to time.Time) (k int, bound time.Duration) {
+	for _, at := range kills {
+		if !at.Before(from) && !at.After(to) {
+			return 1, ordKillBound
+		}
+	}
+	return 0, ordQuietBound
+}

@@ -95,6 +95,12 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		if err := w.Register(demo.Chaos(rdb, cfg.Queue, workflow.Policy{})); err != nil {
 			return err
 		}
+		for _, d := range demo.Ordered(rdb, cfg.Queue, workflow.Policy{}) {
+			names = append(names, d.Name)
+			if err := w.Register(d); err != nil {
+				return err
+			}
+		}
 	}
 	for _, d := range fileDefs {
 		names = append(names, d.Name)

@@ -79,7 +79,9 @@ type Config struct {
 	// worker died.
 	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"2s"`
 
-	// DemoChaos also registers the chaos demo workflow (for the chaos suite).
+	// DemoChaos also registers the demo workflows of the test suites: the
+	// chaos workflow (the chaos suite) and the ordered workflows (the
+	// ordering suite).
 	DemoChaos bool `env:"CAIRN_DEMO_CHAOS" envDefault:"false"`
 
 	// WorkflowsFile is a YAML file of workflow definitions (see package

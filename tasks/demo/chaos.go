@@ -43,10 +43,11 @@ func Injected(runID, step string, attempt int, rate float64) bool {
 	return float64(x>>11)/float64(1<<53) < rate
 }
 
-// AuditKey is the Redis list where chaos step bodies record each execution.
+// AuditKey is the Redis list where chaos and ordered step bodies record
+// each execution.
 func AuditKey(queue string) string { return "cairndemo:{" + queue + "}:audit" }
 
-// AuditEntry is one record of a chaos step body: it started, or it ended.
+// AuditEntry is one record of a chaos or ordered step body: it started, or it ended.
 type AuditEntry struct {
 	Phase   string // "start" or "end"
 	RunID   string
@@ -71,14 +72,13 @@ func ParseAudit(s string) (AuditEntry, error) {
 	return AuditEntry{Phase: f[0], RunID: f[1], Step: f[2], Attempt: attempt, At: time.Unix(0, ns), PID: pid}, nil
 }
 
-// Chaos returns the chaos workflow used by the chaos suite: five steps that
-// sleep, fail transiently as Injected says, and record every execution of
-// their body in the audit list of queue, so a test can check from outside
-// the engine that no body ran twice at once or after its run ended.
-func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
+// auditor returns the function with which step bodies record a phase
+// ("start", "end") of their execution in the audit list of queue (AuditKey),
+// in the form ParseAudit reads.
+func auditor(rdb redis.UniversalClient, queue string) func(ctx context.Context, phase string, sc *workflow.StepContext) {
 	key := AuditKey(queue)
 	pid := os.Getpid()
-	audit := func(ctx context.Context, phase string, sc *workflow.StepContext) {
+	return func(ctx context.Context, phase string, sc *workflow.StepContext) {
 		entry := fmt.Sprintf("%s|%s|%s|%d|%d|%d", phase, sc.RunID, sc.Step, sc.Attempt, workflow.SystemClock.Now().UnixNano(), pid)
 		// Keep trying while Redis is away (the suite restarts it): the audit
 		// must not turn into an injected failure, nor lose a record.
@@ -90,6 +90,14 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 			time.Sleep(backoff)
 		}
 	}
+}
+
+// Chaos returns the chaos workflow used by the chaos suite: five steps that
+// sleep, fail transiently as Injected says, and record every execution of
+// their body in the audit list of queue, so a test can check from outside
+// the engine that no body ran twice at once or after its run ended.
+func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
+	audit := auditor(rdb, queue)
 	run := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
 		var in ChaosInput
 		if err := sc.DecodeInput(&in); err != nil {

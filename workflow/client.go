@@ -505,8 +505,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 // Counts returns how many runs the queue holds in each status, under
 // "needs_attention" how many need an operator, and under
 // "waiting:<reason>" how many wait for each WaitReason (holding no worker
-// slot). Finished runs count until
-// they expire.
+// slot). Finished runs count until they expire.
 func (c *Client) Counts(ctx context.Context) (map[string]int64, error) {
 	return c.store.CountByStatus(ctx)
 }

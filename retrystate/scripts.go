@@ -17,6 +17,7 @@ type scripts struct {
 	create, begin, complete, fail, cancel, renew  *redis.Script
 	redispatch, repair, timeout, operate, release *redis.Script
 	unlock, peek                                  *redis.Script
+	wait, signal                                  *redis.Script
 }
 
 func loadScripts() scripts {
@@ -38,6 +39,8 @@ func loadScripts() scripts {
 		release:    withCommon("release.lua"),
 		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
 		peek:       redis.NewScript(mustRead("lua/peek.lua")),
+		wait:       withCommon("wait.lua"),
+		signal:     withCommon("signal.lua"),
 	}
 }
 

@@ -90,7 +90,7 @@ if action == "wake" then
   journal("await_timed_out", "step", st_name, "signal", st_signal, "until", int(due))
   step_set(idx, "last_error", msg, "last_error_class", "permanent", "last_error_code", "signal_timeout",
     "last_error_at", NOWS)
-  local why = string.format("step %q timed out waiting for signal %q: %s", st_name, st_signal, msg)
+  local why = string.format("step %q: %s (its await timeout)", st_name, msg)
   fail_run(idx, "signal_timeout", why, "step timed out waiting for a signal", retention)
   return {"failed", "signal_timeout", why}
 end

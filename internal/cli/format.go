@@ -51,6 +51,9 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	if !run.Terminal() && run.CurrentStep != "" {
 		field("current step", run.CurrentStep)
 	}
+	if w := waitingText(run.WaitingFor, now); w != "" && !run.Terminal() {
+		field("waiting", w) // an await or a sleep (waits.go)
+	}
 	field("created", fmtTime(&run.CreatedAt))
 	if run.FinishedAt != nil {
 		field("finished", fmt.Sprintf("%s (took %s)", fmtTime(run.FinishedAt), fmtDuration(run.FinishedAt.Sub(run.CreatedAt))))
@@ -74,6 +77,9 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		next := "-"
 		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
 			next = inDuration(st.NextAttemptAt.Sub(now))
+		}
+		if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
+			next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(string(st.Status), 0), st.Attempts,
 			cell(string(st.RetryState), 0), next, cell(dash(st.LastError), maxErrorWidth))

@@ -54,7 +54,9 @@ func TestSignalCommand(t *testing.T) {
 
 	// start --wait shows the wait; a signal sent meanwhile ends it.
 	done := make(chan result, 1)
-	go func() { done <- invoke(t, invocation{args: []string{"start", "approve", "--wait"}, environ: e.environ()}) }()
+	go func() {
+		done <- invoke(t, invocation{args: []string{"start", "approve", "--wait"}, environ: e.environ()})
+	}()
 	var waiting *workflow.Run
 	testkit.Eventually(t, 30*time.Second, "a second run to wait", func() bool {
 		runs, _, err := e.client.List(context.Background(), workflow.ListOptions{Status: workflow.StatusRunning})

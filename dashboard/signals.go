@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -50,4 +51,20 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
 			Owner: run.Owner, Step: res.Step, Detail: "signal " + name + " to another subject's run"})
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// waitView fills the run page's wait: what the run waits for while its
+// current step awaits a signal or sleeps, and the signal the form sends.
+func waitView(d *runData, now time.Time) {
+	w := d.Run.WaitingFor
+	if d.Run.Terminal() || w == nil || w.Until == nil || (w.Signal == "" && !w.Timer) {
+		return
+	}
+	d.Waiting = w
+	if left := w.Until.Sub(now); left > 0 {
+		d.WaitLeft = "in " + left.Round(time.Second).String()
+	} else {
+		d.WaitLeft = "due now"
+	}
+	d.Signal = w.Signal
 }

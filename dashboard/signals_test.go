@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -82,5 +83,43 @@ func TestSignalEndpoint(t *testing.T) {
 	// The run has finished: refused, 409.
 	if resp := e.do(req{method: "POST", path: path + "?id=a1", token: aliceToken}); resp.status != 409 {
 		t.Errorf("signal to a finished run: %d %s", resp.status, resp.body)
+	}
+}
+
+// The run page of a waiting run says what it waits for and has the signal
+// form, for its owner and admins; the form's request, as the script sends
+// it, is accepted.
+func TestUIWaitingRunShowsSignalForm(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	run := e.waitingRun("alice")
+	form := `data-signal-url="/api/v1/workflows/` + run.ID + `/signals/approved"`
+	for _, token := range []string{aliceToken, rootToken} {
+		resp := e.page("/runs/"+run.ID, token)
+		page := resp.html()
+		if resp.status != 200 || !strings.Contains(page, form) || !strings.Contains(page, "Waiting for signal") ||
+			!strings.Contains(page, `<strong class="mono">approved</strong>`) {
+			t.Errorf("as %s: %d, no wait or no signal form\n%s", token, resp.status, page)
+		}
+	}
+	if resp := e.page("/runs/"+run.ID, bobToken); resp.status != 404 || strings.Contains(resp.html(), form) {
+		t.Errorf("as another user: %d", resp.status)
+	}
+	page := e.page("/runs/"+run.ID, aliceToken)
+	// Without the CSRF header, the cookie's request is refused.
+	path := "/api/v1/workflows/" + run.ID + "/signals/approved"
+	if resp := e.do(req{method: "POST", path: path, cookie: aliceToken, body: `{"ok":1}`}); resp.status != 403 {
+		t.Fatalf("signal without CSRF: %d %s", resp.status, resp.body)
+	}
+	resp := e.do(req{method: "POST", path: path, cookie: aliceToken, body: `{"ok":1}`,
+		header: map[string]string{dashboard.CSRFHeader: csrfOf(t, page), "Content-Type": "application/json"}})
+	if resp.status != 200 {
+		t.Fatalf("signal with the page's CSRF token: %d %s", resp.status, resp.body)
+	}
+	if r := e.wait(run.ID); r.Status != workflow.StatusSucceeded {
+		t.Fatalf("run %s", r.Status)
+	}
+	if after := e.page("/runs/"+run.ID, aliceToken).html(); strings.Contains(after, form) {
+		t.Error("a finished run still has the signal form")
 	}
 }

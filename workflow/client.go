@@ -382,7 +382,9 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // action recover, retry, skip or restore, step, actor; by an automatic
 // repair: by "reconciler" or "worker", kind crashed_attempt, task_missing,
 // retry_task_missing, task_archived, stalled_delivery or
-// interrupted_attempt, step, attempt) and run_needs_attention (code, reason).
+// interrupted_attempt, step, attempt), run_needs_attention (code, reason)
+// and run_waiting (reason "signal": step, signal, until; reason "timer":
+// step, until; until in Unix ms).
 // It is the webhook payload type: a webhook delivers the same fields as
 // JSON (with the owner under Details, see webhook.Payload), so one type
 // serves both.

@@ -122,8 +122,7 @@ const (
 	EventRepair             = "repair"
 	EventNeedsAttention     = "needs_attention"
 	EventDeliveryIgnored    = "delivery_ignored"
-	// Signals and timers (lua/wait.lua, lua/signal.lua).
-	// EventAwaitStarted: an await began to wait for its signal (signal,
+	// EventAwaitStarted (signals and timers: lua/wait.lua, lua/signal.lua): an await began to wait for its signal (signal,
 	// until).
 	EventAwaitStarted = "await_started"
 	// EventSignalReceived: a signal arrived (signal, id); with a step, the

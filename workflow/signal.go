@@ -10,8 +10,8 @@ import (
 	"github.com/cairnhq/cairn/retrystate"
 )
 
-// ErrMailboxFull: the run holds MaxPendingSignals signals for awaits it has
-// not reached yet; the signal was refused.
+// ErrMailboxFull is returned by Signal when the run holds MaxPendingSignals
+// signals for awaits it has not reached yet; the signal was refused.
 var ErrMailboxFull = errors.New("signal mailbox full")
 
 // SignalOptions are the options of Client.Signal.
@@ -104,6 +104,8 @@ func (c *Client) Signal(ctx context.Context, runID, name string, payload any, op
 	case retrystate.OutcomeQueued:
 		log.Info("signal kept for a later await", "pending", res.Pending)
 		return &SignalResult{Outcome: SignalQueued, Pending: res.Pending}, nil
+	default:
+		// OutcomeDelivered or OutcomeRunSucceeded, below.
 	}
 	// OutcomeDelivered or OutcomeRunSucceeded: the await succeeded. Its
 	// wake-up task is stale now (a delivery of it would be acknowledged).

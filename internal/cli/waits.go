@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -75,9 +76,7 @@ func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
 // readJSONFlag returns the JSON value a flag gives: JSON text, "@path" for a
 // regular file's content or "@-" for stdin's, at most limit bytes; empty is
 // null.
-func readJSONFlag(ctx context.Context, flagName, spec string, stdin interface {
-	Read([]byte) (int, error)
-}, limit int) (json.RawMessage, error) {
+func readJSONFlag(ctx context.Context, flagName, spec string, stdin io.Reader, limit int) (json.RawMessage, error) {
 	data, src := []byte(spec), flagName
 	if path, ok := strings.CutPrefix(spec, "@"); ok {
 		src = flagName + " " + spec
@@ -125,8 +124,9 @@ func waitingText(wf *workflow.WaitingFor, now time.Time) string {
 		return fmt.Sprintf("for signal %q until %s", wf.Signal, when)
 	case workflow.WaitTimer:
 		return "sleeping until " + when
+	default:
+		return "" // an ordering wait, shown elsewhere
 	}
-	return ""
 }
 
 // waitCountdown is start --wait's countdown line while the run's current

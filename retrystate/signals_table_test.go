@@ -139,6 +139,10 @@ func TestScriptWait(t *testing.T) {
 			c("next: an await finds its signal in the mailbox",
 				abc().awaits(1, "go").pendingAt(1).queued("other", "", `1`).queued("go", "s1", `{"ok":true}`).queued("go", "s2", `2`),
 				"start", 1, taskID(1, 1), "", "", wake1, `["next" "2" "c" "1" "60000" "0"]`),
+			c("next: a recovered await finds its signal and leaves a stale waiting entry",
+				abc().awaits(1, "go").pendingAt(1).zadd(tk.waiting(WaitSignal), tAttempt, tRun).
+					zadd(tk.scheduled(), tAttempt, tRun).queued("go", "", `1`),
+				"start", 1, taskID(1, 1), "", "", wake1, `["next" "2" "c" "1" "60000" "0"]`),
 			c("succeeded: the last step's await finds its signal",
 				abc().awaits(2, "go").pendingAt(2).queued("go", "", `"yes"`).idem(),
 				"start", 2, taskID(2, 1), "", "", "", `["succeeded"]`),

@@ -99,6 +99,9 @@ end
 if st_status ~= "pending" then
   return {"noop", "step " .. (st_status or "gone")}
 end
+-- A pending step is in no waiting index; an operator's recover of a run
+-- left needing attention while this step waited may have left it there.
+unwait(reason)
 local w = {}
 if not st_started_at or st_started_at == "0" then
   w = {sp(idx) .. "started_at", NOWS}

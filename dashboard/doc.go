@@ -44,7 +44,7 @@
 // GET /api/v1/events streams the queue's notifications (see
 // workflow.Notification) of the caller's runs: step_failed (with can_retry
 // and can_skip), run_failed, retry_scheduled, run_recovered, run_succeeded,
-// run_cancelled, run_needs_attention. One goroutine per server waits on the
+// run_cancelled, run_needs_attention, run_waiting. One goroutine per server waits on the
 // stream (XREAD BLOCK) and wakes the open streams, so a transition reaches
 // clients within milliseconds, and an open stream costs no Redis connection
 // of its own. Last-Event-ID resumes a stream, replaying at most the newest

@@ -46,6 +46,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	sharedRun := func() *workflow.Run { return shared }
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
+	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
 	const (
 		unauth    = 401
 		forbidden = 403
@@ -71,6 +72,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "GET", path: "/api/v1/ordering-keys/k1", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/signals/approved", body: `{"ok":true}`, run: awaiting, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// No step of the run awaits "rejected": refused by the run's state.
+		{method: "POST", path: "/api/v1/workflows/{id}/signals/rejected", run: awaiting,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "GET", path: "/api/v1/events", stream: true, want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/admin/workflows/failed", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "POST", path: "/api/v1/admin/workflows/{id}/restore", body: `{"from_step":"fetch"}`, run: failed, changes: true,

@@ -79,7 +79,8 @@ func errorProblem(err error) *apiError {
 		return problemf(http.StatusBadRequest, ProblemInvalidInput, "%v", err)
 	case errors.Is(err, workflow.ErrInvalidStatus), errors.Is(err, workflow.ErrInvalidCursor):
 		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "%v", err)
-	case errors.Is(err, workflow.ErrActionRefused), errors.Is(err, workflow.ErrRunFinished):
+	case errors.Is(err, workflow.ErrActionRefused), errors.Is(err, workflow.ErrRunFinished),
+		errors.Is(err, workflow.ErrMailboxFull):
 		return problemf(http.StatusConflict, ProblemActionRefused, "%v", err)
 	case errors.Is(err, workflow.ErrIdempotencyConflict):
 		return problemf(http.StatusConflict, ProblemConflict, "%v", err)

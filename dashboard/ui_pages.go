@@ -237,6 +237,13 @@ type runData struct {
 	CanCancel  bool
 	// Next is the step waiting for a scheduled retry, if any.
 	Next *stepView
+	// Waiting is what the run waits for while its current step awaits a
+	// signal or sleeps (nil otherwise), and WaitLeft how long until it
+	// times out or fires. Signal is the signal the page's form sends (the
+	// caller may see the run: its owner or an admin).
+	Waiting  *workflow.WaitingFor
+	WaitLeft string
+	Signal   string
 }
 
 // maxJournalRows bounds the journal entries the run page shows; the API
@@ -275,6 +282,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 			break
 		}
 	}
+	waitView(&d, u.s.clock.Now())
 	slices.Reverse(evs)
 	if len(evs) > maxJournalRows {
 		d.MoreEvents = len(evs) - maxJournalRows

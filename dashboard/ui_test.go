@@ -45,6 +45,7 @@ func uiDefinitions() []workflow.Definition {
 			Jitter: workflow.JitterNone}, Steps: []workflow.Step{
 			{Name: "call", Run: func(context.Context, *workflow.StepContext) (any, error) { return nil, errFlaky }},
 		}},
+		approvalDefinition(),
 	}
 }
 

@@ -29,6 +29,11 @@ func (k keys) run(id string) string { return k.prefix + "run:" + id }
 // Journal is the run's journal stream.
 func (k keys) journal(id string) string { return k.prefix + "run:" + id + ":j" }
 
+// Mailbox is the run's mailbox: a stream of the signals it received that
+// no await has consumed yet (lua/signal.lua). It expires with the run. The
+// IDs of the signals a run received are fields sig:<id> of the run hash.
+func (k keys) mailbox(id string) string { return k.prefix + "run:" + id + ":mbox" }
+
 // Idempotency maps an owner's idempotency key to the run it started. Keys
 // are scoped by owner: two owners' equal keys are different keys (one user
 // cannot learn of, or collide with, another's runs through a key). A key
@@ -65,6 +70,10 @@ func (k keys) fences() string { return k.prefix + "idx:fences" }
 
 // Deadlines indexes non-terminal runs that have a deadline, by deadline.
 func (k keys) deadlines() string { return k.prefix + "idx:deadlines" }
+
+// Waiting indexes the runs that wait for reason (see WaitReason) by the
+// time they began to wait.
+func (k keys) waiting(reason WaitReason) string { return k.prefix + "idx:waiting:" + string(reason) }
 
 // ReconcileLock is held by the replica running a reconciliation pass.
 func (k keys) reconcileLock() string { return k.prefix + "lock:reconcile" }
@@ -114,9 +123,6 @@ func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":
 
 // gates indexes the gates in use (with waiting or admitted runs).
 func (k keys) gates() string { return k.prefix + "idx:gates" }
-
-// waiting indexes the runs waiting for reason, by when they began to.
-func (k keys) waiting(reason WaitReason) string { return k.prefix + "idx:waiting:" + string(reason) }
 
 // Audit is the queue's stream of administrators' actions (restores, actions
 // on other subjects' runs).

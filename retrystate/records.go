@@ -19,6 +19,8 @@ const (
 	CodeMaxIterationsExceeded = "max_iterations_exceeded"
 	CodeCrashBudgetExhausted  = "crash_budget_exhausted"
 	CodeCancelled             = "cancelled"
+	// CodeSignalTimeout: an await's timeout passed without its signal.
+	CodeSignalTimeout = "signal_timeout"
 )
 
 // Run is a run record with its step records, as stored.
@@ -88,6 +90,13 @@ type Step struct {
 	StartedAt        time.Time
 	AttemptStartedAt time.Time
 	FinishedAt       time.Time
+	// Kind is what the step does (KindBody for a step with a body); Signal
+	// the signal an await waits for; Wait an await's timeout or a sleep's
+	// duration. While the step is StepWaiting, NextAttemptAt is when it
+	// wakes up: the await's timeout, the sleep's end.
+	Kind   StepKind
+	Signal string
+	Wait   time.Duration
 }
 
 // Entry is one journal entry.
@@ -127,6 +136,22 @@ const (
 	EventRunWaiting = "run_waiting"
 	// EventRunAdmitted: a run that waited got its slot and starts.
 	EventRunAdmitted = "run_admitted"
+	// EventAwaitStarted (signals and timers: lua/wait.lua, lua/signal.lua): an await began to wait for its signal (signal,
+	// until).
+	EventAwaitStarted = "await_started"
+	// EventSignalReceived: a signal arrived (signal, id); with a step, the
+	// waiting await it completed; with queued=1, kept in the mailbox.
+	EventSignalReceived = "signal_received"
+	// EventSignalConsumed: an await, when reached, took its signal from the
+	// mailbox and completed (signal, id).
+	EventSignalConsumed = "signal_consumed"
+	// EventAwaitTimedOut: an await's timeout passed without its signal;
+	// the run fails with signal_timeout.
+	EventAwaitTimedOut = "await_timed_out"
+	// EventTimerSet: a sleep began (until).
+	EventTimerSet = "timer_set"
+	// EventTimerFired: a sleep's time came; the step succeeded.
+	EventTimerFired = "timer_fired"
 )
 
 // runFields are the fields of a run record that are not step fields; List
@@ -240,6 +265,9 @@ func parseStep(idx int, h map[string]string) Step {
 		StartedAt:        msTime(h["started_at"]),
 		AttemptStartedAt: msTime(h["attempt_started_at"]),
 		FinishedAt:       msTime(h["finished_at"]),
+		Kind:             StepKind(h["kind"]),
+		Signal:           h["signal"],
+		Wait:             time.Duration(atoi(h["wait_ms"])) * time.Millisecond,
 	}
 }
 

@@ -85,13 +85,39 @@ const (
 	OutcomeAttention Outcome = "attention"
 	// OutcomeNoop (redispatch, repair, timeout): nothing to do (Reason).
 	OutcomeNoop Outcome = "noop"
-	// OutcomeRefused (operate, restore): the action does not apply to the
-	// run in its state (Reason); nothing written.
+	// OutcomeRefused (operate, restore, signal): the action does not apply
+	// to the run in its state (Reason); nothing written.
 	OutcomeRefused Outcome = "refused"
-	// OutcomeWaiting (create, operate, restore): the run waits in the line
-	// of one of its gates (Waiting, with its Position there); it has no task
-	// until it is admitted, and then the script that admits it writes one.
+
+	// Signals and timers.
+
+	// OutcomeWait (begin): the step is an await or a sleep (StepKind): it
+	// has no body; start its wait (Store.Wait, WaitStart).
+	OutcomeWait Outcome = "wait"
+	// OutcomeWake (begin): the wake-up of a waiting step (StepKind) is due:
+	// Store.Wait, WaitWake.
+	OutcomeWake Outcome = "wake"
+	// OutcomeWaiting: the run waits, holding no worker slot, for
+	// WaitReason. From create, operate and restore: the run waits in the
+	// line of one of its gates (an ordering key or its workflow's
+	// max_running), at Position from 1; it has no task until it is
+	// admitted, and then the script that admits it writes one. From wait:
+	// the step waits for its signal or timer until Dispatch.DueAt; Dispatch
+	// is its wake-up; Enqueued: the script wrote its task.
 	OutcomeWaiting Outcome = "waiting"
+	// OutcomeDelivered (signal): the signal completed the waiting await
+	// Step; Dispatch, of a run of Workflow, is the next step's (enqueue it);
+	// Task is the await's wake-up task, now stale.
+	OutcomeDelivered Outcome = "delivered"
+	// OutcomeQueued (signal): the signal is kept in the run's mailbox,
+	// which now holds Pending signals.
+	OutcomeQueued Outcome = "queued"
+	// OutcomeDuplicate (signal): the run received a signal with this ID
+	// before; nothing written.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeMailboxFull (signal, word "full"): the run's mailbox holds
+	// Pending signals, its maximum; nothing written.
+	OutcomeMailboxFull Outcome = "full"
 )
 
 // Result is the result of a state transition: the script's Outcome and the
@@ -131,9 +157,18 @@ type Result struct {
 	Crashes int
 	// Started is the attempt a begin started (OutcomeOK).
 	Started *Started
-	// Waiting is what a waiting run waits for, Position its place in that
-	// line, from 1 (OutcomeWaiting).
-	Waiting  WaitReason
+	// StepKind is the kind of the step (OutcomeWait, OutcomeWake).
+	StepKind StepKind
+	// WaitReason is what the step waits for (OutcomeWaiting).
+	WaitReason WaitReason
+	// Step is the step a signal completed (OutcomeDelivered, and
+	// OutcomeRunSucceeded of a signal).
+	Step string
+	// Pending is the number of signals in the run's mailbox
+	// (OutcomeQueued), or its maximum (OutcomeMailboxFull).
+	Pending int
+	// Position is a waiting run's place in its gate's line, from 1
+	// (OutcomeWaiting of create, operate, restore).
 	Position int
 }
 
@@ -224,6 +259,12 @@ var (
 	// {"dispatch", index, name, attempt, timeout_ms, workflow} (operate,
 	// restore).
 	actionDispatch = nextDispatch
+	// {"waiting", reason, until_ms, index, name, attempt, gen, timeout_ms,
+	// enqueued} (wait): the wake-up.
+	waitingDispatch = dispatchAt{index: 3, name: 4, attempt: 5, gen: 6, due: 2, timeout: 7}
+	// {"delivered", step, wake-up task, index, name, attempt, timeout_ms,
+	// workflow} (signal): the next step.
+	deliveredDispatch = dispatchAt{index: 3, name: 4, attempt: 5, gen: absent, due: absent, timeout: 6}
 	// peek.lua's reply has no outcome word: {status, needs_attention,
 	// updated_at, current index, step name, step status, attempt, gen,
 	// task, next_attempt_at, fence_expires_at, timeout_ms}.
@@ -238,6 +279,9 @@ const (
 	redispatchedCrashes, redispatchedWorkflow, redispatchedLen = 6, 7, 8
 	repairKind, repairWorkflow, repairLen                      = 7, 8, 9
 	actionWorkflow, actionLen                                  = 5, 6
+	waitingReason, waitingEnqueued, waitingLen                 = 1, 8, 9
+	deliveredStep, deliveredTask, deliveredWorkflow            = 1, 2, 7
+	deliveredLen, signalSucceededLen                           = 8, 3
 	staleLen                                                   = 7
 	peekStatus, peekAttention, peekUpdated, peekStepState      = 0, 1, 2, 5
 	peekTask, peekFenceExpires, peekLen                        = 8, 10, 12
@@ -425,6 +469,86 @@ func decodeBegin(res []string, index int) (Result, error) {
 		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
 	case "failed":
 		return decodeFailed(r)
+	case "wait":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeWait, StepKind: r.stepKind(replyField)})
+	case "wake":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeWake, StepKind: r.stepKind(replyField)})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// stepKind reads the kind of an await or a sleep.
+func (r *reply) stepKind(i int) StepKind {
+	switch k := StepKind(r.str(i)); k {
+	case KindAwait, KindSleep, KindSleepUntil:
+		return k
+	default:
+		r.failf("element %d: %q is not a step kind that waits", i, k)
+		return ""
+	}
+}
+
+// decodeWait decodes wait.lua's reply.
+func decodeWait(res []string) (Result, error) {
+	r := newReply("wait", res)
+	switch r.word() {
+	case "waiting":
+		r.want(waitingLen)
+		reason := WaitReason(r.str(waitingReason))
+		if reason != WaitSignal && reason != WaitTimer {
+			r.failf("element %d: %q is not a reason a step waits for", waitingReason, reason)
+		}
+		return r.result(Result{Outcome: OutcomeWaiting, WaitReason: reason, Dispatch: r.dispatch(waitingDispatch),
+			Enqueued: r.flag(waitingEnqueued)})
+	case "next":
+		r.want(nextLen)
+		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+	case "succeeded":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeRunSucceeded})
+	case "failed":
+		return decodeFailed(r)
+	case "early":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
+	case "noop":
+		return decodeReason(r, OutcomeNoop)
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeSignal decodes signal.lua's reply.
+func decodeSignal(res []string) (Result, error) {
+	r := newReply("signal", res)
+	switch r.word() {
+	case "delivered":
+		r.want(deliveredLen)
+		return r.result(Result{Outcome: OutcomeDelivered, Step: r.str(deliveredStep), Task: r.str(deliveredTask),
+			Dispatch: r.dispatch(deliveredDispatch), Workflow: r.str(deliveredWorkflow)})
+	case "succeeded":
+		r.want(signalSucceededLen)
+		return r.result(Result{Outcome: OutcomeRunSucceeded, Step: r.str(deliveredStep), Task: r.str(deliveredTask)})
+	case "queued":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeQueued, Pending: r.integer(replyField)})
+	case "duplicate":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeDuplicate})
+	case "refused":
+		return decodeReason(r, OutcomeRefused)
+	case "full":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeMailboxFull, Pending: r.integer(replyField)})
+	case "ended":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+	case "gone":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeGone})
 	}
 	r.unknown()
 	return r.result(Result{})
@@ -625,7 +749,7 @@ func decodeWaiting(r *reply) (Result, error) {
 	if pos < 1 && r.err == nil {
 		r.failf("element %d: position %d", replyField+1, pos)
 	}
-	return r.result(Result{Outcome: OutcomeWaiting, Waiting: reason, Position: pos})
+	return r.result(Result{Outcome: OutcomeWaiting, WaitReason: reason, Position: pos})
 }
 
 // decodePeek decodes peek.lua's reply for a run that exists (it replies {}

@@ -41,6 +41,26 @@ func replyKinds() []replyKind {
 			{"busy", "6000"},
 			{"early", "2000"},
 			{"failed", "run_timeout", "why"},
+			{"wait", "await"},
+			{"wake", "sleep"},
+		}},
+		{"wait.lua", func(r []string) error { return ignore(decodeWait(r)) }, [][]string{
+			{"waiting", "signal", "1800000000000", "1", "b", "1", "1", "60000", "1"},
+			{"next", "2", "c", "1", "60000", "0"},
+			{"succeeded"},
+			{"failed", "signal_timeout", "why"},
+			{"early", "2000"},
+			{"noop", "state moved on"},
+		}},
+		{"signal.lua", func(r []string) error { return ignore(decodeSignal(r)) }, [][]string{
+			{"delivered", "b", "run_s1_a1_g1", "2", "c", "1", "60000", "wf"},
+			{"succeeded", "b", "run_s1_a1_g1"},
+			{"queued", "3"},
+			{"duplicate"},
+			{"refused", "why"},
+			{"full", "100"},
+			{"ended", "failed"},
+			{"gone"},
 		}},
 		{"complete.lua", func(r []string) error { return ignore(decodeComplete(r)) }, [][]string{
 			{"next", "1", "b", "1", "60000", "1"},
@@ -187,6 +207,17 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 			return ignore(decodePeek([]string{"running", "maybe", "1", "0", "a", "running", "1", "0", "t", "0", "0", "60000"}))
 		}},
 		{"renew", func() error { return ignore(decodeRenewal(2)) }},
+		{"begin: wait kind", func() error { return ignore(decodeBegin([]string{"wait", "nap"}, 0)) }},
+		{"wait: reason", func() error {
+			return ignore(decodeWait([]string{"waiting", "ordering_key", "1", "1", "b", "1", "1", "60000", "1"}))
+		}},
+		{"wait: until", func() error {
+			return ignore(decodeWait([]string{"waiting", "timer", "soon", "1", "b", "1", "1", "60000", "1"}))
+		}},
+		{"signal: next attempt", func() error {
+			return ignore(decodeSignal([]string{"delivered", "b", "t", "2", "c", "one", "60000", "wf"}))
+		}},
+		{"signal: pending", func() error { return ignore(decodeSignal([]string{"queued", "many"})) }},
 	} {
 		if err := c.decode(); !errors.Is(err, ErrUnexpectedReply) {
 			t.Errorf("%s: %v; want ErrUnexpectedReply", c.name, err)
@@ -376,7 +407,8 @@ func TestLuaStatusLiterals(t *testing.T) {
 		runs[string(s)] = true
 	}
 	steps := map[string]bool{}
-	for _, s := range []StepStatus{StepPending, StepRunning, StepSucceeded, StepFailed, StepSkipped, StepCancelled} {
+	for _, s := range []StepStatus{StepPending, StepRunning, StepSucceeded, StepFailed, StepSkipped, StepCancelled,
+		StepWaiting} {
 		steps[string(s)] = true
 	}
 	retries := map[string]bool{}

@@ -17,6 +17,7 @@ type scripts struct {
 	create, begin, complete, fail, cancel, renew  *redis.Script
 	redispatch, repair, timeout, operate, release *redis.Script
 	unlock, peek, gate                            *redis.Script
+	wait, signal                                  *redis.Script
 }
 
 func loadScripts() scripts {
@@ -39,6 +40,8 @@ func loadScripts() scripts {
 		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
 		peek:       redis.NewScript(mustRead("lua/peek.lua")),
 		gate:       withCommon("gate.lua"),
+		wait:       withCommon("wait.lua"),
+		signal:     withCommon("signal.lua"),
 	}
 }
 

@@ -37,7 +37,8 @@ func (s RunStatus) Valid() bool {
 type StepStatus string
 
 // Step statuses. A step waiting for a scheduled retry is pending with
-// RetryState RetryScheduled.
+// RetryState RetryScheduled; an await or a sleep that waits (for its signal,
+// for its time) is StepWaiting.
 const (
 	StepPending   StepStatus = "pending"
 	StepRunning   StepStatus = "running"
@@ -45,6 +46,26 @@ const (
 	StepFailed    StepStatus = "failed"
 	StepSkipped   StepStatus = "skipped"
 	StepCancelled StepStatus = "cancelled"
+	// StepWaiting: an await waits for its signal, or a sleep for its time,
+	// holding no worker slot.
+	StepWaiting StepStatus = "waiting"
+)
+
+// StepKind is what a step does: run a body (""), await a signal, or sleep.
+type StepKind string
+
+// Step kinds.
+const (
+	// KindBody: the step runs its body (every step before signals and
+	// timers).
+	KindBody StepKind = ""
+	// KindAwait: the step waits for a named signal, at most its timeout.
+	KindAwait StepKind = "await"
+	// KindSleep: the step sleeps for a fixed duration.
+	KindSleep StepKind = "sleep"
+	// KindSleepUntil: the step sleeps until a time the engine computes
+	// from the run when the step is reached.
+	KindSleepUntil StepKind = "sleep_until"
 )
 
 // RetryState is where a step stands with its retries.

@@ -105,6 +105,12 @@ type NewStep struct {
 	// past its deadline) plus RunTimeout.
 	RunTimeout    time.Duration
 	MaxIterations int
+	// Kind is what the step does (KindBody: run its body); Signal the
+	// signal an await waits for; Wait an await's timeout or a sleep's
+	// duration.
+	Kind   StepKind
+	Signal string
+	Wait   time.Duration
 }
 
 // Dispatch names the task that must exist for a step to make progress.
@@ -129,7 +135,8 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 		r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
 	for _, st := range r.Steps {
 		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
-			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations)
+			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations,
+			string(st.Kind), st.Signal, st.Wait.Milliseconds())
 	}
 	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()

@@ -62,6 +62,10 @@ const (
 	EventStepFailed = "step_failed"
 	// EventRetryScheduled is a failed step attempt that will be retried.
 	EventRetryScheduled = "retry_scheduled"
+	// EventRunWaiting is a run that began to wait, holding no worker
+	// slot; Details["reason"] says for what: "signal" (an await: "step",
+	// "signal", "until" in Unix ms) or "timer" (a sleep: "step", "until").
+	EventRunWaiting = "run_waiting"
 )
 
 // Payload is the JSON body of a delivery: one notification of the queue's

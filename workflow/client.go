@@ -141,7 +141,8 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		}
 		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: s.Name, Optional: s.Optional,
 			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
-			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations})
+			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
+			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait})
 	}
 	created, err := c.store.CreateRun(ctx, nr)
 	if err != nil {
@@ -167,7 +168,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	}
 	if created.Outcome == retrystate.OutcomeWaiting {
 		c.log.Info("run started; waiting for its turn", AttrRunID, created.RunID, AttrWorkflow, workflow,
-			"waiting_for", string(created.Waiting), "position", created.Position)
+			"waiting_for", string(created.WaitReason), "position", created.Position)
 		return c.Get(ctx, created.RunID)
 	}
 	if err := c.disp.enqueue(ctx, created.RunID, workflow, *created.Dispatch); err != nil {
@@ -404,7 +405,9 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // action recover, retry, skip or restore, step, actor; by an automatic
 // repair: by "reconciler" or "worker", kind crashed_attempt, task_missing,
 // retry_task_missing, task_archived, stalled_delivery or
-// interrupted_attempt, step, attempt) and run_needs_attention (code, reason).
+// interrupted_attempt, step, attempt), run_needs_attention (code, reason)
+// and run_waiting (reason "signal": step, signal, until; reason "timer":
+// step, until; until in Unix ms).
 // It is the webhook payload type: a webhook delivers the same fields as
 // JSON (with the owner under Details, see webhook.Payload), so one type
 // serves both.
@@ -485,7 +488,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	case retrystate.OutcomeRefused:
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
 	case retrystate.OutcomeWaiting:
-		log.Info("operator action applied; the run waits for its turn", "waiting_for", string(res.Waiting),
+		log.Info("operator action applied; the run waits for its turn", "waiting_for", string(res.WaitReason),
 			"position", res.Position)
 	case retrystate.OutcomeDispatch:
 		if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {

@@ -47,7 +47,7 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 	}
 	if res.Outcome == retrystate.OutcomeWaiting {
 		c.log.Info("run restored; it waits for its turn", AttrRunID, id, AttrActor, who,
-			"waiting_for", string(res.Waiting), "position", res.Position)
+			"waiting_for", string(res.WaitReason), "position", res.Position)
 		return c.Get(ctx, id)
 	}
 	if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {

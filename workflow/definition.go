@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"time"
+
+	"github.com/cairnhq/cairn/retrystate"
 )
 
 // StepFunc is the body of a step. It returns the step's output, which is
@@ -26,8 +29,15 @@ type Step struct {
 	// Name is unique within the workflow: letters, digits, '.', '_' (at
 	// most 64).
 	Name string
-	// Run is the step body.
+	// Run is the step body. A step has exactly one of Run, Await and
+	// Sleep.
 	Run StepFunc
+	// Await makes the step wait for a named signal (Client.Signal) without
+	// holding a worker slot; its output is the signal's payload.
+	Await *Await
+	// Sleep makes the step wait for a time without holding a worker slot
+	// (a durable timer); its output is null.
+	Sleep *Sleep
 	// Optional marks a step an operator may skip once it has failed.
 	Optional bool
 	// Policy overrides the workflow's policy for this step; unset fields
@@ -101,8 +111,19 @@ func (d *Definition) Validate() error {
 			bad("step %d: duplicate step name %q", i, s.Name)
 		}
 		seen[s.Name] = true
-		if s.Run == nil {
-			bad("step %q has no Run function", s.Name)
+		switch n := btoi(s.Run != nil) + btoi(s.Await != nil) + btoi(s.Sleep != nil); {
+		case n == 0:
+			bad("step %q has no Run function (nor Await or Sleep)", s.Name)
+		case n > 1:
+			bad("step %q has more than one of Run, Await and Sleep", s.Name)
+		case s.Await != nil:
+			if err := s.Await.validate(); err != nil {
+				bad("step %q: %v", s.Name, err)
+			}
+		case s.Sleep != nil:
+			if err := s.Sleep.validate(); err != nil {
+				bad("step %q: %v", s.Name, err)
+			}
 		}
 		if err := s.Policy.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%w %q: step %q: %w", ErrInvalidDefinition, d.Name, s.Name, err))
@@ -128,6 +149,11 @@ type snapshotStep struct {
 	Name     string `json:"name"`
 	Optional bool   `json:"optional,omitempty"`
 	Policy   Policy `json:"policy"` // effective
+	// Kind, Signal and Wait describe an await or a sleep (see
+	// retrystate.NewStep); empty for a step with a body.
+	Kind   retrystate.StepKind `json:"kind,omitempty"`
+	Signal string              `json:"signal,omitempty"`
+	Wait   time.Duration       `json:"wait,omitempty"`
 }
 
 // validateEffective checks the policies in force after precedence: each
@@ -154,6 +180,7 @@ func (d *Definition) resolve(global Policy) snapshot {
 		MaxRunning: d.MaxRunning}
 	for i, st := range d.Steps {
 		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf)}
+		s.Steps[i].Kind, s.Steps[i].Signal, s.Steps[i].Wait = st.waits()
 	}
 	return s
 }

@@ -148,6 +148,9 @@ func (e *Engine) Register(defs ...Definition) error {
 		}
 		for _, s := range d.Steps {
 			r.steps[s.Name] = s.Run
+			if s.Run == nil {
+				r.steps[s.Name] = waitBody // an await or a sleep (engine_waits.go)
+			}
 		}
 		e.defs[d.Name] = r
 	}
@@ -284,6 +287,9 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)
 		return nil
+	case retrystate.OutcomeWait, retrystate.OutcomeWake:
+		// An await or a sleep (engine_waits.go).
+		return e.wait(ctx, log, p, taskID, b)
 	default:
 		// OutcomeOK, the only other outcome Begin replies with: run the
 		// step body.

@@ -591,7 +591,10 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 			return Report{RepairsHeld: true}, nil
 		}
 		return r.redispatch(ctx, id)
-	case StepPending:
+	case StepPending, StepWaiting:
+		// (A waiting await or sleep holds no slot: its task is its wake-up,
+		// due when it times out or fires, never before; it is repaired like
+		// a pending step's.)
 		if cur.UpdatedAt.After(r.clock.Now().Add(-r.cfg.Grace)) {
 			// Just written: the engine is enqueueing its task, or died
 			// doing so. Look again when the grace ends.

@@ -169,10 +169,15 @@ func runFromRecord(rec *retrystate.Run) *Run {
 		if s.Policy != "" && json.Unmarshal([]byte(s.Policy), &p) == nil {
 			st.EffectivePolicy = &p
 		}
+		st.WaitingFor = stepWaitingFor(s) // an await or a sleep (waits.go)
 		r.Steps = append(r.Steps, st)
 	}
 	if rec.Current >= 0 && rec.Current < len(rec.Steps) {
 		r.CurrentStep = rec.Steps[rec.Current].Name
+		if r.WaitingFor == nil {
+			// The run is not waiting itself: it waits when its current step does.
+			r.WaitingFor = r.Steps[rec.Current].WaitingFor
+		}
 	}
 	r.OrderingKey = rec.OrderingKey
 	switch rec.Waiting {
@@ -225,7 +230,7 @@ func eventFromEntry(e retrystate.Entry) Event {
 			if v == "" {
 				continue
 			}
-			if k == "due_at" { // stored as Unix ms; shown as RFC 3339
+			if k == "due_at" || k == "until" { // stored as Unix ms; shown as RFC 3339
 				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 					v = time.UnixMilli(n).UTC().Format(time.RFC3339Nano)
 				}

@@ -65,7 +65,7 @@
   // The event stream: a run page refreshes on its run's events, a list on
   // any. It starts after the last notification the page's data includes.
   var types = ["step_failed", "run_failed", "retry_scheduled", "run_recovered", "run_succeeded",
-    "run_cancelled", "run_needs_attention", "message"];
+    "run_cancelled", "run_needs_attention", "run_waiting", "message"];
   function connect() {
     if (!live || !liveURL || !window.EventSource) return;
     var url = "/api/v1/events";
@@ -117,6 +117,43 @@
       });
     }).catch(function (e) {
       flash(what + " failed: " + e.message, "error");
+    }).then(function () {
+      b.disabled = false;
+    });
+  });
+
+  // The signal form of a waiting run: POSTs its payload (JSON; empty for
+  // null) to data-signal-url with the CSRF token.
+  document.addEventListener("submit", function (ev) {
+    var f = ev.target;
+    if (!f.dataset || !f.dataset.signalUrl) return;
+    ev.preventDefault();
+    var payload = f.elements.payload.value.trim();
+    if (payload !== "") {
+      try { JSON.parse(payload); } catch (e) { flash("Signal not sent: the payload is not JSON: " + e.message, "error"); return; }
+    }
+    var b = f.querySelector("button");
+    b.disabled = true;
+    fetch(f.dataset.signalUrl, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf, "Content-Type": "application/json", "Accept": "application/json" },
+      body: payload
+    }).then(function (res) {
+      if (res.ok) {
+        return res.json().then(function (r) {
+          flash(r.outcome === "delivered" ? "Signal delivered: step " + r.step + " done." : "Signal " + r.outcome + ".");
+          window.setTimeout(function () { window.location.reload(); }, 600);
+        });
+      }
+      if (res.status === 401) { window.location.reload(); return; }
+      return res.json().then(function (p) {
+        flash("Signal refused: " + (p.detail || p.title || ("HTTP " + res.status)), "error");
+      }, function () {
+        flash("Signal failed: HTTP " + res.status, "error");
+      });
+    }).catch(function (e) {
+      flash("Signal failed: " + e.message, "error");
     }).then(function () {
       b.disabled = false;
     });

@@ -94,6 +94,16 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			parse:   parseOperator("skip"),
 		},
 		{
+			name: "signal", synopsis: "signal <run-id> <name> [flags]",
+			summary: "send a signal to a run: its await of that name takes the payload as output (a signal sent before the run reaches the await is kept for it)",
+			flags: []string{
+				"--payload JSON|@file	the signal's payload: JSON text, @path to read a regular file, @- to read stdin; at most 64 KiB (default null)",
+				"--id ID	make the signal idempotent: a second signal with this ID is a no-op",
+				"--json	print the outcome as JSON",
+			},
+			parse: parseSignal,
+		},
+		{
 			name: "key", synopsis: "key <ordering-key> [flags]",
 			summary: "show an ordering key's line: its active runs, then its waiting runs in the order they will start",
 			flags:   []string{"--json\tprint the line as JSON"},

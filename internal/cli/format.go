@@ -54,7 +54,7 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	if run.OrderingKey != "" {
 		field("ordering key", strconv.Quote(run.OrderingKey))
 	}
-	if w := waitingText(run.WaitingFor, now); w != "" {
+	if w := waitingText(run.WaitingFor, now); w != "" && !run.Terminal() {
 		field("waiting for", w)
 	}
 	field("created", fmtTime(&run.CreatedAt))
@@ -81,6 +81,9 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
 			next = inDuration(st.NextAttemptAt.Sub(now))
 		}
+		if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
+			next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(string(st.Status), 0), st.Attempts,
 			cell(string(st.RetryState), 0), next, cell(dash(st.LastError), maxErrorWidth))
 	}
@@ -96,9 +99,9 @@ func waitingText(w *workflow.WaitingFor, now time.Time) string {
 	if w.Position > 0 {
 		pos = fmt.Sprintf(" (position %d in line)", w.Position)
 	}
-	until := ""
+	when := ""
 	if w.Until != nil {
-		until = " until " + fmtTime(w.Until) + " (" + inDuration(w.Until.Sub(now)) + ")"
+		when = fmtTime(w.Until) + " (" + inDuration(w.Until.Sub(now)) + ")"
 	}
 	switch w.Reason() {
 	case workflow.WaitOrderingKey:
@@ -106,9 +109,9 @@ func waitingText(w *workflow.WaitingFor, now time.Time) string {
 	case workflow.WaitWorkflowLimit:
 		return fmt.Sprintf("a slot: its workflow runs at most %d at once%s", w.WorkflowLimit, pos)
 	case workflow.WaitSignal:
-		return "signal " + strconv.Quote(w.Signal) + until
+		return "signal " + strconv.Quote(w.Signal) + " until " + when
 	case workflow.WaitTimer:
-		return "its timer" + until
+		return "the end of its sleep at " + when
 	}
 	return ""
 }

@@ -71,7 +71,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	want := []string{
 		path + `:4:15: workflow "sync-invoices": resiliency.retry: unknown key "max_atempts" (did you mean "max_attempts"?)`,
 		path + `:4:46: workflow "sync-invoices": resiliency.retry.initial_delay: "soon" is not a duration`,
-		path + `:7:15: workflow "sync-invoices": step "fetch": unknown step type "htp" (want one of http)`,
+		path + `:7:15: workflow "sync-invoices": step "fetch": unknown step type "htp" (want one of await, http, sleep)`,
 		path + `:8:15: workflow "sync-invoices": duplicate step name "fetch" (first at line 6)`,
 		path + `:10:34: workflow "sync-invoices": step "fetch": with.url: template: url:1: unclosed action`,
 		"enqueue: " + path + ": 5 problems",

@@ -159,12 +159,16 @@ func (p *progress) clear() {
 // terminal it draws one line, which it rewrites when redraw is set (every
 // ttyRedraw); otherwise it prints a line at most every plainCountdownEvery.
 func (p *progress) countdown(run *workflow.Run, redraw bool) {
+	now := p.now()
 	st := scheduledStep(run)
 	if st == nil {
+		if line := waitCountdown(run, now); line != "" { // an await or a sleep (waits.go)
+			p.show(line, redraw, now)
+			return
+		}
 		p.clear()
 		return
 	}
-	now := p.now()
 	head := fmt.Sprintf("%s: attempt %d failed: ", cell(st.Name, 0), st.Attempts)
 	tail := fmt.Sprintf("; next attempt %d %s", st.Attempts+1, inDuration(st.NextAttemptAt.Sub(now)))
 	errWidth := maxCountdownError
@@ -172,7 +176,12 @@ func (p *progress) countdown(run *workflow.Run, redraw bool) {
 		// Shorten the error, not the countdown, to fit the line.
 		errWidth = min(errWidth, max(p.width-1-utf8.RuneCountInString(head+tail), 1))
 	}
-	line := head + truncate(cell(st.LastError, 0), errWidth) + tail
+	p.show(head+truncate(cell(st.LastError, 0), errWidth)+tail, redraw, now)
+}
+
+// show draws a countdown line: on a terminal one line, rewritten when
+// redraw is set; otherwise a line at most every plainCountdownEvery.
+func (p *progress) show(line string, redraw bool, now time.Time) {
 	if p.tty {
 		if !p.onScreen || redraw {
 			fmt.Fprint(p.w, "\r\x1b[K"+truncate(line, p.width-1))
@@ -255,6 +264,9 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		return "admitted: its turn came"
 	case workflow.EventRunSucceeded, workflow.EventRunFailed, workflow.EventRunCancelled:
 		return ""
+	}
+	if line, ok := waitProgressLine(ev); ok { // an await or a sleep (waits.go)
+		return line
 	}
 	// Events this version does not know, shown as they are.
 	line := ev.Type

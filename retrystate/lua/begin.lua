@@ -17,6 +17,10 @@
 --   {"early", wait_ms}        the attempt is not due yet
 --   {"failed", code, reason}  the run failed here: deadline passed, crash budget or iteration
 --                             ceiling exhausted
+--   {"wait", kind}            the step is an await or a sleep (kind "await", "sleep" or
+--                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
+--   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
+--                             due now: the caller runs wait.lua's wake
 -- A begin with the token of the attempt's live fence is this delivery asking
 -- again after its first begin's reply was lost (Redis timed out, froze or
 -- restarted): it gets "ok" again, with the fence's expiry renewed and nothing
@@ -35,7 +39,7 @@ local f = {"status", "current", "deadline", "iterations", "max_iterations", "inp
   p .. "status", p .. "task", p .. "fence", p .. "fence_expires_at", p .. "next_attempt_at",
   p .. "attempt", p .. "name", p .. "policy", p .. "budget_base",
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
-  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning"}
+  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind"}
 local NF = #f
 for i = 0, idx - 1 do
   local e = sp(i)
@@ -52,6 +56,8 @@ local st_status, st_task, st_fence, st_fence_expires_at, st_next_attempt_at =
 local st_attempt, st_name, st_policy, st_budget_base = v[12], v[13], v[14], v[15]
 local st_resuming, st_retry_state, st_attempts_started, st_started_at = v[16], v[17], v[18], v[19]
 local nx_name, nx_attempt, nx_timeout_ms, st_max_iterations, run_warning = v[20], v[21], v[22], v[23], v[24]
+-- st_kind is false for a step with a body (create.lua writes kind only for awaits and sleeps).
+local st_kind = v[25]
 if not run_status then
   return {"gone"}
 end
@@ -61,14 +67,26 @@ if is_terminal(run_status) then
 end
 
 if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
+  if st_status == "waiting" and st_task == ARGV[4] and run_current == ARGV[7] then
+    -- The wake-up task of a waiting step: never before its time.
+    local due = num(st_next_attempt_at)
+    if due > NOW then
+      return {"early", int(due - NOW)}
+    end
+    return {"wake", st_kind or ""}
+  end
   local cur = num(run_current)
   local c = step_get(cur, "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
   local c_status, c_name, c_attempt, c_gen, c_next_attempt_at, c_timeout_ms = c[1], c[2], c[3], c[4], c[5], c[6]
   -- (A run waiting in a gate's line has no task until it is admitted.)
-  if c_status == "pending" and zero(redis.call("HGET", RUN, "waiting")) then
+  if (c_status == "pending" or c_status == "waiting") and zero(redis.call("HGET", RUN, "waiting")) then
     return {"stale", int(cur), c_name, int(c_attempt), int(c_gen), int(c_next_attempt_at), int(c_timeout_ms)}
   end
   return {"stale"}
+end
+if st_kind and st_kind ~= "" then
+  -- An await or a sleep has no body: the caller starts its wait.
+  return {"wait", st_kind}
 end
 
 local crashes = nil -- read when the attempt resumes after a crash

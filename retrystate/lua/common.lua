@@ -136,7 +136,8 @@ end
 -- created is the run's created_at when the caller has it (nil: read here).
 -- leave names the indexes (active, scheduled, fences, deadlines) a run
 -- that ends may still be in, to remove it from; nil: all of them. Fields to
--- write to the run hash along with the status may follow.
+-- write to the run hash along with the status may follow. (The default
+-- includes the indexes of waiting awaits and sleeps.)
 local function status_move(leave, old, new, created, ...)
   if old == new then
     if select("#", ...) > 0 then
@@ -152,7 +153,7 @@ local function status_move(leave, old, new, created, ...)
   end
   redis.call("ZADD", IDX["status:" .. new], created, RUN_ID)
   if is_terminal(new) then
-    leave = leave or {"active", "scheduled", "fences", "deadlines"}
+    leave = leave or {"active", "scheduled", "fences", "deadlines", "waiting:signal", "waiting:timer"}
     for i = 1, #leave do
       redis.call("ZREM", IDX[leave[i]], RUN_ID)
     end
@@ -555,6 +556,56 @@ local function activate(idx)
   return id, attempt, st_name, st_timeout_ms
 end
 
+-- ---- signals and durable timers (wait.lua, signal.lua) ----
+
+-- MBOX is the run's mailbox (keys.go's mailbox): a stream of the signals it
+-- received that no step has consumed yet. Signal IDs already received are
+-- fields sig:<id> of the run hash, so they expire and persist with it.
+local MBOX = RUN .. ":mbox"
+
+-- unwait takes the run out of the indexes of a waiting step: the waiting
+-- index of reason ("signal" or "timer") and the scheduled index (its
+-- wake-up).
+local function unwait(reason)
+  redis.call("ZREM", IDX["waiting:" .. reason], RUN_ID)
+  redis.call("ZREM", IDX.scheduled, RUN_ID)
+end
+
+-- wait_done ends an await or a sleep, step idx: it succeeds with output
+-- (JSON) and the next step becomes current, due now. Returns the next
+-- step's index, name, attempt and timeout (ms), as decimal strings (the
+-- caller replies with that dispatch, whose task it enqueues), or nil when
+-- this was the last step: the run succeeded, and the caller gives it its
+-- retention (expire_run).
+local function wait_done(idx, output)
+  local r = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "deadline_base", "run_timeout_ms",
+    "deadline")
+  local run_status, run_steps, run_workflow, run_created_at = r[1], r[2], r[3], r[4]
+  local run_deadline_base, run_timeout_ms, run_deadline = r[5], r[6], r[7]
+  local p = sp(idx)
+  local done = {p .. "status", "succeeded", p .. "output", output, p .. "finished_at", NOWS,
+    p .. "next_attempt_at", "0"}
+  local nxt = idx + 1
+  if nxt < num(run_steps) then
+    local nx = step_get(nxt, "attempt", "name", "timeout_ms", "run_timeout_ms")
+    local nx_attempt, nx_name, nx_timeout_ms, nx_run_timeout_ms = nx[1], nx[2], nx[3], nx[4]
+    local w, _, attempt = activation(nxt, nx_attempt)
+    step_deadline(w, run_deadline_base or run_created_at, nx_run_timeout_ms, run_timeout_ms, run_deadline)
+    for i = 1, #done do
+      w[#w + 1] = done[i]
+    end
+    redis.call("HSET", RUN, unpack(w))
+    redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+    return int(nxt), nx_name, int(attempt), int(nx_timeout_ms)
+  end
+  status_move(nil, run_status, "succeeded", run_created_at, unpack(done))
+  journal("run_succeeded")
+  notify("run_succeeded", run_workflow)
+  return nil
+end
+
+-- ---- end of signals and durable timers ----
+
 -- expire_run gives a terminal run's keys their retention. idem is false
 -- when the run has no idempotency key (nil: read here). The key's name is
 -- the run's idem_key (keys.go's idempotency, scoped by owner), or, for a
@@ -566,6 +617,7 @@ local function expire_run(retention_ms, idem)
   end
   redis.call("PEXPIRE", RUN, retention_ms)
   redis.call("PEXPIRE", JOURNAL, retention_ms)
+  redis.call("PEXPIRE", RUN .. ":mbox", retention_ms) -- the mailbox (signals)
   if idem == false then
     return
   end

@@ -14,9 +14,12 @@
 -- ARGV[9]  run timeout, ms (0: none); the deadline is now + timeout
 -- ARGV[10] max iterations (step executions, retries included; 0: no limit)
 -- ARGV[11] number of steps, n
--- ARGV[12 .. 11+8n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
---                  run_timeout_ms and max_iterations in force while the step is current (0: none)
--- ARGV[G..G+3], G = 12 + 8n: the run's gates (common.lua): ordering key ("" for none), its
+-- ARGV[12 .. 11+11n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
+--                  run_timeout_ms and max_iterations in force while the step is current (0: none),
+--                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
+--                  awaited signal ("" for none) and wait_ms (an await's timeout or a sleep's duration);
+--                  the last three are written only for an await or a sleep
+-- ARGV[G..G+3], G = 12 + 11n: the run's gates (common.lua): ordering key ("" for none), its
 --                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
 --                  the workflow's max_running (0: none)
 -- Returns {"created", task ID of step 0, attempt}, {"waiting", reason, position} when the
@@ -45,6 +48,8 @@ if ARGV[7] ~= "" then
 end
 
 local n = tonumber(ARGV[11])
+-- STEP_ARGS is the number of ARGV per step.
+local STEP_ARGS = 11
 local w = {
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
   "idempotency_key", ARGV[7], "idem_key", idem_key, "definition", ARGV[8], "steps", int(n),
@@ -53,7 +58,7 @@ local w = {
   "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
   "auto_recoveries", "0"}
 for i = 0, n - 1 do
-  local a, p = 12 + i * 8, sp(i)
+  local a, p = 12 + i * STEP_ARGS, sp(i)
   local f = {
     "name", ARGV[a], "optional", ARGV[a + 1], "max_attempts", ARGV[a + 2], "max_crashes", ARGV[a + 3],
     "timeout_ms", ARGV[a + 4], "policy", ARGV[a + 5], "run_timeout_ms", ARGV[a + 6], "max_iterations", ARGV[a + 7],
@@ -61,12 +66,19 @@ for i = 0, n - 1 do
     "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "", "fence", "",
     "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
     "finished_at", "0"}
+  if ARGV[a + 8] ~= "" then
+    -- An await or a sleep (signals and timers).
+    local k = {"kind", ARGV[a + 8], "signal", ARGV[a + 9], "wait_ms", int(ARGV[a + 10])}
+    for j = 1, #k do
+      f[#f + 1] = k[j]
+    end
+  end
   for j = 1, #f, 2 do
     f[j] = p .. f[j]
   end
   redis.call("HSET", RUN, unpack(f))
 end
-local G = 12 + n * 8
+local G = 12 + n * STEP_ARGS
 local ord_key, wf_limit = ARGV[G] or "", ARGV[G + 3] or "0"
 local gated = ord_key ~= "" or not zero(wf_limit)
 if gated then

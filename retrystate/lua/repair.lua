@@ -2,7 +2,8 @@
 -- found missing in asynq (lost after a state write, or deleted), archived
 -- (asynq gave up delivering it, and its ID stays taken), or stalled (asynq
 -- moved it to active for a worker that never received it: its lease is not
--- being extended, and the step was never begun).
+-- being extended, and the step was never begun), or the wake-up task of a
+-- waiting await or sleep.
 -- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] the task ID the caller found missing, archived or stalled
@@ -28,11 +29,15 @@ local idx = num(run_current)
 local st = step_get(idx, "status", "task", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
 local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local st_gen, st_next_attempt_at, st_timeout_ms = st[5], st[6], st[7]
-if st_status ~= "pending" or st_task ~= ARGV[4] then
+-- A waiting step (an await or a sleep) is repaired as a pending one: its
+-- task is its wake-up, due at next_attempt_at.
+if (st_status ~= "pending" and st_status ~= "waiting") or st_task ~= ARGV[4] then
   return {"noop", "state moved on"}
 end
 local kind = "task_missing"
-if num(st_next_attempt_at) > 0 then
+if st_status == "waiting" then
+  kind = "wake_task_missing"
+elseif num(st_next_attempt_at) > 0 then
   kind = "retry_task_missing"
 end
 if ARGV[5] == "archived" then

@@ -69,7 +69,7 @@ func ExampleParse_errors() {
 	// Output:
 	// workflows.yaml:4:15: workflow "sync-invoices": resiliency.retry: unknown key "max_attemps" (did you mean "max_attempts"?)
 	// workflows.yaml:4:46: workflow "sync-invoices": resiliency.retry.initial_delay: 1 has no unit: want a duration like 500ms, 30s or 2m
-	// workflows.yaml:6:29: workflow "sync-invoices": step "fetch": unknown step type "htpp" (want one of http)
+	// workflows.yaml:6:29: workflow "sync-invoices": step "fetch": unknown step type "htpp" (want one of await, http, sleep)
 	// workflows.yaml:7:42: workflow "sync-invoices": step "notify": with.method: missing (GET, POST, ...)
 	// workflows.yaml:7:48: workflow "sync-invoices": step "notify": with.url: template: url:1: unclosed action
 }

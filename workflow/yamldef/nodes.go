@@ -303,7 +303,7 @@ func (p *parser) multiplier(n *yaml.Node, what string) (float64, bool) {
 }
 
 // duration returns a positive Go duration.
-func (p *parser) duration(n *yaml.Node, what string) (time.Duration, bool) { //nolint:unparam // the signature of the other accessors (scalar, boolean), whose callers use ok
+func (p *parser) duration(n *yaml.Node, what string) (time.Duration, bool) {
 	r := resolve(n)
 	if r == nil || r.Kind != yaml.ScalarNode || r.Tag == "!!null" {
 		p.errorf(n, "%s: want a duration like 500ms, 30s or 2m, got %s", what, kindName(r))

@@ -381,6 +381,10 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 		if !ok {
 			break
 		}
+		if typ == typeAwait || typ == typeSleep { // no body (waits.go)
+			p.parseWait(&st, typ, resolve(m.get("with")), typeNode, earlier, what)
+			break
+		}
 		build, known := types[typ]
 		if !known {
 			p.errorf(typeNode, "%s: unknown step type %q (want one of %s)", what, typ,
@@ -443,6 +447,7 @@ func (p *parser) stepTypeError(err error, at *yaml.Node, what string) {
 func (p *parser) stepTypes() map[string]StepType {
 	t := map[string]StepType{"http": HTTPStep}
 	maps.Copy(t, p.opts.StepTypes)
+	t[typeAwait], t[typeSleep] = noBody, noBody
 	return t
 }
 

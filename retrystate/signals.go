@@ -1,0 +1,104 @@
+package retrystate
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Limits of signals, enforced by the callers of Signal (package workflow)
+// and, for the mailbox, by signal.lua.
+const (
+	// MaxPendingSignals is how many signals a run's mailbox keeps for
+	// awaits it has not reached yet.
+	MaxPendingSignals = 100
+	// MaxSignalPayload is the largest signal payload, in bytes.
+	MaxSignalPayload = 64 << 10
+	// MaxSignalID is the longest signal ID, in bytes.
+	MaxSignalID = 256
+)
+
+// WaitAction is what Store.Wait does with an await or a sleep step.
+type WaitAction string
+
+// Wait actions.
+const (
+	// WaitStart: the step's task was delivered (Begin said OutcomeWait):
+	// start waiting, or finish at once (a signal in the mailbox, a sleep
+	// whose time has come).
+	WaitStart WaitAction = "start"
+	// WaitWake: the wake-up task was delivered (Begin said OutcomeWake): a
+	// sleep ends, an await times out.
+	WaitWake WaitAction = "wake"
+)
+
+// WaitArgs identifies a delivery of an await or sleep step's task.
+type WaitArgs struct {
+	RunID     string
+	Index     int
+	Action    WaitAction
+	TaskID    string // the delivered task
+	Retention time.Duration
+	Now       time.Time
+	// Until is the end of a KindSleepUntil step (WaitStart), as the engine
+	// computed it; UntilError, when set, says why it could not (the step
+	// then fails with a permanent error).
+	Until      time.Time
+	UntilError string
+	// WakeTaskID and WakeMessage, when set, are the task ID and the asynq
+	// message (tasks.AsynqMessage) the caller expects the wake-up to get:
+	// the script writes that task, scheduled for the wake-up time, when the
+	// prediction holds.
+	WakeTaskID  string
+	WakeMessage []byte
+}
+
+// Wait starts or ends the wait of an await or a sleep step (lua/wait.lua):
+// OutcomeWaiting (the step waits; Dispatch is its wake-up), OutcomeNext
+// (the step succeeded; Dispatch is the next step's), OutcomeRunSucceeded,
+// OutcomeRunFailed (an await timed out: CodeSignalTimeout), OutcomeEarly
+// (a wake-up before its time) or OutcomeNoop (the state moved on).
+func (s *Store) Wait(ctx context.Context, a WaitArgs) (Result, error) {
+	until := ""
+	if a.Action == WaitStart && !a.Until.IsZero() {
+		until = fmt.Sprint(ms(a.Until))
+	}
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.WakeTaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
+	res, err := s.run(ctx, s.scripts.wait, keys, s.argv(a.RunID, a.Now, string(a.Action), a.Index, a.TaskID,
+		a.Retention.Milliseconds(), until, a.UntilError, a.WakeTaskID, a.WakeMessage))
+	if err != nil {
+		return Result{}, fmt.Errorf("wait: %w", err)
+	}
+	return decodeWait(res)
+}
+
+// SignalArgs is a signal to a run.
+type SignalArgs struct {
+	RunID   string
+	Name    string
+	Payload string // JSON
+	ID      string // "" for none
+	// Retention of a run the signal ends (its last step was the await).
+	Retention time.Duration
+	Now       time.Time
+}
+
+// Signal delivers a signal to a run (lua/signal.lua): OutcomeDelivered (it
+// completed the waiting await; enqueue Dispatch), OutcomeRunSucceeded (it
+// completed the last step), OutcomeQueued (kept in the mailbox for a later
+// await), OutcomeDuplicate, OutcomeRefused (no step awaits it any more),
+// OutcomeMailboxFull or OutcomeEnded; ErrRunNotFound for an unknown run.
+// The caller checks the name, the payload and the ID (see the limits).
+func (s *Store) Signal(ctx context.Context, a SignalArgs) (Result, error) {
+	res, err := s.run(ctx, s.scripts.signal, []string{s.keys.run(a.RunID)},
+		s.argv(a.RunID, a.Now, a.Name, a.Payload, a.ID, a.Retention.Milliseconds(), MaxPendingSignals))
+	if err != nil {
+		return Result{}, fmt.Errorf("signal: %w", err)
+	}
+	return notFound(decodeSignal(res))
+}
+
+// PendingSignals returns how many signals a run's mailbox holds.
+func (s *Store) PendingSignals(ctx context.Context, runID string) (int64, error) {
+	return s.rdb.XLen(ctx, s.keys.mailbox(runID)).Result()
+}

@@ -554,3 +554,49 @@ func TestKeysAndMaxRunningTogether(t *testing.T) {
 		t.Errorf("counts at the end %v, %v", n, err)
 	}
 }
+
+// TestOrderingKeyWithWaits: a run whose last step awaits a signal, or
+// sleeps, holds its key while it waits (it is active) and frees it when the
+// wait ends it: the signal or the timer starts the key's next run.
+func TestOrderingKeyWithWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(workflow.WorkerConfig{},
+		workflow.Definition{Name: "approve", Steps: []workflow.Step{
+			{Name: "approval", Await: &workflow.Await{Signal: "ok", Timeout: time.Hour}}}},
+		workflow.Definition{Name: "nap", Steps: []workflow.Step{
+			{Name: "nap", Sleep: &workflow.Sleep{For: 300 * time.Millisecond}}}})
+
+	a := startKeyed(t, e.client, "approve", "k")
+	b := startKeyed(t, e.client, "approve", "k")
+	e.eventually(10*time.Second, "a waiting for its signal", func() bool {
+		return e.get(a.ID).Step("approval").Status == workflow.StepWaiting
+	})
+	wantWaiting(t, e.get(b.ID), "k", 1)
+	if _, err := e.client.Signal(ctxb, a.ID, "ok", map[string]bool{"yes": true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(a.ID, 10*time.Second); got.Status != workflow.StatusSucceeded {
+		t.Fatalf("a: %s", got.Status)
+	}
+	e.eventually(10*time.Second, "b admitted and waiting for its signal", func() bool {
+		r := e.get(b.ID)
+		return r.WaitingFor != nil && r.WaitingFor.Signal == "ok"
+	})
+	if _, err := e.client.Signal(ctxb, b.ID, "ok", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(b.ID, 10*time.Second)
+
+	x := startKeyed(t, e.client, "nap", "n")
+	y := startKeyed(t, e.client, "nap", "n")
+	wantWaiting(t, y, "n", 1)
+	for _, r := range []*workflow.Run{x, y} {
+		if got := e.wait(r.ID, 10*time.Second); got.Status != workflow.StatusSucceeded {
+			t.Fatalf("%s: %s", r.ID, got.Status)
+		}
+	}
+	if line, _ := e.client.OrderingKey(ctxb, "n", "", 0); len(line.Active)+len(line.Waiting) != 0 {
+		t.Fatalf("key n not free at the end: %+v", line)
+	}
+}

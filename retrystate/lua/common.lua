@@ -601,6 +601,9 @@ local function wait_done(idx, output)
   status_move(nil, run_status, "succeeded", run_created_at, unpack(done))
   journal("run_succeeded")
   notify("run_succeeded", run_workflow)
+  if redis.call("HGET", RUN, "gated") == "1" then
+    gate("release", RUN_ID, false) -- the next runs of its lines start
+  end
   return nil
 end
 

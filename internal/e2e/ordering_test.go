@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -430,6 +431,24 @@ func (c *ordResult) table() string {
 
 // ordSpan is when a run was active: from its first attempt to its end (and
 // when it was admitted).
+// execTime is when Redis ran the script that journaled ev: the time of its
+// stream entry ID, from the server's clock, which orders scripts as they
+// ran. ev.At is the clock of the caller, read before it sent the script: a
+// client that read its clock first may run its script after a worker that
+// read the clock later, so At cannot order two scripts of different
+// processes. Events without an ID (the checker's own tests) use At.
+func execTime(ev workflow.Event) time.Time {
+	msPart, _, ok := strings.Cut(ev.ID, "-")
+	if !ok {
+		return ev.At
+	}
+	n, err := strconv.ParseInt(msPart, 10, 64)
+	if err != nil {
+		return ev.At
+	}
+	return time.UnixMilli(n)
+}
+
 type ordSpan struct {
 	run                  *ordRun
 	admitted, start, end time.Time
@@ -514,10 +533,10 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 			for _, ev := range r.evs {
 				switch ev.Type {
 				case workflow.EventRunStarted:
-					admitted = ev.At
+					admitted = execTime(ev)
 				case "run_admitted":
 					if !waited {
-						admitted, waited = ev.At, true // its first admission, after it waited
+						admitted, waited = execTime(ev), true // its first admission, after it waited
 					}
 				case workflow.EventAttemptStarted:
 					if first.IsZero() {
@@ -623,8 +642,8 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 			ends = append(ends, s.end)
 		}
 		// ... and the line is never idle for longer than the bound, from
-		// its first run's creation to its last run's end, except while a
-		// block key waits for the operator (from the failure to the action).
+		// its first attempt to its last run's end, except while a block key
+		// waits for the operator (from the failure to the action).
 		var times []time.Time
 		last := spans[0].run.run.CreatedAt
 		var operator [][2]time.Time
@@ -644,6 +663,18 @@ func checkOrdering(lines []*ordLine, audit []demo.AuditEntry, killedAt map[int]t
 			}
 		}
 		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		// From the line's first attempt on: before it, a line waits for the
+		// workers to start and for the runs created before its own, which
+		// says nothing of how the line moves.
+		firstStart := spans[0].start
+		for _, sp := range spans {
+			if sp.start.Before(firstStart) {
+				firstStart = sp.start
+			}
+		}
+		for len(times) > 0 && times[0].Before(firstStart) {
+			times = times[1:]
+		}
 	gaps:
 		for i := 1; i < len(times) && !times[i].After(last); i++ {
 			for _, w := range operator {
@@ -740,10 +771,14 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // progressBound returns the bound on a wait from..to: ordKillBound (k 1)
-// when a worker was killed in between, else ordQuietBound (k 0).
+// when a worker was killed in between or less than ordKillBound before,
+// else ordQuietBound (k 0).
 func progressBound(kills []time.Time, from, to time.Time) (k int, bound time.Duration) {
+	// A kill's effects last up to ordKillBound after it: a run held by a
+	// worker killed just before from (its fence not expired yet) moves
+	// again only after from.
 	for _, at := range kills {
-		if !at.Before(from) && !at.After(to) {
+		if !at.Before(from.Add(-ordKillBound)) && !at.After(to) {
 			return 1, ordKillBound
 		}
 	}

@@ -173,13 +173,7 @@ type chaosResult struct {
 	runs, succeeded, failed, steps, attempts, resumes, crashes, repairs int
 	kills, redisRestarts, duplicates, lost, executions                  int
 	elapsed                                                             time.Duration
-	violations                                                          []string
-}
-
-func (c *chaosResult) violatef(format string, args ...any) {
-	if len(c.violations) < 50 {
-		c.violations = append(c.violations, fmt.Sprintf(format, args...))
-	}
+	violationList
 }
 
 func (c *chaosResult) table() string {

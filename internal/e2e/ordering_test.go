@@ -389,13 +389,7 @@ type ordResult struct {
 	maxWait, maxGap     [2]time.Duration
 	maxWaitAt, maxGapAt [2]string
 	elapsed, startedIn  time.Duration
-	violations          []string
-}
-
-func (c *ordResult) violatef(format string, args ...any) {
-	if len(c.violations) < 50 {
-		c.violations = append(c.violations, fmt.Sprintf(format, args...))
-	}
+	violationList
 }
 
 func (c *ordResult) table() string {

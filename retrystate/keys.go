@@ -121,6 +121,11 @@ func (k keys) asynqLease() string { return "asynq:{" + k.queue + "}:lease" }
 func (k keys) gateWait(g string) string     { return k.prefix + "gate:" + g + ":wait" }
 func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":admitted" }
 
+// breaker is the hash of a circuit breaker (lua/common.lua's breaker);
+// breakers indexes them by last change.
+func (k keys) breaker(name string) string { return k.prefix + "breaker:" + name }
+func (k keys) breakers() string          { return k.prefix + "idx:breakers" }
+
 // gates indexes the gates in use (with waiting or admitted runs).
 func (k keys) gates() string { return k.prefix + "idx:gates" }
 

@@ -35,6 +35,10 @@ const (
 	// OutcomeBusy (begin): another delivery of this dispatch holds a live
 	// fence; try again after Wait.
 	OutcomeBusy Outcome = "busy"
+	// OutcomeDeferred (begin): the step's circuit breaker is open (or
+	// another attempt probes it): the attempt waits, spending no budget,
+	// until Dispatch.DueAt under Dispatch, whose task the caller enqueues.
+	OutcomeDeferred Outcome = "deferred"
 	// OutcomeEarly (begin): the attempt is not due; try again after Wait.
 	OutcomeEarly Outcome = "early"
 	// OutcomeRunFailed (begin, fail, redispatch, timeout): the run failed
@@ -247,6 +251,8 @@ var (
 	// {"stale", index, name, attempt, gen, due_ms, timeout_ms} (begin), and
 	// repair.lua's {"repair", ..., kind, workflow}.
 	staleDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: 4, due: 5, timeout: 6}
+	// {"deferred", until, index, name, attempt, gen, timeout_ms} (begin).
+	deferredDispatch = dispatchAt{index: 2, name: 3, attempt: 4, gen: 5, due: 1, timeout: 6}
 	// {"next", index, name, attempt, timeout_ms, enqueued} (complete).
 	nextDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: absent, due: absent, timeout: 4}
 	// {"retry", due_ms, attempt, timeout_ms, enqueued} (fail): the index is
@@ -475,6 +481,9 @@ func decodeBegin(res []string, index int) (Result, error) {
 	case "wake":
 		r.want(2)
 		return r.result(Result{Outcome: OutcomeWake, StepKind: r.stepKind(replyField)})
+	case "deferred":
+		r.want(7)
+		return r.result(Result{Outcome: OutcomeDeferred, Dispatch: r.dispatch(deferredDispatch)})
 	}
 	r.unknown()
 	return r.result(Result{})

@@ -43,6 +43,7 @@ func replyKinds() []replyKind {
 			{"failed", "run_timeout", "why"},
 			{"wait", "await"},
 			{"wake", "sleep"},
+			{"deferred", "1800000020000", "0", "a", "2", "1", "60000"},
 		}},
 		{"wait.lua", func(r []string) error { return ignore(decodeWait(r)) }, [][]string{
 			{"waiting", "signal", "1800000000000", "1", "b", "1", "1", "60000", "1"},

@@ -509,7 +509,7 @@ func createArgv(owner, idem string, runTimeout, maxIter int, stepRunTimeout ...i
 		if i < len(stepRunTimeout) {
 			rt = stepRunTimeout[i]
 		}
-		argv = append(argv, name, "0", 3, 1, 60000, `{"p":"`+name+`"}`, rt, 0, "", "", 0)
+		argv = append(argv, name, "0", 3, 1, 60000, `{"p":"`+name+`"}`, rt, 0, "", "", 0, "")
 	}
 	return argv
 }

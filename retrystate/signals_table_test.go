@@ -56,7 +56,7 @@ func TestScriptCreateWaits(t *testing.T) {
 	argv := func(kinds ...[3]any) []any {
 		a := createArgv("o", "", 0, 0)
 		for i, k := range kinds {
-			at := 8 + i*11 + 8 // after the run's 8 values, step i's kind
+			at := 8 + i*12 + 8 // after the run's 8 values, step i's kind
 			a[at], a[at+1], a[at+2] = k[0], k[1], k[2]
 		}
 		return a

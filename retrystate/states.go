@@ -112,6 +112,9 @@ const (
 	// renew the attempt's fence (Redis unreachable) and handed the attempt
 	// back; it resumes under a new dispatch, spending no budget.
 	AttemptInterrupted AttemptOutcome = "interrupted"
+	// AttemptDeferred: the step's circuit breaker was open (or another
+	// attempt was probing it): the attempt was put off, spending no budget.
+	AttemptDeferred AttemptOutcome = "deferred"
 )
 
 // WaitReason is what a run or step waits for while it holds no worker slot.

@@ -111,6 +111,8 @@ type NewStep struct {
 	Kind   StepKind
 	Signal string
 	Wait   time.Duration
+	// Breaker is the step's circuit breaker (nil: none).
+	Breaker *BreakerSpec
 }
 
 // Dispatch names the task that must exist for a step to make progress.
@@ -136,7 +138,7 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 	for _, st := range r.Steps {
 		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
 			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations,
-			string(st.Kind), st.Signal, st.Wait.Milliseconds())
+			string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
 	}
 	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()

@@ -142,7 +142,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: s.Name, Optional: s.Optional,
 			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
 			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
-			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait})
+			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy)})
 	}
 	created, err := c.store.CreateRun(ctx, nr)
 	if err != nil {

@@ -283,6 +283,16 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	case retrystate.OutcomeEarly:
 		log.Info("attempt delivered long before its due time; deferring", AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait, why: "attempt not due"}
+	case retrystate.OutcomeDeferred:
+		// The step's circuit breaker is open: the attempt waits, under a
+		// new dispatch, spending no budget. If this enqueue is lost, the
+		// reconciler re-creates it (the run is in the scheduled index).
+		log.Info("circuit breaker open; attempt deferred", "until", b.Dispatch.DueAt)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDeferred, 0)
+		if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
+			log.Warn("could not enqueue the deferred attempt; the reconciler will", AttrError, err)
+		}
+		return nil
 	case retrystate.OutcomeRunFailed:
 		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)

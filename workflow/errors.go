@@ -21,6 +21,8 @@ var (
 	// ErrRunNotFound: no run has that ID (never started, or expired after
 	// its retention).
 	ErrRunNotFound = errors.New("run not found")
+	// ErrBreakerNotFound: no step has used a circuit breaker of that name.
+	ErrBreakerNotFound = errors.New("circuit breaker not found")
 	// ErrInvalidRunID: the string cannot be a run ID.
 	ErrInvalidRunID = errors.New("invalid run ID")
 	// ErrInvalidInput: the run input is not valid JSON, or too large.

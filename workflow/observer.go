@@ -67,6 +67,9 @@ const (
 	// renew the attempt's fence (Redis unreachable) and handed the attempt
 	// back; it resumes under a new dispatch, spending no budget.
 	OutcomeInterrupted = retrystate.AttemptInterrupted
+	// OutcomeDeferred: the step's circuit breaker was open (or another
+	// attempt was probing it): the attempt was put off, spending no budget.
+	OutcomeDeferred = retrystate.AttemptDeferred
 )
 
 // NopObserver is an Observer that does nothing; the default.

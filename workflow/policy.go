@@ -99,6 +99,10 @@ type Policy struct {
 	// crash fails the run with reason crash_budget_exhausted. Crashes never
 	// consume MaxAttempts. Default 3.
 	MaxCrashes int `json:"max_crashes,omitempty"`
+	// CircuitBreaker, when set, puts the step behind a circuit breaker
+	// shared by every run and worker of the queue (see CircuitBreaker).
+	// Taken whole from the most specific level that sets it. Default: none.
+	CircuitBreaker *CircuitBreaker `json:"circuit_breaker,omitempty"`
 }
 
 // DefaultPolicy returns the built-in defaults, the last level of precedence.
@@ -153,6 +157,10 @@ func (p Policy) Or(fallback Policy) Policy {
 	}
 	if p.MaxCrashes == 0 {
 		p.MaxCrashes = fallback.MaxCrashes
+	}
+	if p.CircuitBreaker == nil && fallback.CircuitBreaker != nil {
+		cb := *fallback.CircuitBreaker
+		p.CircuitBreaker = &cb
 	}
 	return p
 }
@@ -224,6 +232,11 @@ func (p Policy) Validate() error {
 	if p.MaxCrashes < 0 {
 		bad("max_crashes %d is negative", p.MaxCrashes)
 	}
+	if p.CircuitBreaker != nil {
+		if err := p.CircuitBreaker.validate(); err != nil {
+			bad("circuit_breaker: %v", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -287,6 +300,9 @@ type policyJSON struct {
 	RunTimeout         string    `json:"run_timeout,omitempty"`
 	MaxIterations      int       `json:"max_iterations,omitempty"`
 	MaxCrashes         int       `json:"max_crashes,omitempty"`
+	// CircuitBreaker writes its durations as strings too (its own
+	// MarshalJSON).
+	CircuitBreaker *CircuitBreaker `json:"circuit_breaker,omitempty"`
 }
 
 func durString(d time.Duration) string {
@@ -321,6 +337,7 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		RunTimeout:         durString(p.RunTimeout),
 		MaxIterations:      p.MaxIterations,
 		MaxCrashes:         p.MaxCrashes,
+		CircuitBreaker:     p.CircuitBreaker,
 	}
 	if p.NonRetryableCodes != nil {
 		j.NonRetryableCodes = &p.NonRetryableCodes
@@ -342,6 +359,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		UnknownErrors:      j.UnknownErrors,
 		MaxIterations:      j.MaxIterations,
 		MaxCrashes:         j.MaxCrashes,
+		CircuitBreaker:     j.CircuitBreaker,
 	}
 	if j.NonRetryableCodes != nil {
 		out.NonRetryableCodes = *j.NonRetryableCodes

@@ -63,6 +63,14 @@ var policyFields = []policyField{
 	{"MaxCrashes",
 		func(p *workflow.Policy, l int) { p.MaxCrashes = 10 + l },
 		func(p workflow.Policy) any { return p.MaxCrashes }},
+	{"CircuitBreaker",
+		func(p *workflow.Policy, l int) { p.CircuitBreaker = &workflow.CircuitBreaker{Name: fmt.Sprint("cb", l)} },
+		func(p workflow.Policy) any {
+			if p.CircuitBreaker == nil {
+				return ""
+			}
+			return p.CircuitBreaker.Name
+		}},
 }
 
 // TestPolicyFieldsTableIsComplete keeps policyFields in step with Policy, so

@@ -17,6 +17,10 @@
 --   {"early", wait_ms}        the attempt is not due yet
 --   {"failed", code, reason}  the run failed here: deadline passed, crash budget or iteration
 --                             ceiling exhausted
+--   {"deferred", until, index, name, attempt, gen, timeout_ms}  the step's circuit breaker is
+--                             open (or another attempt probes it): the attempt waits until
+--                             then under that new dispatch (the caller enqueues it), spending
+--                             no budget
 --   {"wait", kind}            the step is an await or a sleep (kind "await", "sleep" or
 --                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
 --   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
@@ -39,7 +43,8 @@ local f = {"status", "current", "deadline", "iterations", "max_iterations", "inp
   p .. "status", p .. "task", p .. "fence", p .. "fence_expires_at", p .. "next_attempt_at",
   p .. "attempt", p .. "name", p .. "policy", p .. "budget_base",
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
-  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind"}
+  q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind",
+  p .. "breaker"}
 local NF = #f
 for i = 0, idx - 1 do
   local e = sp(i)
@@ -57,7 +62,7 @@ local st_attempt, st_name, st_policy, st_budget_base = v[12], v[13], v[14], v[15
 local st_resuming, st_retry_state, st_attempts_started, st_started_at = v[16], v[17], v[18], v[19]
 local nx_name, nx_attempt, nx_timeout_ms, st_max_iterations, run_warning = v[20], v[21], v[22], v[23], v[24]
 -- st_kind is false for a step with a body (create.lua writes kind only for awaits and sleeps).
-local st_kind = v[25]
+local st_kind, st_breaker = v[25], v[26]
 if not run_status then
   return {"gone"}
 end
@@ -157,6 +162,36 @@ else
     return {"failed", "max_iterations_exceeded", reason}
   end
 
+  if st_breaker and st_breaker ~= "" then
+    -- The step's circuit breaker (common.lua) may defer the attempt: it
+    -- starts again when the breaker lets it, under a new dispatch, using
+    -- neither its retry nor its crash budget.
+    local timeout_ms = redis.call("HGET", RUN, p .. "timeout_ms")
+    local until_ms = breaker("admit", st_breaker, RUN_ID .. ":" .. ARGV[7] .. ":" .. token, timeout_ms)
+    if until_ms then
+      local bname = string.match(st_breaker, "^(.*)|%d+|%d+|%d+|%d+$")
+      if deadline > 0 and until_ms >= deadline then
+        local reason = string.format("circuit breaker %q is open until after the run's deadline (%s); step %q attempt %d",
+          bname, timeout_limit(idx), st_name, num(st_attempt))
+        fail_run(idx, "run_timeout", reason, "run timed out", retention)
+        return {"failed", "run_timeout", reason}
+      end
+      local gen = step_incr(idx, "gen", "1")
+      local id = task_id(idx, num(st_attempt), gen)
+      local w = {p .. "status", "pending", p .. "task", id, p .. "next_attempt_at", int(until_ms),
+        p .. "fence", "", p .. "fence_expires_at", "0", "warning", "breaker_open", "updated_at", NOWS}
+      if crashed == 1 then
+        w[#w + 1] = p .. "resuming"
+        w[#w + 1] = "1"
+      end
+      redis.call("HSET", RUN, unpack(w))
+      redis.call("ZREM", IDX.fences, RUN_ID)
+      redis.call("ZADD", IDX.scheduled, int(until_ms), RUN_ID)
+      redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+      journal("attempt_deferred", "step", st_name, "attempt", st_attempt, "breaker", bname, "until", int(until_ms))
+      return {"deferred", int(until_ms), int(idx), st_name, st_attempt, int(gen), int(timeout_ms)}
+    end
+  end
   -- The writes of a begin: the run hash once (this is the hot path), only
   -- the fields that change.
   local fence_expires = int(NOW + ttl)

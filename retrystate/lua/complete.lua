@@ -23,13 +23,13 @@ local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
-  "deadline", "gated")
+  "deadline", "gated", p .. "breaker")
 -- The slots by name: run_<field> of the run (run_timeout_ms is its own),
 -- st_<field> of this step, nx_<field> of the next step.
 local run_status, run_steps, run_workflow, run_created_at, run_idempotency_key = v[1], v[2], v[3], v[4], v[5]
 local st_status, st_fence, st_name, st_attempt, st_attempt_started_at = v[6], v[7], v[8], v[9], v[10]
 local nx_attempt, nx_name, nx_timeout_ms, nx_run_timeout_ms = v[11], v[12], v[13], v[14]
-local run_deadline_base, run_timeout_ms, run_deadline, run_gated = v[15], v[16], v[17], v[18]
+local run_deadline_base, run_timeout_ms, run_deadline, run_gated, st_breaker = v[15], v[16], v[17], v[18], v[19]
 if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
   if st_fence == "done:" .. ARGV[4] then
     -- This attempt's own complete, applied before: its reply was lost.
@@ -45,6 +45,9 @@ if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
 end
 
 redis.call("ZREM", IDX.fences, RUN_ID)
+if st_breaker and st_breaker ~= "" then
+  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+end
 journal("attempt_succeeded", "step", st_name, "attempt", st_attempt,
   "duration_ms", int(NOW - num(st_attempt_started_at)))
 -- (Begin left retry_state "none" and next_attempt_at "0", and only this

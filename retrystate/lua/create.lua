@@ -14,12 +14,13 @@
 -- ARGV[9]  run timeout, ms (0: none); the deadline is now + timeout
 -- ARGV[10] max iterations (step executions, retries included; 0: no limit)
 -- ARGV[11] number of steps, n
--- ARGV[12 .. 11+11n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
+-- ARGV[12 .. 11+12n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
 --                  run_timeout_ms and max_iterations in force while the step is current (0: none),
 --                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
 --                  awaited signal ("" for none) and wait_ms (an await's timeout or a sleep's duration);
---                  the last three are written only for an await or a sleep
--- ARGV[G..G+3], G = 12 + 11n: the run's gates (common.lua): ordering key ("" for none), its
+--                  the last three are written only for an await or a sleep; then the step's
+--                  circuit breaker spec (common.lua's breaker; "" for none)
+-- ARGV[G..G+3], G = 12 + 12n: the run's gates (common.lua): ordering key ("" for none), its
 --                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
 --                  the workflow's max_running (0: none)
 -- Returns {"created", task ID of step 0, attempt}, {"waiting", reason, position} when the
@@ -49,7 +50,7 @@ end
 
 local n = tonumber(ARGV[11])
 -- STEP_ARGS is the number of ARGV per step.
-local STEP_ARGS = 11
+local STEP_ARGS = 12
 local w = {
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
   "idempotency_key", ARGV[7], "idem_key", idem_key, "definition", ARGV[8], "steps", int(n),
@@ -72,6 +73,11 @@ for i = 0, n - 1 do
     for j = 1, #k do
       f[#f + 1] = k[j]
     end
+  end
+  if ARGV[a + 11] ~= "" then
+    -- The step's circuit breaker (common.lua's breaker).
+    f[#f + 1] = "breaker"
+    f[#f + 1] = ARGV[a + 11]
   end
   for j = 1, #f, 2 do
     f[j] = p .. f[j]

@@ -56,6 +56,15 @@ local deadline = num(run_deadline)
 local due = NOW + delay
 
 redis.call("ZREM", IDX.fences, RUN_ID)
+local st_breaker = redis.call("HGET", RUN, "s" .. ARGV[5] .. ".breaker")
+if st_breaker and st_breaker ~= "" then
+  -- Only transient failures count against the step's circuit breaker.
+  local op = "failure"
+  if class == "permanent" then
+    op = "permanent"
+  end
+  breaker(op, st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+end
 step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
   "last_error_at", NOWS, "fence", DONE, "fence_expires_at", "0")
 journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", class, "code", code, "error", msg,

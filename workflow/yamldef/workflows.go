@@ -18,13 +18,14 @@ import (
 var (
 	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "ordering", "max_running", "steps"}
 	orderingKeys   = []string{"concurrency", "on_failure"}
-	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "checkpoint"}
+	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "circuit_breaker", "checkpoint"}
+	breakerKeys    = []string{"name", "failure_threshold", "window", "cooldown", "max_cooldown"}
 	checkpointKeys = []string{"enabled", "interval"}
 	retryKeys      = []string{"max_attempts", "backoff", "initial_delay", "multiplier", "max_delay", "jitter",
 		"unknown_errors", "non_retryable_codes"}
 	timeoutKeys = []string{"step", "total"}
 	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
-		"max_crashes", "allowed_hosts", "with"}
+		"max_crashes", "circuit_breaker", "allowed_hosts", "with"}
 	httpKeys = []string{"method", "url", "headers", "body"}
 )
 
@@ -148,6 +149,34 @@ func (p *parser) parseOrdering(n *yaml.Node, what string) *workflow.Ordering {
 	return o
 }
 
+// parseBreaker parses a circuit_breaker mapping.
+func (p *parser) parseBreaker(n *yaml.Node, what string) *workflow.CircuitBreaker {
+	cb := &workflow.CircuitBreaker{}
+	m, ok := p.asMapping(n, what)
+	if !ok {
+		return cb
+	}
+	p.unknown(m, what, breakerKeys...)
+	if v := m.get("name"); v != nil {
+		cb.Name, _ = p.scalar(v, what+".name")
+	} else {
+		p.errorf(n, "%s: missing key name", what)
+	}
+	if v := m.get("failure_threshold"); v != nil {
+		cb.FailureThreshold, _ = p.positiveInt(v, what+".failure_threshold")
+	}
+	if v := m.get("window"); v != nil {
+		cb.Window, _ = p.duration(v, what+".window")
+	}
+	if v := m.get("cooldown"); v != nil {
+		cb.Cooldown, _ = p.duration(v, what+".cooldown")
+	}
+	if v := m.get("max_cooldown"); v != nil {
+		cb.MaxCooldown, _ = p.duration(v, what+".max_cooldown")
+	}
+	return cb
+}
+
 // policyMsg is a policy error without its "invalid policy: " prefixes.
 func policyMsg(err error) string {
 	return strings.ReplaceAll(strings.ReplaceAll(err.Error(), workflow.ErrInvalidPolicy.Error()+": ", ""), "\n", "; ")
@@ -180,6 +209,9 @@ func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
 	}
 	if v := m.get("max_crashes"); v != nil {
 		pol.MaxCrashes, _ = p.positiveInt(v, what+".max_crashes")
+	}
+	if v := m.get("circuit_breaker"); v != nil {
+		pol.CircuitBreaker = p.parseBreaker(v, what+".circuit_breaker")
 	}
 	if v := m.get("checkpoint"); v != nil {
 		p.parseCheckpoint(v, what+".checkpoint")
@@ -363,6 +395,10 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	if v := m.get("max_crashes"); v != nil {
 		polNode = cmpNode(polNode, v)
 		st.Policy.MaxCrashes, _ = p.positiveInt(v, what+": max_crashes")
+	}
+	if v := m.get("circuit_breaker"); v != nil {
+		polNode = cmpNode(polNode, v)
+		st.Policy.CircuitBreaker = p.parseBreaker(v, what+": circuit_breaker")
 	}
 	if polNode != nil && len(p.errs) == before {
 		eff := st.Policy.Or(def.Policy).Or(p.opts.Defaults).Or(workflow.DefaultPolicy())

@@ -35,6 +35,7 @@ const fullFile = `workflows:
       timeouts: {step: 2m, total: 1h}
       max_iterations: 50
       max_crashes: 2
+      circuit_breaker: {name: billing, failure_threshold: 5, window: 30s, cooldown: 20s}
     steps:
       - name: fetch
         type: http
@@ -73,6 +74,8 @@ func TestParseMapsEveryField(t *testing.T) {
 		MaxInterval: 30 * time.Second, Jitter: workflow.JitterFull, UnknownErrors: workflow.UnknownPermanent,
 		NonRetryableCodes: []string{"http_409", "http_422"}, StepTimeout: 2 * time.Minute, RunTimeout: time.Hour,
 		MaxIterations: 50, MaxCrashes: 2,
+		CircuitBreaker: &workflow.CircuitBreaker{Name: "billing", FailureThreshold: 5, Window: 30 * time.Second,
+			Cooldown: 20 * time.Second},
 	}
 	if !d.Policy.Equal(wantWF) {
 		t.Errorf("workflow policy\n got %+v\nwant %+v", d.Policy, wantWF)
@@ -201,6 +204,12 @@ func TestParseErrors(t *testing.T) {
 		{"ordering is a list", wf("    ordering: [1]\n"), "[1]", "ordering: want a mapping"},
 		{"max_running string", wf("    max_running: many\n"), "many", `max_running: want a whole number, got the string "many"`},
 		{"max_running zero", wf("    max_running: 0\n"), "0\n", "max_running: 0: want at least 1"},
+
+		// Circuit breakers.
+		{"breaker without name", wf("    resiliency: {circuit_breaker: {failure_threshold: 3}}\n"), "{failure_threshold: 3}", "circuit_breaker: missing key name"},
+		{"breaker unknown key", wf("    resiliency: {circuit_breaker: {name: b, treshold: 3}}\n"), "treshold", `circuit_breaker: unknown key "treshold"`},
+		{"breaker bad cooldown", wf("    resiliency: {circuit_breaker: {name: b, cooldown: soon}}\n"), "soon", `circuit_breaker.cooldown: "soon" is not a duration`},
+		{"breaker bad name", wf("    resiliency: {circuit_breaker: {name: \"a|b\"}}\n"), "{circuit_breaker", `name "a|b" must be`},
 
 		// Resiliency.
 		{"unknown resiliency key", wf("    resiliency: {retyr: {}}\n"), "retyr", `resiliency: unknown key "retyr" (did you mean "retry"?)`},

@@ -1,0 +1,114 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// TestCircuitBreaker: a dependency fails its first 6 calls. Behind a breaker
+// of threshold 3, runs that allow 7 attempts each: the third failure opens
+// the breaker; while it is open no attempt reaches the dependency (the
+// attempts are deferred, journaled, spending no budget); each cooldown lets
+// exactly one probe through (three fail, each reopening it: 4 openings in
+// all), and the fourth probe closes it. Every run succeeds, the dependency
+// saw exactly 6 failing calls and one successful call per run. One attempt
+// runs at a time (worker concurrency 1), so the sequence is deterministic.
+func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var (
+		mu         sync.Mutex
+		calls      int
+		failing    = 6
+		duringOpen int
+	)
+	var client *workflow.Client = e.client
+	call := func(ctx context.Context, _ *workflow.StepContext) (any, error) {
+		bs, err := client.Breakers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		for _, b := range bs {
+			if b.Name == "dep" && b.State == "open" {
+				duringOpen++
+			}
+		}
+		if failing > 0 {
+			failing--
+			return nil, errors.New("dependency unavailable")
+		}
+		return "ok", nil
+	}
+	pol := workflow.Policy{MaxAttempts: 7, InitialInterval: 20 * time.Millisecond, MaxInterval: 20 * time.Millisecond,
+		Jitter: workflow.JitterNone, CircuitBreaker: &workflow.CircuitBreaker{Name: "dep", FailureThreshold: 3,
+			Window: 10 * time.Second, Cooldown: 300 * time.Millisecond, MaxCooldown: time.Second}}
+	e.startWorker(workflow.WorkerConfig{Concurrency: 1},
+		workflow.Definition{Name: "calls-dep", Policy: pol, Steps: []workflow.Step{{Name: "call", Run: call}}})
+
+	var runs []*workflow.Run
+	for range 4 {
+		runs = append(runs, mustStart(t, e.client, "calls-dep", nil))
+	}
+	deferred := 0
+	for _, r := range runs {
+		got := e.wait(r.ID, 30*time.Second)
+		if got.Status != workflow.StatusSucceeded {
+			t.Fatalf("run %s: %s %s", r.ID, got.Status, got.FailureReason)
+		}
+		evs := e.events(r.ID)
+		st := got.Step("call")
+		if fails := countEvents(evs, workflow.EventAttemptFailed, "call"); st.Attempts != fails+1 {
+			t.Errorf("run %s: %d attempts for %d failures: a deferral counted as an attempt", r.ID, st.Attempts, fails)
+		}
+		deferred += countEvents(evs, "attempt_deferred", "call")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 6+len(runs) || duringOpen != 0 {
+		t.Errorf("the dependency saw %d calls (%d while the breaker was open); want %d, none while open", calls,
+			duringOpen, 6+len(runs))
+	}
+	bs, err := e.client.Breakers(ctxb)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("breakers %+v, %v", bs, err)
+	}
+	if b := bs[0]; b.State != "closed" || b.Opened != 4 || b.Failures != 0 || b.Deferred == 0 || deferred == 0 {
+		t.Errorf("breaker %+v (journaled deferrals %d); want closed, opened 4 times, deferrals", b, deferred)
+	}
+	if err := e.client.ResetBreaker(ctxb, "dep"); err != nil {
+		t.Error(err)
+	}
+	if err := e.client.ResetBreaker(ctxb, "nope"); !errors.Is(err, workflow.ErrBreakerNotFound) {
+		t.Errorf("reset of an unknown breaker: %v", err)
+	}
+}
+
+// TestCircuitBreakerPolicy: the breaker is taken whole from the most
+// specific level, and bad settings are refused.
+func TestCircuitBreakerPolicy(t *testing.T) {
+	t.Parallel()
+	wf := workflow.Policy{CircuitBreaker: &workflow.CircuitBreaker{Name: "a"}}
+	step := workflow.Policy{CircuitBreaker: &workflow.CircuitBreaker{Name: "b", Cooldown: time.Second}}
+	if got := step.Or(wf).CircuitBreaker; got == nil || got.Name != "b" {
+		t.Errorf("step over workflow: %+v", got)
+	}
+	if got := (workflow.Policy{}).Or(wf).CircuitBreaker; got == nil || got.Name != "a" {
+		t.Errorf("inherited: %+v", got)
+	}
+	for _, cb := range []workflow.CircuitBreaker{
+		{Name: ""}, {Name: "a|b"}, {Name: "a", FailureThreshold: -1}, {Name: "a", Cooldown: time.Minute, MaxCooldown: time.Second},
+		{Name: "a", Window: 48 * time.Hour},
+	} {
+		if err := (workflow.Policy{CircuitBreaker: &cb}).Validate(); !errors.Is(err, workflow.ErrInvalidPolicy) {
+			t.Errorf("%+v: %v; want ErrInvalidPolicy", cb, err)
+		}
+	}
+}

@@ -124,7 +124,7 @@ func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":
 // breaker is the hash of a circuit breaker (lua/common.lua's breaker);
 // breakers indexes them by last change.
 func (k keys) breaker(name string) string { return k.prefix + "breaker:" + name }
-func (k keys) breakers() string          { return k.prefix + "idx:breakers" }
+func (k keys) breakers() string           { return k.prefix + "idx:breakers" }
 
 // gates indexes the gates in use (with waiting or admitted runs).
 func (k keys) gates() string { return k.prefix + "idx:gates" }

@@ -64,7 +64,9 @@ var policyFields = []policyField{
 		func(p *workflow.Policy, l int) { p.MaxCrashes = 10 + l },
 		func(p workflow.Policy) any { return p.MaxCrashes }},
 	{"CircuitBreaker",
-		func(p *workflow.Policy, l int) { p.CircuitBreaker = &workflow.CircuitBreaker{Name: fmt.Sprint("cb", l)} },
+		func(p *workflow.Policy, l int) {
+			p.CircuitBreaker = &workflow.CircuitBreaker{Name: fmt.Sprint("cb", l)}
+		},
 		func(p workflow.Policy) any {
 			if p.CircuitBreaker == nil {
 				return ""

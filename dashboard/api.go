@@ -36,6 +36,8 @@ func (s *Server) routes() {
 	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
 	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
 	m.Handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
+	m.Handle("GET /api/v1/breakers", user(s.breakers))
+	m.Handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
 	m.Handle("POST /api/v1/workflows/{id}/signals/{name}", user(s.signal))
 	m.Handle("GET /api/v1/events", user(s.events))
 

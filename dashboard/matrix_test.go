@@ -72,6 +72,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "GET", path: "/api/v1/ordering-keys/k1", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/breakers", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "POST", path: "/api/v1/admin/breakers/none/reset", want: [5]int{unauth, unauth, forbidden, forbidden, notFound}},
 		{method: "POST", path: "/api/v1/workflows/{id}/signals/approved", body: `{"ok":true}`, run: awaiting, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
 		// No step of the run awaits "rejected": refused by the run's state.

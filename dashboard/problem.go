@@ -71,6 +71,8 @@ func errorProblem(err error) *apiError {
 		return ae
 	case errors.Is(err, workflow.ErrInvalidRunID):
 		return problemf(http.StatusBadRequest, ProblemInvalidRunID, "%v", err)
+	case errors.Is(err, workflow.ErrBreakerNotFound):
+		return problemf(http.StatusNotFound, ProblemNotFound, "%v", err)
 	case errors.Is(err, workflow.ErrRunNotFound):
 		return problemf(http.StatusNotFound, ProblemNotFound, "%v", err)
 	case errors.Is(err, workflow.ErrUnknownWorkflow):

@@ -22,6 +22,12 @@ type RunCounter interface {
 	Counts(ctx context.Context) (map[string]int64, error)
 }
 
+// BreakerReader reads the queue's circuit breakers; *workflow.Client is
+// one.
+type BreakerReader interface {
+	Breakers(ctx context.Context) ([]workflow.BreakerState, error)
+}
+
 // Config configures the collectors that read Redis at scrape time. A zero
 // field takes the default given in its comment.
 type Config struct {
@@ -39,6 +45,9 @@ type Config struct {
 	Inspector *asynq.Inspector
 	// Queues are the asynq queues to report. Default: Queue.
 	Queues []string
+	// Breakers overrides the source of the circuit breaker metrics.
+	// Default: Runs, when it is a BreakerReader (a *workflow.Client is).
+	Breakers BreakerReader
 	// Timeout bounds the Redis reads of one scrape. Default 2s.
 	Timeout time.Duration
 }
@@ -80,6 +89,9 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		if cfg.Inspector == nil {
 			cfg.Inspector = asynq.NewInspectorFromRedisClient(cfg.Redis)
 		}
+	}
+	if br, ok := cfg.Runs.(BreakerReader); ok && cfg.Breakers == nil {
+		cfg.Breakers = br
 	}
 	m := &Metrics{
 		gatherer: prometheus.DefaultGatherer,
@@ -165,7 +177,7 @@ func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, 
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
 		workflow.OutcomeExhausted, workflow.OutcomeDiscarded:
 		m.stepDuration.WithLabelValues(wf, step).Observe(d.Seconds())
-	case workflow.OutcomeCrashed, workflow.OutcomeIgnored, workflow.OutcomeInterrupted:
+	case workflow.OutcomeCrashed, workflow.OutcomeIgnored, workflow.OutcomeInterrupted, workflow.OutcomeDeferred:
 		// No duration: the body did not run, or did not run to its end.
 	}
 }
@@ -193,6 +205,12 @@ var (
 	descWaiting = prometheus.NewDesc("cairn_runs_waiting",
 		"Runs waiting without a worker slot, by what they wait for: ordering_key, workflow_limit, signal, timer.",
 		[]string{"reason"}, nil)
+	descBreakerState = prometheus.NewDesc("cairn_breaker_state",
+		"State of each circuit breaker: 0 closed, 1 open, 2 half-open (a probe is out).", []string{"breaker"}, nil)
+	descBreakerOpened = prometheus.NewDesc("cairn_breaker_openings_total",
+		"Times each circuit breaker opened.", []string{"breaker"}, nil)
+	descBreakerDeferred = prometheus.NewDesc("cairn_breaker_deferrals_total",
+		"Step attempts each circuit breaker deferred.", []string{"breaker"}, nil)
 	descAttention = prometheus.NewDesc("cairn_runs_needing_attention",
 		"Runs that need an operator (failed, or repaired automatically too often).", nil, nil)
 	descEnqueued = prometheus.NewDesc("asynq_tasks_enqueued_total",
@@ -217,7 +235,8 @@ var waitReasons = []workflow.WaitReason{workflow.WaitOrderingKey, workflow.WaitW
 	workflow.WaitTimer}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descWaiting, descAttention, descEnqueued, descSize, descLatency, descMemory,
+	for _, d := range []*prometheus.Desc{descRuns, descWaiting, descBreakerState, descBreakerOpened, descBreakerDeferred,
+		descAttention, descEnqueued, descSize, descLatency, descMemory,
 		descProcessed, descFailed, descPaused} {
 		ch <- d
 	}
@@ -225,10 +244,12 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // snapshot is what one scrape read.
 type snapshot struct {
-	counts    map[string]int64
-	countsErr error
-	queues    []*asynq.QueueInfo
-	queuesErr error
+	counts      map[string]int64
+	countsErr   error
+	breakers    []workflow.BreakerState
+	breakersErr error
+	queues      []*asynq.QueueInfo
+	queuesErr   error
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -266,6 +287,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	if s.breakersErr != nil {
+		c.errors.WithLabelValues("breakers").Inc()
+	}
+	for _, b := range s.breakers {
+		state := 0.0
+		switch b.State {
+		case "open":
+			state = 1
+		case "half_open":
+			state = 2
+		}
+		ch <- prometheus.MustNewConstMetric(descBreakerState, prometheus.GaugeValue, state, b.Name)
+		ch <- prometheus.MustNewConstMetric(descBreakerOpened, prometheus.CounterValue, float64(b.Opened), b.Name)
+		ch <- prometheus.MustNewConstMetric(descBreakerDeferred, prometheus.CounterValue, float64(b.Deferred), b.Name)
+	}
 	if s.queuesErr != nil {
 		c.errors.WithLabelValues("asynq").Inc()
 	}
@@ -296,6 +332,9 @@ func (c *stateCollector) read(ctx context.Context) snapshot {
 	var s snapshot
 	if c.cfg.Runs != nil {
 		s.counts, s.countsErr = c.cfg.Runs.Counts(ctx)
+	}
+	if c.cfg.Breakers != nil {
+		s.breakers, s.breakersErr = c.cfg.Breakers.Breakers(ctx)
 	}
 	if c.cfg.Inspector == nil {
 		return s

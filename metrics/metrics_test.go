@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
@@ -333,5 +334,30 @@ func TestWaitingRunsGauge(t *testing.T) {
 		expectation{"cairn_runs_waiting", []string{"reason", "workflow_limit"}, 1},
 		expectation{"cairn_runs_waiting", []string{"reason", "signal"}, 0},
 		expectation{"cairn_runs", []string{"status", "pending"}, 5},
+	)
+}
+
+// TestBreakerMetrics: each circuit breaker's state, openings and deferrals.
+func TestBreakerMetrics(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Shared(t).Client(t)
+	queue := testkit.Queue(t, "metrics")
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Breakers as the scripts leave them (they are tested in package
+	// workflow).
+	for name, state := range map[string]string{"billing": "open", "search": "half_open"} {
+		rdb.HSet(ctx, "cairn:{"+queue+"}:breaker:"+name, "state", state, "opened", "3", "deferred", "11")
+		rdb.ZAdd(ctx, "cairn:{"+queue+"}:idx:breakers", redis.Z{Score: 1, Member: name})
+	}
+	check(t, scrape(t, m.Handler()),
+		expectation{"cairn_breaker_state", []string{"breaker", "billing"}, 1},
+		expectation{"cairn_breaker_state", []string{"breaker", "search"}, 2},
+		expectation{"cairn_breaker_openings_total", []string{"breaker", "billing"}, 3},
+		expectation{"cairn_breaker_deferrals_total", []string{"breaker", "search"}, 11},
 	)
 }

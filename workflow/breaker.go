@@ -97,7 +97,7 @@ func (b CircuitBreaker) effective() CircuitBreaker {
 	return b
 }
 
-func (b *CircuitBreaker) validate() error {
+func (b CircuitBreaker) validate() error {
 	var errs []error
 	if !breakerNameRE.MatchString(b.Name) {
 		errs = append(errs, fmt.Errorf("name %q must be 1-128 letters, digits, '.', '_', '-' or ':'", b.Name))

@@ -27,7 +27,7 @@ func TestCircuitBreaker(t *testing.T) {
 		failing    = 6
 		duringOpen int
 	)
-	var client *workflow.Client = e.client
+	client := e.client
 	call := func(ctx context.Context, _ *workflow.StepContext) (any, error) {
 		bs, err := client.Breakers(ctx)
 		if err != nil {

@@ -110,6 +110,17 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			parse:   parseKey,
 		},
 		{
+			name: "breakers", synopsis: "breakers [flags]",
+			summary: "list the queue's circuit breakers: state, failures, open until, cooldown, openings, deferrals",
+			flags:   []string{"--json\tprint a JSON array of breakers"},
+			parse:   parseBreakers,
+		},
+		{
+			name: "breaker", synopsis: "breaker reset <name>",
+			summary: "close a circuit breaker at once (its deferred attempts start at their scheduled time)",
+			parse:   parseBreaker,
+		},
+		{
 			name: "validate", synopsis: "validate <file>",
 			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE; at most 8 MiB) without a worker or Redis",
 			parse:   parseValidate, offline: true,

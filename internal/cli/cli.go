@@ -240,7 +240,7 @@ func failuref(format string, args ...any) error {
 var badInput = []error{
 	workflow.ErrUnknownWorkflow, workflow.ErrInvalidRunID, workflow.ErrRunNotFound,
 	workflow.ErrInvalidInput, workflow.ErrInvalidStatus, workflow.ErrIdempotencyConflict,
-	workflow.ErrInvalidCursor,
+	workflow.ErrInvalidCursor, workflow.ErrBreakerNotFound,
 }
 
 // exitCode maps an error to the exit code it causes.

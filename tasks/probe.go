@@ -163,7 +163,11 @@ func CheckAsynqWire(ctx context.Context, rdb redis.UniversalClient, write TaskWr
 func probeOne(ctx context.Context, rdb redis.UniversalClient, write TaskWriter, now func() time.Time,
 	queue string, c probeCase) ([]string, error) {
 	id := c.step.ID()
-	t0 := now()
+	// Cairn's times are whole milliseconds (the scripts get now in ms): a
+	// due time with a sub-millisecond part would round up to the next
+	// second in asynq's ProcessAt and not in the scripts, when its
+	// milliseconds are whole seconds (1 in 1,000 starts refused the worker).
+	t0 := now().Truncate(time.Millisecond)
 	var due time.Time
 	if c.delay > 0 {
 		due = t0.Add(c.delay)

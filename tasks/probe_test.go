@@ -171,3 +171,20 @@ func TestCheckAsynqWireRedisError(t *testing.T) {
 		t.Fatalf("got %v, want Redis's error", err)
 	}
 }
+
+// TestCheckAsynqWireSubMillisecondClock: a clock whose reading has a
+// sub-millisecond part that makes the scheduled retry's due time a whole
+// second in milliseconds but not in nanoseconds: the probe still finds no
+// difference (it once refused to start the worker about once in a thousand
+// starts: asynq rounded the nanoseconds up to the next second).
+func TestCheckAsynqWireSubMillisecondClock(t *testing.T) {
+	t.Parallel()
+	rdb := probeRedis(t)
+	// Now, moved within its second to .500000500: the retry, due 1h1.5s
+	// later, is then due at a whole second and 500ns.
+	at := func() time.Time { return time.Now().Truncate(time.Second).Add(500*time.Millisecond + 500) }
+	if err := tasks.CheckAsynqWire(context.Background(), rdb, retrystate.NewTaskWriter(rdb), at); err != nil {
+		t.Fatal(err)
+	}
+	requireEmpty(t, rdb)
+}

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -54,5 +55,29 @@ func TestBreakersAPI(t *testing.T) {
 	}
 	if resp := e.do(req{method: "POST", path: "/api/v1/admin/breakers/a%7Cb/reset", token: rootToken}); resp.status != 400 {
 		t.Errorf("reset of a bad name: %d %s", resp.status, resp.body)
+	}
+}
+
+// TestUIBreakersPage: every user sees the breakers page; only an admin
+// gets the reset button of an open breaker.
+func TestUIBreakersPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{ui: true, noWorker: true})
+	ctx := context.Background()
+	if err := e.rdb.HSet(ctx, "cairn:{"+e.queue+"}:breaker:billing", "state", "open", "open_until", "1900000000000",
+		"opened", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.rdb.ZAdd(ctx, "cairn:{"+e.queue+"}:idx:breakers", redis.Z{Score: 1, Member: "billing"})
+	user := e.page("/breakers", aliceToken)
+	admin := e.page("/breakers", rootToken)
+	if user.status != 200 || admin.status != 200 {
+		t.Fatalf("breakers page: %d, %d", user.status, admin.status)
+	}
+	if !strings.Contains(user.html(), "billing") || strings.Contains(user.html(), "/api/v1/admin/breakers/") {
+		t.Errorf("user's page: want the breaker and no reset button:\n%s", user.html())
+	}
+	if !strings.Contains(admin.html(), `data-action-url="/api/v1/admin/breakers/billing/reset"`) {
+		t.Errorf("admin's page has no reset button:\n%s", admin.html())
 	}
 }

@@ -29,6 +29,7 @@ const (
 	SignInPath    = "/signin"
 	SignOutPath   = "/signout"
 	AttentionPath = "/attention"
+	BreakersPath  = "/breakers"
 	staticPrefix  = "/static/"
 )
 
@@ -63,6 +64,7 @@ func WebUI(s *Server, mux *http.ServeMux) {
 	mux.Handle("GET /{$}", u.page(false, u.runsPage))
 	mux.Handle("GET /runs/{id}", u.page(false, u.runPage))
 	mux.Handle("GET "+AttentionPath, u.page(true, u.attentionPage))
+	mux.Handle("GET "+BreakersPath, u.page(false, u.breakersPage))
 	mux.HandleFunc("GET "+SignInPath, u.signInForm)
 	mux.HandleFunc("POST "+SignInPath, u.signIn)
 	mux.HandleFunc("POST "+SignOutPath, u.signOut)
@@ -106,7 +108,7 @@ func newWebUI(s *Server) (*webUI, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "attention", "signin", "error"} {
+	for _, name := range []string{"runs", "run", "attention", "breakers", "signin", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "templates/"+name+".html")
 		if err != nil {
 			return nil, err

@@ -303,6 +303,22 @@ type attentionData struct {
 	NextURL string
 }
 
+// breakersPage lists the queue's circuit breakers (the data of GET
+// /api/v1/breakers), with a reset button for admins.
+func (u *webUI) breakersPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	v := u.newView(r, p, "breakers", "Circuit breakers")
+	bs, err := u.s.client.Breakers(r.Context())
+	if err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
+	lq := r.URL.Query()
+	lq.Set(fragmentParam, "1")
+	v.Live = BreakersPath + "?" + lq.Encode()
+	v.Data = BreakerList{Breakers: bs}
+	u.render(w, r, http.StatusOK, v)
+}
+
 // attentionPage lists, for admins, the runs that need an operator (the
 // data of GET /api/v1/admin/workflows/failed).
 func (u *webUI) attentionPage(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -163,7 +163,7 @@ func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, 
 	m.attempts.WithLabelValues(wf, step, string(outcome)).Inc()
 	switch outcome {
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
-		workflow.OutcomeExhausted, workflow.OutcomeDiscarded:
+		workflow.OutcomeExhausted, workflow.OutcomeDiscarded, workflow.OutcomeSnoozed, workflow.OutcomeGoto:
 		m.stepDuration.WithLabelValues(wf, step).Observe(d.Seconds())
 	case workflow.OutcomeCrashed, workflow.OutcomeIgnored, workflow.OutcomeInterrupted:
 		// No duration: the body did not run, or did not run to its end.

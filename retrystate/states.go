@@ -112,6 +112,11 @@ const (
 	// renew the attempt's fence (Redis unreachable) and handed the attempt
 	// back; it resumes under a new dispatch, spending no budget.
 	AttemptInterrupted AttemptOutcome = "interrupted"
+	// AttemptSnoozed: the step body asked to run again later (Snooze); the
+	// same attempt runs again after the delay, spending no budget.
+	AttemptSnoozed AttemptOutcome = "snoozed"
+	// AttemptGoto: the step body asked to continue at a step (Goto).
+	AttemptGoto AttemptOutcome = "goto"
 )
 
 // WaitReason is what a run or step waits for while it holds no worker slot.

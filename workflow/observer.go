@@ -67,6 +67,12 @@ const (
 	// renew the attempt's fence (Redis unreachable) and handed the attempt
 	// back; it resumes under a new dispatch, spending no budget.
 	OutcomeInterrupted = retrystate.AttemptInterrupted
+	// OutcomeSnoozed: the step body asked to run again later (Snooze); the
+	// same attempt runs again after the delay, spending no budget.
+	OutcomeSnoozed = retrystate.AttemptSnoozed
+	// OutcomeGoto: the step body asked to continue at this step or an
+	// earlier one (Goto).
+	OutcomeGoto = retrystate.AttemptGoto
 )
 
 // NopObserver is an Observer that does nothing; the default.

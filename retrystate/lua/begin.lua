@@ -172,7 +172,7 @@ else
     w[#w + 1] = p .. "next_attempt_at"
     w[#w + 1] = "0"
   end
-  if resume == 1 then
+  if resume == 1 and st_resuming and st_resuming ~= "0" then
     w[#w + 1] = p .. "resuming"
     w[#w + 1] = "0"
   end

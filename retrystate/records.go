@@ -72,9 +72,10 @@ type Step struct {
 	Status           StepStatus
 	Attempt          int // number of the current (or last) attempt; never reused
 	AttemptsStarted  int
-	Snoozes          int // visits the step snoozed (snooze.lua)
-	BudgetBase       int // attempts before the current retry budget began
-	RetryAttempts    int // retries scheduled within the current budget
+	Snoozes          int  // visits the step snoozed (snooze.lua)
+	Snoozed          bool // pending after a snooze: its next visit resumes the attempt
+	BudgetBase       int  // attempts before the current retry budget began
+	RetryAttempts    int  // retries scheduled within the current budget
 	RetryState       RetryState
 	NextAttemptAt    time.Time // zero unless a retry is scheduled
 	MaxAttempts      int
@@ -257,6 +258,7 @@ func parseStep(idx int, h map[string]string) Step {
 		Attempt:          atoi(h["attempt"]),
 		AttemptsStarted:  atoi(h["attempts_started"]),
 		Snoozes:          atoi(h["snoozes"]),
+		Snoozed:          h["resuming"] == "snoozed",
 		BudgetBase:       atoi(h["budget_base"]),
 		RetryAttempts:    atoi(h["retry_attempts"]),
 		RetryState:       RetryState(h["retry_state"]),

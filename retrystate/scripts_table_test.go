@@ -604,7 +604,7 @@ func TestScriptBegin(t *testing.T) {
 			{name: "busy: another delivery's fence is live", seed: abc().runningAt(0, "other"),
 				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["busy" "5000"]`},
 			{name: "ok: a snoozed visit resumes its attempt", seed: snoozed(tNow - 1),
-				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"),
+				argv:  beginArgv(0, taskID(0, 1)+"_g1", "tok"),
 				reply: `["ok" "1" "0" "snoozed" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "early: a snoozed visit is not due", seed: snoozed(tNow + 2000),
 				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["early" "2000"]`},

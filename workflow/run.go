@@ -106,7 +106,10 @@ type StepState struct {
 	// current retry budget.
 	RetryAttempts int `json:"retry_attempts"`
 	// Snoozes is the number of times the step snoozed (Snooze).
-	Snoozes        int             `json:"snoozes,omitempty"`
+	Snoozes int `json:"snoozes,omitempty"`
+	// Snoozed: the step is pending after a snooze (RetryState is
+	// "scheduled" and NextAttemptAt its next visit; no attempt failed).
+	Snoozed        bool            `json:"snoozed,omitempty"`
 	RetryState     RetryState      `json:"retry_state"`
 	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
 	LastError      string          `json:"last_error"`
@@ -162,7 +165,7 @@ func runFromRecord(rec *retrystate.Run) *Run {
 	for _, s := range rec.Steps {
 		st := StepState{
 			Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
-			RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
+			RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
 			LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
 			Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
 			Output: rawJSON(s.Output),

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -208,5 +211,76 @@ func TestGotoUnknownOrLaterStepFails(t *testing.T) {
 	}
 	if lastRuns.Load() != 0 {
 		t.Errorf("the later step ran %d times", lastRuns.Load())
+	}
+}
+
+// TestSnoozedStepSurvivesALostTask: a snoozed step's next visit is a task
+// scheduled in asynq for its due time and the run is in idx:scheduled; when
+// the task is lost (a worker killed before asynq kept it, or deleted), the
+// reconciler re-creates it for the same due time, and the visit, delivered
+// early, waits; delivered when due, it resumes the same attempt.
+func TestSnoozedStepSurvivesALostTask(t *testing.T) {
+	t.Parallel()
+	var visits atomic.Int32
+	var attempts sync.Map
+	def := workflow.Definition{Name: "snoozer", Steps: []workflow.Step{
+		{Name: "a", Run: func(_ context.Context, sc *workflow.StepContext) (any, error) {
+			attempts.Store(sc.Attempt, true)
+			if visits.Add(1) == 1 {
+				return nil, workflow.Snooze(time.Minute)
+			}
+			return "ready", nil
+		}},
+	}}
+	r := newRig(t, def)
+	run := mustStart(t, r.client, "snoozer", nil)
+	if err := r.deliver(run.ID, "snoozer", 0, "a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	st := r.get(run.ID).Step("a")
+	if st.Status != workflow.StepPending || !st.Snoozed || st.Snoozes != 1 || st.NextAttemptAt == nil ||
+		st.RetryAttempts != 0 || st.Attempts != 1 {
+		t.Fatalf("after the snooze: %+v", st)
+	}
+	due := *st.NextAttemptAt
+	visit := tasks.ID(run.ID, 0, 1, 1) // the same attempt, the next gen
+	info, ok := r.taskExists(visit)
+	if !ok || info.State != asynq.TaskStateScheduled || !info.NextProcessAt.Equal(tasks.CeilSecond(due)) {
+		t.Fatalf("the next visit's task: %+v %v (want scheduled at %s)", info, ok, tasks.CeilSecond(due))
+	}
+	ids, err := r.store.ScheduledRetries(ctxb, 100)
+	if err != nil || len(ids) != 1 || ids[0].RunID != run.ID || !ids[0].At.Equal(due) {
+		t.Fatalf("idx:scheduled: %v %v", ids, err)
+	}
+
+	r.deleteTask(visit)
+	r.clock.Advance(6 * time.Second)
+	rep := r.pass()
+	if rep.Repairs["retry_task_missing"] != 1 {
+		t.Fatalf("pass: %v", rep)
+	}
+	info, ok = r.taskExists(visit)
+	if !ok || info.State != asynq.TaskStateScheduled || !info.NextProcessAt.Equal(tasks.CeilSecond(due)) {
+		t.Fatalf("re-created task: %+v %v (want scheduled at %s)", info, ok, tasks.CeilSecond(due))
+	}
+
+	// Delivered long before its time, the visit does not run.
+	err = r.deliver(run.ID, "snoozer", 0, "a", 1, 1)
+	if err == nil || visits.Load() != 1 {
+		t.Fatalf("an early delivery: %v, %d visits", err, visits.Load())
+	}
+	r.clock.Advance(time.Minute)
+	if err := r.deliver(run.ID, "snoozer", 0, "a", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(run.ID)
+	if got.Status != workflow.StatusSucceeded || visits.Load() != 2 {
+		t.Fatalf("status %s after %d visits", got.Status, visits.Load())
+	}
+	n := 0
+	attempts.Range(func(any, any) bool { n++; return true })
+	if s := got.Step("a"); n != 1 || s.Attempts != 1 || s.Snoozed || got.Iterations != 2 {
+		t.Errorf("attempt numbers seen %d, attempts %d, snoozed %v, iterations %d; want 1, 1, false, 2",
+			n, s.Attempts, s.Snoozed, got.Iterations)
 	}
 }

@@ -18,7 +18,7 @@ type SnoozeError struct {
 
 func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Delay) }
 
-// Snooze, returned as a step's error, runs the same step again after d (the
+// Snooze returns the error that, returned by a step, runs the same step again after d (the
 // "poll until ready" pattern): the attempt is neither failed nor counted
 // against the retry budget, and keeps its attempt number and idempotency
 // key. Each visit counts against max_iterations, so a poll has a ceiling.
@@ -35,7 +35,7 @@ type GotoError struct {
 
 func (e *GotoError) Error() string { return fmt.Sprintf("goto step %q", e.Step) }
 
-// Goto, returned as a step's error, continues the run at the named step,
+// Goto returns the error that, returned by a step, continues the run at the named step,
 // which must be this step or an earlier one: the checkpoints from that step
 // on are superseded (kept in the run's journal) and it runs again with a new
 // attempt and a fresh retry budget. Each visit counts against

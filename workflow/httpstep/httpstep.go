@@ -108,8 +108,8 @@ type Poll struct {
 	Interval time.Duration
 }
 
-// CodePollInvalid: a poll's until template rendered neither "true" nor
-// "false", or failed to render.
+// CodePollInvalid is the code of the error of a poll whose until template
+// rendered neither "true" nor "false", or failed to render.
 const CodePollInvalid = "http_poll_invalid"
 
 // Options configure how http steps send requests. A zero field takes the

@@ -896,6 +896,8 @@ func TestScriptOperate(t *testing.T) {
 			{name: "refused: a cancelled run", seed: abc().cancelledAt(1), argv: argv("skip", "b"), reply: `["refused" "run is cancelled; only a failed run or one needing attention can be skipped"]`},
 			{name: "recover: a failed run", seed: abc().failedAt(1).idem(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "recover: a run needing attention", seed: stuck(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "retry: a step that failed while snoozed starts an attempt", seed: abc().failedAt(1).step(1, "resuming", "snoozed"),
+				argv: argv("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "refused: its attempt's fence is live", seed: stuck().step(1, "fence_expires_at", tNow+1),
 				argv: argv("recover", ""), reply: `["refused" "step \"b\" is running"]`},
 			{name: "recover: a run that never started",

@@ -27,6 +27,8 @@ const (
 	// flakyWF's one step "call" always fails transiently, and waits an
 	// hour before each retry: its run stays "retrying".
 	flakyWF = "flaky"
+	// snoozyWF's one step "poll" snoozes for an hour on every visit.
+	snoozyWF = "snoozy"
 )
 
 var errFlaky = errors.New("upstream answered 503")
@@ -46,6 +48,11 @@ func uiDefinitions() []workflow.Definition {
 			{Name: "call", Run: func(context.Context, *workflow.StepContext) (any, error) { return nil, errFlaky }},
 		}},
 		approvalDefinition(),
+		{Name: snoozyWF, Steps: []workflow.Step{
+			{Name: "poll", Run: func(context.Context, *workflow.StepContext) (any, error) {
+				return nil, workflow.Snooze(time.Hour)
+			}},
+		}},
 	}
 }
 
@@ -369,6 +376,28 @@ func TestUIActionWithoutCSRFChangesNothing(t *testing.T) {
 	}
 	if after := e.snapshot(run.ID); after == before {
 		t.Fatal("recover with the CSRF token changed nothing")
+	}
+}
+
+// TestUISnoozedRunShowsCountdown: a snoozed step shows a "snoozed" badge
+// and the countdown to its next visit, not a retry.
+func TestUISnoozedRunShowsCountdown(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	run := e.startWF(snoozyWF, "alice", `{}`)
+	testkit.Eventually(e.t, 10*time.Second, "a snooze", func() bool {
+		r, err := e.client.Get(context.Background(), run.ID)
+		return err == nil && r.Steps[0].Snoozed
+	})
+	page := e.page("/runs/"+run.ID, aliceToken).html()
+	if !strings.Contains(page, `<span class="badge retrying">snoozed</span>`) || strings.Contains(page, ">retrying<") {
+		t.Error("no snoozed badge, or a retrying one")
+	}
+	if m := regexp.MustCompile(`runs again in (\d+)s`).FindStringSubmatch(page); m == nil || m[1] == "0" {
+		t.Errorf("countdown text %v, want about an hour in seconds", m)
+	}
+	if !strings.Contains(page, "snoozed (1 so far)") {
+		t.Error("the run's summary does not say the step snoozed")
 	}
 }
 

@@ -106,7 +106,8 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 			Name: "cairn_step_attempts_total",
 			Help: "Step attempt deliveries by outcome: succeeded, failed_transient, failed_permanent, exhausted, " +
 				"crashed, ignored (stale or duplicate delivery), discarded (result of an attempt that lost its step), " +
-				"interrupted (handed back by a worker that could not renew its fence).",
+				"interrupted (handed back by a worker that could not renew its fence), snoozed (Snooze: runs again later), " +
+				"goto (Goto: continues at a step).",
 		}, []string{"workflow", "step", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_retries_scheduled_total", Help: "Retries scheduled after a transient failure.",
@@ -175,7 +176,7 @@ func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, 
 	m.attempts.WithLabelValues(wf, step, string(outcome)).Inc()
 	switch outcome {
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
-		workflow.OutcomeExhausted, workflow.OutcomeDiscarded:
+		workflow.OutcomeExhausted, workflow.OutcomeDiscarded, workflow.OutcomeSnoozed, workflow.OutcomeGoto:
 		m.stepDuration.WithLabelValues(wf, step).Observe(d.Seconds())
 	case workflow.OutcomeCrashed, workflow.OutcomeIgnored, workflow.OutcomeInterrupted, workflow.OutcomeDeferred:
 		// No duration: the body did not run, or did not run to its end.

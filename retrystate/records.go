@@ -17,8 +17,10 @@ const (
 	CodePermanentError        = "permanent_error"
 	CodeRunTimeout            = "run_timeout"
 	CodeMaxIterationsExceeded = "max_iterations_exceeded"
-	CodeCrashBudgetExhausted  = "crash_budget_exhausted"
-	CodeCancelled             = "cancelled"
+	// CodeInvalidGoto: a step asked to go to a step that is not itself or an earlier one.
+	CodeInvalidGoto          = "invalid_goto"
+	CodeCrashBudgetExhausted = "crash_budget_exhausted"
+	CodeCancelled            = "cancelled"
 	// CodeSignalTimeout: an await's timeout passed without its signal.
 	CodeSignalTimeout = "signal_timeout"
 )
@@ -36,6 +38,7 @@ type Run struct {
 	StepCount      int
 	Iterations     int
 	MaxIterations  int
+	Gotos          int       // gotos taken (goto.lua)
 	Deadline       time.Time // zero: none
 	CreatedAt      time.Time
 	StartedAt      time.Time
@@ -69,8 +72,10 @@ type Step struct {
 	Status           StepStatus
 	Attempt          int // number of the current (or last) attempt; never reused
 	AttemptsStarted  int
-	BudgetBase       int // attempts before the current retry budget began
-	RetryAttempts    int // retries scheduled within the current budget
+	Snoozes          int  // visits the step snoozed (snooze.lua)
+	Snoozed          bool // pending after a snooze: its next visit resumes the attempt
+	BudgetBase       int  // attempts before the current retry budget began
+	RetryAttempts    int  // retries scheduled within the current budget
 	RetryState       RetryState
 	NextAttemptAt    time.Time // zero unless a retry is scheduled
 	MaxAttempts      int
@@ -123,14 +128,21 @@ const (
 	// spent); it resumes under a new dispatch.
 	EventAttemptInterrupted = "attempt_interrupted"
 	EventRetryScheduled     = "retry_scheduled"
-	EventRunSucceeded       = "run_succeeded"
-	EventRunFailed          = "run_failed"
-	EventRunCancelled       = "run_cancelled"
-	EventRunRecovered       = "run_recovered"
-	EventStepSkipped        = "step_skipped"
-	EventRepair             = "repair"
-	EventNeedsAttention     = "needs_attention"
-	EventDeliveryIgnored    = "delivery_ignored"
+	// EventStepSnoozed: the step body asked to run again later (Snooze).
+	EventStepSnoozed = "step_snoozed"
+	// EventStepGoto: the step body asked to continue at a step (Goto).
+	EventStepGoto = "step_goto"
+	// EventStepSuperseded: a goto superseded the step's checkpoint, kept
+	// here with its output.
+	EventStepSuperseded  = "step_superseded"
+	EventRunSucceeded    = "run_succeeded"
+	EventRunFailed       = "run_failed"
+	EventRunCancelled    = "run_cancelled"
+	EventRunRecovered    = "run_recovered"
+	EventStepSkipped     = "step_skipped"
+	EventRepair          = "repair"
+	EventNeedsAttention  = "needs_attention"
+	EventDeliveryIgnored = "delivery_ignored"
 	// EventRunWaiting: the run waits in the line of an ordering key or of
 	// its workflow's max_running (reason, gate, position).
 	EventRunWaiting = "run_waiting"
@@ -218,6 +230,7 @@ func parseRun(id string, h map[string]string) *Run {
 		Current:         atoi(h["current"]),
 		StepCount:       atoi(h["steps"]),
 		Iterations:      atoi(h["iterations"]),
+		Gotos:           atoi(h["gotos"]),
 		MaxIterations:   atoi(h["max_iterations"]),
 		Deadline:        msTime(h["deadline"]),
 		CreatedAt:       msTime(h["created_at"]),
@@ -244,6 +257,8 @@ func parseStep(idx int, h map[string]string) Step {
 		Status:           StepStatus(h["status"]),
 		Attempt:          atoi(h["attempt"]),
 		AttemptsStarted:  atoi(h["attempts_started"]),
+		Snoozes:          atoi(h["snoozes"]),
+		Snoozed:          h["resuming"] == "snoozed",
 		BudgetBase:       atoi(h["budget_base"]),
 		RetryAttempts:    atoi(h["retry_attempts"]),
 		RetryState:       RetryState(h["retry_state"]),

@@ -122,6 +122,12 @@ const (
 	// OutcomeMailboxFull (signal, word "full"): the run's mailbox holds
 	// Pending signals, its maximum; nothing written.
 	OutcomeMailboxFull Outcome = "full"
+	// OutcomeSnoozed: the step runs again after its snooze (snooze.lua);
+	// Dispatch is its next visit (same attempt, the next gen, DueAt).
+	OutcomeSnoozed Outcome = "snoozed"
+	// OutcomeGoto: the run continues at an earlier step, or this one
+	// (goto.lua); Dispatch is the target's new attempt, due now.
+	OutcomeGoto Outcome = "goto"
 )
 
 // Result is the result of a state transition: the script's Outcome and the
@@ -183,6 +189,9 @@ type Started struct {
 	Crashes int
 	// Crashed: this begin resumed an attempt whose worker died.
 	Crashed bool
+	// Snoozed: this begin is the next visit of an attempt whose body
+	// snoozed (snooze.lua): not a new attempt.
+	Snoozed bool
 	Input   string
 	// Policy is the step's effective policy (JSON).
 	Policy string
@@ -209,7 +218,7 @@ type Started struct {
 const (
 	okAttempt     = 1 + iota // attempt number
 	okCrashes                // crashes of the step ("0" unless resumed after a crash)
-	okResumed                // "1": resumed after a crash; "interrupted": after a release; "0"
+	okResumed                // "1": resumed after a crash; "interrupted": after a release; "snoozed"; "0"
 	okInput                  // the run's input (JSON)
 	okPolicy                 // the step's effective policy (JSON)
 	okUsed                   // attempts used in the budget, this one included
@@ -265,6 +274,10 @@ var (
 	// {"dispatch", index, name, attempt, timeout_ms, workflow} (operate,
 	// restore).
 	actionDispatch = nextDispatch
+	// {"snoozed", index, name, attempt, gen, due_ms, timeout_ms, enqueued}.
+	snoozedDispatch = dispatchAt{index: 1, name: 2, attempt: 3, gen: 4, due: 5, timeout: 6}
+	// {"goto", index, name, attempt, timeout_ms, enqueued}.
+	gotoDispatch = nextDispatch
 	// {"waiting", reason, until_ms, index, name, attempt, gen, timeout_ms,
 	// enqueued} (wait): the wake-up.
 	waitingDispatch = dispatchAt{index: 3, name: 4, attempt: 5, gen: 6, due: 2, timeout: 7}
@@ -282,6 +295,8 @@ const (
 	nextEnqueued, nextLen                                      = 5, 6
 	retryEnqueued, retryLen                                    = 4, 5
 	releasedEnqueued, releasedLen                              = 6, 7
+	snoozedEnqueued, snoozedLen                                = 7, 8
+	gotoEnqueued, gotoLen                                      = nextEnqueued, nextLen
 	redispatchedCrashes, redispatchedWorkflow, redispatchedLen = 6, 7, 8
 	repairKind, repairWorkflow, repairLen                      = 7, 8, 9
 	actionWorkflow, actionLen                                  = 5, 6
@@ -442,11 +457,12 @@ func decodeBegin(res []string, index int) (Result, error) {
 			return r.result(Result{})
 		}
 		resumed := r.str(okResumed)
-		if resumed != "0" && resumed != "1" && resumed != "interrupted" {
-			r.failf("element %d: %q is not 0, 1 or interrupted", okResumed, resumed)
+		if resumed != "0" && resumed != "1" && resumed != "interrupted" && resumed != "snoozed" {
+			r.failf("element %d: %q is not 0, 1, interrupted or snoozed", okResumed, resumed)
 		}
 		st := &Started{Attempt: r.integer(okAttempt), Crashes: r.integer(okCrashes), Crashed: resumed == "1",
-			Input: r.str(okInput), Policy: r.str(okPolicy), Used: r.integer(okUsed), Deadline: r.instant(okDeadline)}
+			Snoozed: resumed == "snoozed",
+			Input:   r.str(okInput), Policy: r.str(okPolicy), Used: r.integer(okUsed), Deadline: r.instant(okDeadline)}
 		if name := r.str(okNextName); name != "" {
 			st.Next = &Dispatch{Index: index + 1, Name: name, Attempt: r.integer(okNextAttempt) + 1,
 				Timeout: r.millis(okNextTimeout)}
@@ -617,6 +633,45 @@ func decodeFail(res []string, index int) (Result, error) {
 	case "done":
 		r.want(3)
 		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(doneStatus)), Code: r.str(doneCode)})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeSnooze decodes snooze.lua's reply.
+func decodeSnooze(res []string) (Result, error) {
+	r := newReply("snooze", res)
+	switch r.word() {
+	case "snoozed":
+		r.want(snoozedLen)
+		return r.result(Result{Outcome: OutcomeSnoozed, Dispatch: r.dispatch(snoozedDispatch),
+			Enqueued: r.flag(snoozedEnqueued)})
+	case "failed":
+		return decodeFailed(r)
+	case "fenced":
+		return decodeFenced(r)
+	case "done":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeGoto decodes goto.lua's reply.
+func decodeGoto(res []string) (Result, error) {
+	r := newReply("goto", res)
+	switch r.word() {
+	case "goto":
+		r.want(gotoLen)
+		return r.result(Result{Outcome: OutcomeGoto, Dispatch: r.dispatch(gotoDispatch), Enqueued: r.flag(gotoEnqueued)})
+	case "failed":
+		return decodeFailed(r)
+	case "fenced":
+		return decodeFenced(r)
+	case "done":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
 	}
 	r.unknown()
 	return r.result(Result{})

@@ -79,6 +79,18 @@ func replyKinds() []replyKind {
 			{"released", "0", "a", "1", "1", "60000", "0"},
 			{"fenced", "fence lost"},
 		}},
+		{"snooze.lua", func(r []string) error { return ignore(decodeSnooze(r)) }, [][]string{
+			{"snoozed", "0", "a", "1", "2", "1800000000000", "60000", "1"},
+			{"failed", "run_timeout", "why"},
+			{"fenced", "fence lost"},
+			{"done", "running"},
+		}},
+		{"goto.lua", func(r []string) error { return ignore(decodeGoto(r)) }, [][]string{
+			{"goto", "0", "a", "2", "60000", "0"},
+			{"failed", "invalid_goto", "why"},
+			{"fenced", "fence lost"},
+			{"done", "running"},
+		}},
 		{"cancel.lua", func(r []string) error { return ignore(decodeCancel(r)) }, [][]string{
 			{"cancelled", "run_s0_a1", "pending"},
 			{"already"},

@@ -18,6 +18,7 @@ type scripts struct {
 	redispatch, repair, timeout, operate, release *redis.Script
 	unlock, peek, gate                            *redis.Script
 	wait, signal                                  *redis.Script
+	snooze, jump                                  *redis.Script // snooze.lua, goto.lua
 }
 
 func loadScripts() scripts {
@@ -42,6 +43,8 @@ func loadScripts() scripts {
 		gate:       withCommon("gate.lua"),
 		wait:       withCommon("wait.lua"),
 		signal:     withCommon("signal.lua"),
+		snooze:     withCommon("snooze.lua"),
+		jump:       withCommon("goto.lua"),
 	}
 }
 

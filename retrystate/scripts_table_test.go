@@ -579,6 +579,11 @@ func TestScriptBegin(t *testing.T) {
 	crashed := func() *world { // attempt 1 of step 0, whose worker stopped renewing its fence
 		return abc().runningAt(0, "old").step(0, "fence_expires_at", tNow-1).zadd(tk.fences(), tNow-1, tRun)
 	}
+	snoozed := func(due int64) *world { // attempt 1 of step 0 snoozed until due (snooze.lua)
+		return abc().runningAt(0, "x").step(0, "status", "pending", "fence", "done:x", "fence_expires_at", "0",
+			"task", taskID(0, 1)+"_g1", "gen", "1", "resuming", "snoozed", "retry_state", "scheduled",
+			"next_attempt_at", due, "snoozes", "1").zrem(tk.fences(), tRun).zadd(tk.scheduled(), due, tRun)
+	}
 	handedBack := func(resuming string, crashes int) *world { // attempt 1 of step 0, re-dispatched as gen 1
 		return abc().runningAt(0, "old").step(0, "status", "pending", "fence", "", "fence_expires_at", "0",
 			"gen", "1", "task", taskID(0, 1)+"_g1", "resuming", resuming, "crashes", crashes).zrem(tk.fences(), tRun)
@@ -598,6 +603,11 @@ func TestScriptBegin(t *testing.T) {
 				reply: `["stale" "0" "a" "1" "1" "0" "60000"]`},
 			{name: "busy: another delivery's fence is live", seed: abc().runningAt(0, "other"),
 				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["busy" "5000"]`},
+			{name: "ok: a snoozed visit resumes its attempt", seed: snoozed(tNow - 1),
+				argv:  beginArgv(0, taskID(0, 1)+"_g1", "tok"),
+				reply: `["ok" "1" "0" "snoozed" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+			{name: "early: a snoozed visit is not due", seed: snoozed(tNow + 2000),
+				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["early" "2000"]`},
 			{name: "early: the retry is not due", seed: abc().retryAt(0, tNow+2000),
 				argv: beginArgv(0, taskID(0, 2), "tok"), reply: `["early" "2000"]`},
 			{name: "ok: the first attempt of a fresh run", seed: abc(), argv: beginArgv(0, taskID(0, 1), "tok"),
@@ -886,6 +896,8 @@ func TestScriptOperate(t *testing.T) {
 			{name: "refused: a cancelled run", seed: abc().cancelledAt(1), argv: argv("skip", "b"), reply: `["refused" "run is cancelled; only a failed run or one needing attention can be skipped"]`},
 			{name: "recover: a failed run", seed: abc().failedAt(1).idem(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "recover: a run needing attention", seed: stuck(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "retry: a step that failed while snoozed starts an attempt", seed: abc().failedAt(1).step(1, "resuming", "snoozed"),
+				argv: argv("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "refused: its attempt's fence is live", seed: stuck().step(1, "fence_expires_at", tNow+1),
 				argv: argv("recover", ""), reply: `["refused" "step \"b\" is running"]`},
 			{name: "recover: a run that never started",
@@ -951,6 +963,72 @@ func TestScriptUnlock(t *testing.T) {
 			{name: "released", seed: held(), argv: []any{"me", 0}, reply: `1`},
 			{name: "held by another", seed: held(), argv: []any{"you", 60000}, reply: `0`},
 			{name: "free", seed: nothing(), argv: []any{"me", 0}, reply: `0`},
+		},
+	}.run(t)
+}
+
+// snoozeCase is a snooze of step idx by token for delay ms, predicting the
+// next visit's task next ("" for none).
+//
+//nolint:unparam // each case names the token it snoozes with, next to the fence it seeds
+func snoozeCase(name string, seed *world, idx int, token string, delay int, next, reply string) luaCase {
+	return luaCase{name: name, seed: seed,
+		keys: []string{runKey, taskKey(next), tk.asynqPending(), tk.asynqScheduled()},
+		argv: []any{token, idx, delay, next, "MSG", tKeep}, reply: reply}
+}
+
+func TestScriptSnooze(t *testing.T) {
+	luaTable{name: "snooze", script: loadScripts().snooze, runLevel: true,
+		cases: []luaCase{
+			snoozeCase("snoozed: its task scheduled", abc().runningAt(0, "tok"), 0, "tok", 1500, taskID(0, 1)+"_g1",
+				`["snoozed" "0" "a" "1" "1" "1800000001500" "60000" "1"]`),
+			snoozeCase("snoozed: due now, its task pending", abc().runningAt(1, "tok"), 1, "tok", 0, taskID(1, 1)+"_g1",
+				`["snoozed" "1" "b" "1" "1" "1800000000000" "60000" "1"]`),
+			snoozeCase("snoozed: no task predicted", abc().runningAt(0, "tok"), 0, "tok", 1000, "",
+				`["snoozed" "0" "a" "1" "1" "1800000001000" "60000" "0"]`),
+			snoozeCase("snoozed: again, the next gen",
+				abc().runningAt(0, "tok").step(0, "gen", "2", "task", taskID(0, 1)+"_g2", "snoozes", "2"), 0, "tok", 1000,
+				taskID(0, 1)+"_g3", `["snoozed" "0" "a" "1" "3" "1800000001000" "60000" "1"]`),
+			snoozeCase("failed: the visit would come after the deadline",
+				abc().runningAt(0, "tok").set("run_timeout_ms", "60000", "deadline", tNow+1500).
+					zadd(tk.deadlines(), tNow+1500, tRun),
+				0, "tok", 1500, taskID(0, 1)+"_g1", `["failed" "run_timeout" "step \"a\" snoozed for 1500ms, past the run's deadline (run_timeout 60s)"]`),
+			snoozeCase("fenced: run gone", nothing(), 0, "tok", 1000, "", `["fenced" "run gone"]`),
+			snoozeCase("fenced: run cancelled", abc().cancelledAt(0), 0, "tok", 1000, "", `["fenced" "run cancelled"]`),
+			snoozeCase("fenced: another delivery's fence", abc().runningAt(0, "other"), 0, "tok", 1000, "", `["fenced" "fence lost"]`),
+			snoozeCase("done: applied before",
+				abc().runningAt(0, "x").step(0, "status", "pending", "fence", "done:tok", "resuming", "snoozed"),
+				0, "tok", 1000, "", `["done" "running"]`),
+		},
+	}.run(t)
+}
+
+// gotoCase is a goto from step idx by token to target, predicting the
+// target's task next ("" for none).
+//
+//nolint:unparam // each case names the token it jumps with, next to the fence it seeds
+func gotoCase(name string, seed *world, idx int, token, target, next, reply string) luaCase {
+	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
+		argv: []any{token, idx, target, next, "MSG", tKeep}, reply: reply}
+}
+
+func TestScriptGoto(t *testing.T) {
+	luaTable{name: "goto", script: loadScripts().jump, runLevel: true,
+		cases: []luaCase{
+			gotoCase("goto: an earlier step, its task written", abc().runningAt(2, "tok"), 2, "tok", "a", taskID(0, 2),
+				`["goto" "0" "a" "2" "60000" "1"]`),
+			gotoCase("goto: the step before, no task predicted", abc().runningAt(1, "tok"), 1, "tok", "a", "",
+				`["goto" "0" "a" "2" "60000" "0"]`),
+			gotoCase("goto: the same step", abc().runningAt(1, "tok"), 1, "tok", "b", taskID(1, 2),
+				`["goto" "1" "b" "2" "60000" "1"]`),
+			gotoCase("failed: a later step", abc().runningAt(0, "tok"), 0, "tok", "c", "",
+				`["failed" "invalid_goto" "step \"a\": goto \"c\": no such step at or before it"]`),
+			gotoCase("failed: an unknown step", abc().runningAt(1, "tok"), 1, "tok", "zz", "",
+				`["failed" "invalid_goto" "step \"b\": goto \"zz\": no such step at or before it"]`),
+			gotoCase("fenced: run gone", nothing(), 0, "tok", "a", "", `["fenced" "run gone"]`),
+			gotoCase("fenced: another delivery's fence", abc().runningAt(1, "other"), 1, "tok", "a", "", `["fenced" "fence lost"]`),
+			gotoCase("done: applied before", abc().runningAt(0, "new").step(1, "fence", "done:tok"), 1, "tok", "a", "",
+				`["done" "running"]`),
 		},
 	}.run(t)
 }

@@ -115,6 +115,11 @@ const (
 	// AttemptDeferred: the step's circuit breaker was open (or another
 	// attempt was probing it): the attempt was put off, spending no budget.
 	AttemptDeferred AttemptOutcome = "deferred"
+	// AttemptSnoozed: the step body asked to run again later (Snooze); the
+	// same attempt runs again after the delay, spending no budget.
+	AttemptSnoozed AttemptOutcome = "snoozed"
+	// AttemptGoto: the step body asked to continue at a step (Goto).
+	AttemptGoto AttemptOutcome = "goto"
 )
 
 // WaitReason is what a run or step waits for while it holds no worker slot.

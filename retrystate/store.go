@@ -241,6 +241,71 @@ func (s *Store) Fail(ctx context.Context, a FailArgs) (Result, error) {
 	return decodeFail(res, a.Index)
 }
 
+// SnoozeArgs asks for the next visit of a running attempt after Delay
+// (workflow.Snooze).
+type SnoozeArgs struct {
+	RunID     string
+	Index     int
+	Token     string
+	Delay     time.Duration
+	Retention time.Duration
+	Now       time.Time
+	// TaskID and Message, when set, are the task ID and the asynq message
+	// (tasks.AsynqMessage) the caller expects the next visit to get (the
+	// same attempt, the next gen): the script writes that task, scheduled
+	// for its due time, when the prediction holds.
+	TaskID  string
+	Message []byte
+}
+
+// Snooze records that a running attempt's body asked to run again after
+// Delay: the step is pending again under a new dispatch of the same
+// attempt, due at Now+Delay, spending no retry budget (OutcomeSnoozed). A
+// visit due at or after the run's deadline fails the run (OutcomeRunFailed,
+// run_timeout). Fenced by the attempt's token; a snooze applied before whose
+// reply was lost answers OutcomeDone.
+func (s *Store) Snooze(ctx context.Context, a SnoozeArgs) (Result, error) {
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
+	res, err := s.run(ctx, s.scripts.snooze, keys,
+		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Delay.Milliseconds(), a.TaskID, a.Message, a.Retention.Milliseconds()))
+	if err != nil {
+		return Result{}, fmt.Errorf("snooze: %w", err)
+	}
+	return decodeSnooze(res)
+}
+
+// GotoArgs asks a running attempt's run to continue at step Target
+// (workflow.Goto).
+type GotoArgs struct {
+	RunID     string
+	Index     int
+	Token     string
+	Target    string
+	Retention time.Duration
+	Now       time.Time
+	// TaskID and Message, when set, are the task ID and the asynq message
+	// the caller expects the target's new attempt to get: the script writes
+	// that task, due now, when the prediction holds.
+	TaskID  string
+	Message []byte
+}
+
+// Goto records that a running attempt's body asked to continue at an
+// earlier step, or its own: the checkpoints from the target on are
+// superseded (kept in the journal) and the target gets a new attempt, due
+// now (OutcomeGoto). A target that is not this step or an earlier one fails
+// the run (OutcomeRunFailed, invalid_goto). Fenced by the attempt's token; a
+// goto applied before whose reply was lost answers OutcomeDone.
+func (s *Store) Goto(ctx context.Context, a GotoArgs) (Result, error) {
+	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending()}
+	res, err := s.run(ctx, s.scripts.jump, keys,
+		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Target, a.TaskID, a.Message, a.Retention.Milliseconds()))
+	if err != nil {
+		return Result{}, fmt.Errorf("goto: %w", err)
+	}
+	return decodeGoto(res)
+}
+
 // ReleaseArgs hands back an attempt its worker stopped because it could not
 // renew the attempt's fence.
 type ReleaseArgs struct {

@@ -315,7 +315,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeCrashed, 0)
 	} else {
 		log.Debug("attempt started")
-		if p.Index == 0 && b.Attempt == 1 {
+		if p.Index == 0 && b.Attempt == 1 && !b.Snoozed {
 			e.cfg.Observer.RunStarted(p.Workflow)
 		}
 	}
@@ -366,6 +366,13 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	}
 	if runErr == nil {
 		return e.complete(ctx, log, p, token, string(output), b.Next, elapsed)
+	}
+	// A loop (loops.go): requests, not failures.
+	if d, ok := SnoozeOf(runErr); ok {
+		return e.snooze(ctx, log, p, token, pol, d, elapsed)
+	}
+	if target, ok := GotoOf(runErr); ok {
+		return e.jump(ctx, log, p, token, target, elapsed)
 	}
 	return e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
 }

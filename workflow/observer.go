@@ -70,6 +70,12 @@ const (
 	// OutcomeDeferred: the step's circuit breaker was open (or another
 	// attempt was probing it): the attempt was put off, spending no budget.
 	OutcomeDeferred = retrystate.AttemptDeferred
+	// OutcomeSnoozed: the step body asked to run again later (Snooze); the
+	// same attempt runs again after the delay, spending no budget.
+	OutcomeSnoozed = retrystate.AttemptSnoozed
+	// OutcomeGoto: the step body asked to continue at this step or an
+	// earlier one (Goto).
+	OutcomeGoto = retrystate.AttemptGoto
 )
 
 // NopObserver is an Observer that does nothing; the default.

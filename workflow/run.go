@@ -53,6 +53,7 @@ const (
 	CodePermanentError        = retrystate.CodePermanentError
 	CodeRunTimeout            = retrystate.CodeRunTimeout
 	CodeMaxIterationsExceeded = retrystate.CodeMaxIterationsExceeded
+	CodeInvalidGoto           = retrystate.CodeInvalidGoto
 	CodeCrashBudgetExhausted  = retrystate.CodeCrashBudgetExhausted
 	CodeCancelled             = retrystate.CodeCancelled
 )
@@ -75,11 +76,13 @@ type Run struct {
 	Input           json.RawMessage `json:"input,omitempty"`
 	CurrentStep     string          `json:"current_step,omitempty"`
 	Iterations      int             `json:"iterations"`
-	CreatedAt       time.Time       `json:"created_at"`
-	StartedAt       *time.Time      `json:"started_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	Deadline        *time.Time      `json:"deadline"`
+	// Gotos is the number of gotos the run took (Goto).
+	Gotos      int        `json:"gotos,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Deadline   *time.Time `json:"deadline"`
 	// OrderingKey is the run's ordering key ("" for none).
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// WaitingFor says what the run waits for while it holds no worker slot:
@@ -101,7 +104,12 @@ type StepState struct {
 	Attempts int `json:"attempts"`
 	// RetryAttempts is the number of retries scheduled within the step's
 	// current retry budget.
-	RetryAttempts  int             `json:"retry_attempts"`
+	RetryAttempts int `json:"retry_attempts"`
+	// Snoozes is the number of times the step snoozed (Snooze).
+	Snoozes int `json:"snoozes,omitempty"`
+	// Snoozed: the step is pending after a snooze (RetryState is
+	// "scheduled" and NextAttemptAt its next visit; no attempt failed).
+	Snoozed        bool            `json:"snoozed,omitempty"`
 	RetryState     RetryState      `json:"retry_state"`
 	NextAttemptAt  *time.Time      `json:"next_attempt_at"`
 	LastError      string          `json:"last_error"`
@@ -151,13 +159,13 @@ func runFromRecord(rec *retrystate.Run) *Run {
 		ID: rec.ID, Workflow: rec.Workflow, Status: rec.Status, Warning: rec.Warning,
 		NeedsAttention: rec.NeedsAttention, AttentionReason: rec.AttentionReason, FailureCode: rec.FailureCode, FailureReason: rec.FailureReason,
 		Owner: rec.Owner, IdempotencyKey: rec.IdempotencyKey, Input: rawJSON(rec.Input),
-		Iterations: rec.Iterations, CreatedAt: rec.CreatedAt.UTC(), StartedAt: timePtr(rec.StartedAt),
+		Iterations: rec.Iterations, Gotos: rec.Gotos, CreatedAt: rec.CreatedAt.UTC(), StartedAt: timePtr(rec.StartedAt),
 		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: timePtr(rec.FinishedAt), Deadline: timePtr(rec.Deadline),
 	}
 	for _, s := range rec.Steps {
 		st := StepState{
 			Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
-			RetryAttempts: s.RetryAttempts, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
+			RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
 			LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
 			Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
 			Output: rawJSON(s.Output),
@@ -210,6 +218,9 @@ const (
 	EventAttemptCrashed     = retrystate.EventAttemptCrashed
 	EventAttemptInterrupted = retrystate.EventAttemptInterrupted
 	EventRetryScheduled     = retrystate.EventRetryScheduled
+	EventStepSnoozed        = retrystate.EventStepSnoozed
+	EventStepGoto           = retrystate.EventStepGoto
+	EventStepSuperseded     = retrystate.EventStepSuperseded
 	EventRunSucceeded       = retrystate.EventRunSucceeded
 	EventRunFailed          = retrystate.EventRunFailed
 	EventRunCancelled       = retrystate.EventRunCancelled

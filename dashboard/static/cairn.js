@@ -31,7 +31,9 @@
       var due = Date.parse(el.dataset.due);
       if (isNaN(due)) continue;
       var s = Math.ceil((due - now) / 1000);
-      el.textContent = s > 0 ? "retry in " + s + "s" : "retrying now";
+      // data-label (a snooze: "runs again") replaces "retry".
+      var label = el.dataset.label || "retry";
+      el.textContent = s > 0 ? label + " in " + s + "s" : (el.dataset.label ? "running again now" : "retrying now");
       if (s <= 0 && !expired[el.dataset.due]) {
         expired[el.dataset.due] = true;
         setTimeout(refresh, 1500);

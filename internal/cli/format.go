@@ -45,6 +45,11 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		attention = "yes"
 	}
 	field("needs attention", attention)
+	iters := strconv.Itoa(run.Iterations)
+	if run.Gotos > 0 {
+		iters += fmt.Sprintf(" (%d gotos)", run.Gotos)
+	}
+	field("iterations", iters)
 	if run.FailureCode != "" || run.FailureReason != "" {
 		field("reason", failureText(run))
 	}
@@ -78,14 +83,18 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 			name += " (optional)"
 		}
 		next := "-"
+		retry := string(st.RetryState)
 		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
 			next = inDuration(st.NextAttemptAt.Sub(now))
+		}
+		if st.Snoozed && st.Status == workflow.StepPending {
+			retry = fmt.Sprintf("snoozed (%d)", st.Snoozes)
 		}
 		if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
 			next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(string(st.Status), 0), st.Attempts,
-			cell(string(st.RetryState), 0), next, cell(dash(st.LastError), maxErrorWidth))
+			cell(retry, 0), next, cell(dash(st.LastError), maxErrorWidth))
 	}
 	return tw.Flush()
 }

@@ -216,12 +216,40 @@ func TestProgressLines(t *testing.T) {
 			"fetch: attempt 2 was interrupted: its worker could not reach Redis and handed it back"},
 		{workflow.Event{Type: workflow.EventAttemptStarted, Step: "fetch", Attempt: 2, Details: map[string]string{"resumed": "interrupted"}},
 			"fetch: attempt 2 started (resumed after its worker lost Redis)"},
+		{workflow.Event{Type: workflow.EventStepSnoozed, Step: "poll", Attempt: 1, Details: map[string]string{"delay_ms": "30000"}},
+			"poll: snoozed: attempt 1 runs again in 30s"},
+		{workflow.Event{Type: workflow.EventAttemptStarted, Step: "poll", Attempt: 1, Details: map[string]string{"resumed": "snoozed"}},
+			"poll: attempt 1 runs again after its snooze"},
+		{workflow.Event{Type: workflow.EventStepGoto, Step: "check", Attempt: 1, Details: map[string]string{"from": "check", "to": "fetch"}},
+			"check: goto fetch"},
+		{workflow.Event{Type: workflow.EventStepSuperseded, Step: "fetch", Attempt: 1, Details: map[string]string{"by": "check"}},
+			"fetch: checkpoint of attempt 1 superseded by the goto"},
 		{workflow.Event{Type: workflow.EventRunFailed}, ""},
 		{workflow.Event{Type: "reconciler_repair", Step: "fetch", Details: map[string]string{"why": "task missing"}},
 			`fetch: reconciler_repair why="task missing"`},
 	} {
 		if got := progressLine(run, tc.ev); got != tc.want {
 			t.Errorf("progressLine(%s) = %q, want %q", tc.ev.Type, got, tc.want)
+		}
+	}
+}
+
+// TestWriteRunShowsLoops: status shows the run's iterations and gotos, and a
+// snoozed step's snooze count and countdown.
+func TestWriteRunShowsLoops(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	due := now.Add(30 * time.Second)
+	run := &workflow.Run{ID: "r1", Workflow: "demo", Status: workflow.StatusRunning, Iterations: 7, Gotos: 2,
+		CreatedAt: now, Steps: []workflow.StepState{{Name: "poll", Status: workflow.StepPending, Attempts: 1,
+			RetryState: workflow.RetryScheduled, NextAttemptAt: &due, Snoozes: 3, Snoozed: true}}}
+	var b strings.Builder
+	if err := writeRun(&b, run, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"iterations:       7 (2 gotos)", "snoozed (3)", "in 30s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
 }

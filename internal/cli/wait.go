@@ -169,6 +169,11 @@ func (p *progress) countdown(run *workflow.Run, redraw bool) {
 		p.clear()
 		return
 	}
+	if st.Snoozed {
+		p.show(fmt.Sprintf("%s: snoozed (%d so far); runs again %s", cell(st.Name, 0), st.Snoozes,
+			inDuration(st.NextAttemptAt.Sub(now))), redraw, now)
+		return
+	}
 	head := fmt.Sprintf("%s: attempt %d failed: ", cell(st.Name, 0), st.Attempts)
 	tail := fmt.Sprintf("; next attempt %d %s", st.Attempts+1, inDuration(st.NextAttemptAt.Sub(now)))
 	errWidth := maxCountdownError
@@ -234,6 +239,8 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		case "", "0":
 		case "interrupted":
 			line += " (resumed after its worker lost Redis)"
+		case "snoozed":
+			line = fmt.Sprintf("%s: attempt %d runs again after its snooze", ev.Step, ev.Attempt)
 		default:
 			line += " (resumed after a worker crash)"
 		}
@@ -254,6 +261,12 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 			ev.Step, ev.Attempt)
 	case workflow.EventRetryScheduled:
 		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+	case workflow.EventStepSnoozed:
+		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+	case workflow.EventStepGoto:
+		return fmt.Sprintf("%s: goto %s", ev.Step, cell(d["to"], 0))
+	case workflow.EventStepSuperseded:
+		return fmt.Sprintf("%s: checkpoint of attempt %d superseded by the goto", ev.Step, ev.Attempt)
 	case workflow.EventRunWaiting:
 		what := "ordering key " + strconv.Quote(d["gate"])
 		if d["reason"] == string(workflow.WaitWorkflowLimit) {

@@ -98,11 +98,12 @@ local crashes = nil -- read when the attempt resumes after a crash
 -- crashed: this begin resumes an attempt whose worker died, either found
 -- here (the fence expired) or by the reconciler, which re-dispatched it.
 -- resume: this begin resumes an attempt rather than starts one: after a
--- crash, or after its worker handed it back (release.lua).
+-- crash, after its worker handed it back (release.lua), or after the body
+-- snoozed (snooze.lua).
 local crashed, resume = 0, 0
 if st_resuming == "1" then
   crashed, resume = 1, 1
-elseif st_resuming == "interrupted" then
+elseif st_resuming == "interrupted" or st_resuming == "snoozed" then
   resume = 1
 end
 -- again: this delivery's own begin was applied before (see the header).
@@ -130,7 +131,7 @@ local resumed = "0"
 if crashed == 1 then
   resumed = "1"
 elseif resume == 1 then
-  resumed = "interrupted"
+  resumed = st_resuming -- "interrupted" or "snoozed"
 end
 if again then
   local fence_expires = int(NOW + ttl)
@@ -206,7 +207,7 @@ else
     w[#w + 1] = p .. "next_attempt_at"
     w[#w + 1] = "0"
   end
-  if st_resuming == "1" or st_resuming == "interrupted" then
+  if resume == 1 and st_resuming and st_resuming ~= "0" then
     w[#w + 1] = p .. "resuming"
     w[#w + 1] = "0"
   end

@@ -64,6 +64,11 @@ if st_status == "running" and num(st_fence_expires_at) > NOW then
 end
 
 local to = reopen(status)
+if step_get(target, "resuming")[1] == "snoozed" then
+  -- A step that failed (run timeout, cancel) while snoozed: its next begin
+  -- starts an attempt, not the snoozed one's next visit.
+  step_set(target, "resuming", "0")
+end
 journal("run_recovered", "action", action, "step", st_name, "actor", actor)
 notify("run_recovered", run_workflow, "action", action, "step", st_name, "actor", actor)
 

@@ -88,7 +88,29 @@ type Spec struct {
 	// first action does not hold scheme://host[:port] and a "/", "?" or
 	// "#" after it. Without AllowedHosts New refuses such a template.
 	AllowedHosts []string
+	// Poll, when set, repeats the request until a template over its
+	// response is true (see Poll).
+	Poll *Poll
 }
+
+// Poll repeats an http step's request until it reports done: after each
+// successful (2xx) response, Until is rendered with the template data plus
+// .output, the response as the step's output (status, headers, body); "true"
+// is done and the response is the step's output, "false" snoozes the step
+// (workflow.Snooze) for Interval, after which it sends the request again. Any
+// other rendering fails the step permanently (code http_poll_invalid). Each
+// request counts against the run's max_iterations.
+type Poll struct {
+	// Until is the template that tells the step is done, like
+	// {{eq .output.body.status "done"}}. Required.
+	Until string
+	// Interval is the delay between requests. Required, positive.
+	Interval time.Duration
+}
+
+// CodePollInvalid is the code of the error of a poll whose until template
+// rendered neither "true" nor "false", or failed to render.
+const CodePollInvalid = "http_poll_invalid"
 
 // Options configure how http steps send requests. A zero field takes the
 // default in its comment.
@@ -178,6 +200,8 @@ type Step struct {
 	headers           []header    // sorted by name
 	steps             []string
 	allowed           allowList
+	until             *Template // Poll.Until; nil without a poll
+	interval          time.Duration
 	opts              Options
 	client            *http.Client // opts.Client with the step's redirect rules
 }
@@ -246,6 +270,17 @@ func New(spec Spec, opts Options) (*Step, error) {
 		s.allowed = append(s.allowed, p)
 	}
 	s.body = parse("body", spec.Body)
+	if spec.Poll != nil {
+		if strings.TrimSpace(spec.Poll.Until) == "" {
+			bad("poll.until", errors.New(`missing (a template that is true when done, like {{eq .output.body.status "done"}})`))
+		} else {
+			s.until = parse("poll.until", spec.Poll.Until)
+		}
+		if spec.Poll.Interval <= 0 {
+			bad("poll.interval", fmt.Errorf("want a positive duration, like 30s, got %s", spec.Poll.Interval))
+		}
+		s.interval = spec.Poll.Interval
+	}
 	names := make([]string, 0, len(spec.Headers))
 	for name := range spec.Headers {
 		names = append(names, name)
@@ -339,11 +374,58 @@ type Response struct {
 // Run sends the request of the attempt sc describes and returns its
 // *Response. It is a workflow.StepFunc.
 func (s *Step) Run(ctx context.Context, sc *workflow.StepContext) (any, error) {
-	resp, err := s.Do(ctx, AttemptOf(sc, s.steps))
+	a := AttemptOf(sc, s.steps)
+	resp, err := s.Do(ctx, a)
 	if err != nil {
 		return nil, err
 	}
+	if s.until != nil {
+		done, err := s.Done(a, resp)
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			sc.Logger().Info("poll: not done yet; snoozing", "interval", s.interval)
+			return nil, workflow.Snooze(s.interval)
+		}
+	}
 	return resp, nil
+}
+
+// Done tells whether resp, a response of attempt a, ends the step's poll:
+// its until template renders "true" (done) or "false". A step without a
+// poll is always done.
+func (s *Step) Done(a Attempt, resp *Response) (bool, error) {
+	if s.until == nil {
+		return true, nil
+	}
+	data, err := a.Data()
+	if err != nil {
+		return false, err
+	}
+	// .output is the response as the step's output JSON would read, so
+	// numbers in the body are json.Number as everywhere else.
+	data["output"] = map[string]any{"status": resp.Status, "headers": resp.Headers, "body": resp.Body}
+	out, err := s.until.Execute(data)
+	if err != nil {
+		return false, workflow.WithCode(workflow.Permanent(fmt.Errorf("poll.until: %w", err)), CodePollInvalid)
+	}
+	switch strings.TrimSpace(out) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, workflow.WithCode(workflow.Permanent(fmt.Errorf("poll.until rendered %q, want true or false",
+		truncateText(out, 100))), CodePollInvalid)
+}
+
+// truncateText cuts s to at most n bytes, marking the cut.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // Do renders the request for attempt a, sends it and returns the response

@@ -468,3 +468,46 @@ func hostOf(t *testing.T, srv *httptest.Server) string {
 	}
 	return u.Host
 }
+
+// TestPollDone: a poll's until template reads the response as .output;
+// "true" and "false" tell done and not done, anything else (or a template
+// that fails) is a permanent error with code http_poll_invalid, and New
+// refuses a poll without until or a positive interval.
+func TestPollDone(t *testing.T) {
+	t.Parallel()
+	resp := &httpstep.Response{Status: 200, Headers: map[string]string{}, Body: map[string]any{"status": "done"}}
+	a := httpstep.Attempt{Input: json.RawMessage(`{"want": "done"}`)}
+	for _, tc := range []struct {
+		until   string
+		done    bool
+		invalid bool
+	}{
+		{`{{eq .output.body.status "done"}}`, true, false},
+		{`{{eq .output.body.status .input.want}}`, true, false},
+		{`{{eq .output.body.status "running"}}`, false, false},
+		{` {{eq .output.status 200}} `, true, false},
+		{`yes`, false, true},
+		{`{{.output.body.missing}}`, false, true},
+	} {
+		s, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "http://x/",
+			Poll: &httpstep.Poll{Until: tc.until, Interval: time.Second}}, httpstep.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.until, err)
+		}
+		done, err := s.Done(a, resp)
+		if tc.invalid {
+			if err == nil || !workflow.IsPermanent(err) || workflow.Code(err) != httpstep.CodePollInvalid {
+				t.Errorf("%s: %v, want a permanent %s", tc.until, err, httpstep.CodePollInvalid)
+			}
+			continue
+		}
+		if err != nil || done != tc.done {
+			t.Errorf("%s: %v, %v; want %v", tc.until, done, err, tc.done)
+		}
+	}
+	for _, p := range []httpstep.Poll{{Interval: time.Second}, {Until: "true"}, {Until: "true", Interval: -time.Second}} {
+		if _, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "http://x/", Poll: &p}, httpstep.Options{}); err == nil {
+			t.Errorf("New accepted poll %+v", p)
+		}
+	}
+}

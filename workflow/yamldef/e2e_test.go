@@ -295,3 +295,103 @@ func TestYAMLHTTPStepSecurity(t *testing.T) {
 		t.Errorf("the api got %d requests, want 1", n)
 	}
 }
+
+// TestYAMLPollUntilDone: an http step with poll repeats its request, one per
+// interval, until its until template is true; the polls are snoozes (no
+// retry spent, one attempt), each journaled, and the step's output is the
+// last response.
+func TestYAMLPollUntilDone(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var hits []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		hits = append(hits, time.Now())
+		n := len(hits)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		status := "running"
+		if n >= 3 {
+			status = "done"
+		}
+		_, _ = fmt.Fprintf(w, `{"status": %q, "n": %d}`, status, n)
+	}))
+	defer srv.Close()
+
+	h := startWorker(t, "workflows.yaml", fmt.Sprintf(`workflows:
+  wait-job:
+    resiliency:
+      retry: {max_attempts: 1}
+      max_iterations: 10
+    steps:
+      - name: job
+        type: http
+        with:
+          method: GET
+          url: "%s/jobs/1"
+          poll: {until: '{{eq .output.body.status "done"}}', interval: 300ms}
+`, srv.URL))
+	run := h.run("wait-job", nil, 30*time.Second)
+	if run.Status != workflow.StatusSucceeded {
+		t.Fatalf("run ended %s (%s: %s)", run.Status, run.FailureCode, run.FailureReason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hits) != 3 {
+		t.Fatalf("%d requests, want 3", len(hits))
+	}
+	for i := 1; i < len(hits); i++ {
+		if gap := hits[i].Sub(hits[i-1]); gap < 300*time.Millisecond {
+			t.Errorf("request %d came %s after the one before, within the poll interval", i+1, gap)
+		}
+	}
+	s := run.Step("job")
+	if s.Attempts != 1 || s.RetryAttempts != 0 || s.Snoozes != 2 {
+		t.Errorf("job: %d attempts, %d retries, %d snoozes; want 1, 0, 2", s.Attempts, s.RetryAttempts, s.Snoozes)
+	}
+	var out struct {
+		Body struct {
+			Status string `json:"status"`
+			N      int    `json:"n"`
+		} `json:"body"`
+	}
+	if err := json.Unmarshal(s.Output, &out); err != nil || out.Body.Status != "done" || out.Body.N != 3 {
+		t.Errorf("output %s (%v), want the third response", s.Output, err)
+	}
+	snoozes := 0
+	for _, ev := range h.events(run.ID) {
+		if ev.Type == workflow.EventStepSnoozed && ev.Step == "job" {
+			snoozes++
+		}
+	}
+	if snoozes != 2 {
+		t.Errorf("%d step_snoozed events, want 2", snoozes)
+	}
+}
+
+// TestYAMLPollCountsAgainstMaxIterations: a poll that is never done fails
+// the run at its iteration ceiling.
+func TestYAMLPollCountsAgainstMaxIterations(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, `{"status": "running"}`)
+	}))
+	defer srv.Close()
+	h := startWorker(t, "workflows.yaml", fmt.Sprintf(`workflows:
+  never:
+    resiliency: {max_iterations: 3}
+    steps:
+      - name: job
+        type: http
+        with: {method: GET, url: "%s/", poll: {until: '{{eq .output.body.status "done"}}', interval: 10ms}}
+`, srv.URL))
+	run := h.run("never", nil, 30*time.Second)
+	if run.Status != workflow.StatusFailed || run.FailureCode != workflow.CodeMaxIterationsExceeded {
+		t.Fatalf("run ended %s (%s), want failed with max_iterations_exceeded", run.Status, run.FailureCode)
+	}
+	if hits.Load() != 3 {
+		t.Errorf("%d requests, want 3", hits.Load())
+	}
+}

@@ -26,7 +26,8 @@ var (
 	timeoutKeys = []string{"step", "total"}
 	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
 		"max_crashes", "circuit_breaker", "allowed_hosts", "with"}
-	httpKeys = []string{"method", "url", "headers", "body"}
+	httpKeys = []string{"method", "url", "headers", "body", "poll"}
+	pollKeys = []string{"until", "interval"}
 )
 
 // stubStep stands in for a step body when names are checked with the
@@ -488,7 +489,8 @@ func (p *parser) stepTypes() map[string]StepType {
 }
 
 // HTTPStep is the built-in "http" step type (see package httpstep). Its
-// "with" mapping has method, url, headers and body; spec.AllowedHosts
+// "with" mapping has method, url, headers, body and poll (until, interval:
+// httpstep.Poll); spec.AllowedHosts
 // becomes the httpstep.Spec's AllowedHosts.
 func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
 	hp := &parser{}
@@ -533,6 +535,25 @@ func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
 					nodes["headers."+e.name] = e.val
 					nodes["header name "+e.name] = e.key
 				}
+			}
+		}
+	}
+	if v := m.get("poll"); v != nil {
+		nodes["poll"] = v
+		if pm, ok := hp.asMapping(v, "with.poll"); ok {
+			hp.unknown(pm, "with.poll", pollKeys...)
+			hs.Poll = &httpstep.Poll{}
+			if u := pm.get("until"); u != nil {
+				nodes["poll.until"] = u
+				hs.Poll.Until, _ = hp.scalar(u, "with.poll.until")
+			} else {
+				hp.errorf(v, `with.poll: missing key until (a template that is true when done, like {{eq .output.body.status "done"}})`)
+			}
+			if iv := pm.get("interval"); iv != nil {
+				nodes["poll.interval"] = iv
+				hs.Poll.Interval, _ = hp.duration(iv, "with.poll.interval")
+			} else {
+				hp.errorf(v, "with.poll: missing key interval (the delay between requests, like 30s)")
 			}
 		}
 	}

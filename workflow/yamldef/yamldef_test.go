@@ -183,6 +183,20 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", "workflows: {}\n---\nworkflows: {}\n", "---", "more than one YAML document"},
 		{"unknown anchor", "workflows: *nope\n", "@", "unknown anchor 'nope' referenced"},
 
+		// Polls (with.poll of an http step).
+		{"poll without interval", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {until: 'true'}}\n"),
+			"{until", "with.poll: missing key interval"},
+		{"poll without until", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {interval: 1s}}\n"),
+			"{interval", "with.poll: missing key until"},
+		{"poll interval without unit", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {until: 'true', interval: 30}}\n"),
+			"30}", "with.poll.interval: 30 has no unit"},
+		{"poll until does not parse", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {until: '{{eq .output', interval: 1s}}\n"),
+			"'{{eq", "with.poll.until: template"},
+		{"poll until reads a later step", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {until: '{{.steps.z.ok}}', interval: 1s}}\n"),
+			"'{{.steps.z", `"z" is not an earlier step`},
+		{"poll unknown key", step("      - name: s\n        type: http\n        with: {method: GET, url: 'http://x', poll: {until: 'true', interval: 1s, every: 2s}}\n"),
+			"every", `with.poll: unknown key "every"`},
+
 		// Workflows.
 		{"duplicate workflow", "workflows:\n  w:\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n  w:\n    steps: []\n",
 			"w:\n    steps: []", `duplicate workflow "w" (first at line 2)`},

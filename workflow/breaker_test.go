@@ -112,3 +112,42 @@ func TestCircuitBreakerPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestCircuitBreakerProbeSnoozes: a probe whose body snoozes (the
+// dependency answered: "not ready yet") closes the breaker, so the
+// snoozed step's next visit is not deferred until the probe's lease ends.
+func TestCircuitBreakerProbeSnoozes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var (
+		mu    sync.Mutex
+		calls int
+	)
+	body := func(context.Context, *workflow.StepContext) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		switch calls {
+		case 1:
+			return nil, errors.New("dependency unavailable") // opens the breaker (threshold 1)
+		case 2:
+			return nil, workflow.Snooze(50 * time.Millisecond) // the probe: answered, not ready
+		}
+		return "ready", nil
+	}
+	pol := workflow.Policy{MaxAttempts: 3, InitialInterval: 20 * time.Millisecond, MaxInterval: 20 * time.Millisecond,
+		Jitter: workflow.JitterNone, CircuitBreaker: &workflow.CircuitBreaker{Name: "poll", FailureThreshold: 1,
+			Cooldown: 200 * time.Millisecond}}
+	e.startWorker(workflow.WorkerConfig{Concurrency: 1},
+		workflow.Definition{Name: "polls-dep", Policy: pol, Steps: []workflow.Step{{Name: "poll", Run: body}}})
+	run := mustStart(t, e.client, "polls-dep", nil)
+	// Without the snooze closing the breaker, the next visit would wait for
+	// the probe's lease: the step timeout (15m) + 1m.
+	if got := e.wait(run.ID, 20*time.Second); got.Status != workflow.StatusSucceeded {
+		t.Fatalf("run: %s %s", got.Status, got.FailureReason)
+	}
+	bs, err := e.client.Breakers(ctxb)
+	if err != nil || len(bs) != 1 || bs[0].State != "closed" || bs[0].Opened != 1 {
+		t.Fatalf("breakers %+v, %v; want poll closed, opened once", bs, err)
+	}
+}

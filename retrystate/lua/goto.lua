@@ -57,6 +57,12 @@ for i = idx, 0, -1 do
   end
 end
 redis.call("ZREM", IDX.fences, RUN_ID)
+-- The body ran without an error: for the step's circuit breaker, the
+-- dependency answered (a probe that jumps closes the breaker).
+local st_breaker = redis.call("HGET", RUN, "s" .. ARGV[5] .. ".breaker")
+if st_breaker and st_breaker ~= "" then
+  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+end
 if not target then
   local reason = string.format("step %q: goto %q: no such step at or before it", st_name, target_name)
   journal("attempt_failed", "step", st_name, "attempt", st_attempt, "class", "permanent", "code", "invalid_goto",

@@ -55,6 +55,12 @@ local due = NOW + delay
 local deadline = num(run_deadline)
 
 redis.call("ZREM", IDX.fences, RUN_ID)
+-- The body ran without an error: for the step's circuit breaker, the
+-- dependency answered (a probe that snoozes closes the breaker).
+local st_breaker = redis.call("HGET", RUN, "s" .. ARGV[5] .. ".breaker")
+if st_breaker and st_breaker ~= "" then
+  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q snoozed for %dms, past the run's deadline (%s)", st_name, delay,
     timeout_limit(idx))

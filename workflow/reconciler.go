@@ -275,7 +275,14 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	}
 	defer r.running.Unlock()
 	token := r.token
+	asked := r.clock.Now()
 	ok, err := r.store.TryLock(ctx, name, token, ttl)
+	if err == nil && r.clock.Now().Sub(asked) > slowLockCall {
+		// A lock command this slow waited for a Redis that was frozen or
+		// unreachable (its reply came when Redis thawed): an outage, even
+		// when no call of this reconciler failed outright.
+		r.reached(ctx, errSlowRedis)
+	}
 	r.reached(ctx, err)
 	if err != nil || !ok {
 		return false, err
@@ -307,6 +314,12 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	}
 	return true, err
 }
+
+// slowLockCall is how long a lock command may take before the reconciler
+// takes Redis for having been away (see withLock).
+const slowLockCall = time.Second
+
+var errSlowRedis = errors.New("redis answered a lock command after more than a second")
 
 // reached records whether a call to Redis worked. The first success after
 // a failure starts the OutageGrace.

@@ -105,14 +105,8 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 		}
 		audit(ctx, "start", sc)
 		defer audit(ctx, "end", sc)
-		if in.SleepMS > 0 {
-			t := time.NewTimer(time.Duration(in.SleepMS) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
-			}
+		if err := pause(ctx, in.SleepMS); err != nil {
+			return nil, err
 		}
 		if Injected(sc.RunID, sc.Step, sc.Attempt, in.FailRate) {
 			return nil, fmt.Errorf("%s: injected transient failure on attempt %d", sc.Step, sc.Attempt)
@@ -124,4 +118,19 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 		def.Steps = append(def.Steps, workflow.Step{Name: name, Run: run})
 	}
 	return def
+}
+
+// pause sleeps ms milliseconds (none when ms <= 0), or until ctx is done.
+func pause(ctx context.Context, ms int) error {
+	if ms <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -64,14 +63,8 @@ func Ordered(rdb redis.UniversalClient, queue string, policy workflow.Policy) []
 		}
 		audit(ctx, "start", sc)
 		defer audit(ctx, "end", sc)
-		if in.SleepMS > 0 {
-			t := time.NewTimer(time.Duration(in.SleepMS) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
-			}
+		if err := pause(ctx, in.SleepMS); err != nil {
+			return nil, err
 		}
 		if in.FailStep == sc.Step && sc.Attempt == 1 {
 			return nil, workflow.Permanent(fmt.Errorf("%s: injected permanent failure on attempt 1", sc.Step))

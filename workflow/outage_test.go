@@ -2,6 +2,9 @@ package workflow_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,3 +228,167 @@ func (asynqLogger) Info(...any)  {}
 func (asynqLogger) Warn(...any)  {}
 func (asynqLogger) Error(...any) {}
 func (asynqLogger) Fatal(...any) {}
+
+// freezeHook makes one Redis command of the test's client wait out a
+// frozen Redis: when the command it is armed for is sent, the clock moves on
+// by the freeze before the command goes through, as if Redis had been
+// stopped (SIGSTOP) while the command waited for its reply, and then
+// answered. Nothing else happens meanwhile: no call fails.
+type freezeHook struct {
+	clock  *fakeClock
+	freeze time.Duration
+	mu     sync.Mutex
+	match  func(args []any) bool // nil: disarmed
+}
+
+// arm makes the next command match picks wait out the freeze.
+func (h *freezeHook) arm(match func(args []any) bool) {
+	h.mu.Lock()
+	h.match = match
+	h.mu.Unlock()
+}
+
+// fired reports whether the armed command was sent.
+func (h *freezeHook) fired() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.match == nil
+}
+
+func (h *freezeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *freezeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		if h.match != nil && h.match(cmd.Args()) {
+			h.match = nil
+			h.clock.Advance(h.freeze)
+		}
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *freezeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// cmdOn matches a command named name (evalsha matches a script's run) whose
+// arguments include key, and, when last is not nil, whose last argument is
+// last.
+func cmdOn(name, key string, last any) func(args []any) bool {
+	return func(args []any) bool {
+		if len(args) == 0 || !strings.EqualFold(fmt.Sprint(args[0]), name) {
+			return false
+		}
+		if last != nil && fmt.Sprint(args[len(args)-1]) != fmt.Sprint(last) {
+			return false
+		}
+		for _, a := range args[1:] {
+			if fmt.Sprint(a) == key {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestOutageGraceWhicheverCallWaited: Redis freezes (SIGSTOP) for longer
+// than the fence of a live attempt while one call of the reconciler waits
+// for its reply, and then answers: no call fails (a frozen Redis answers
+// late). Whichever call it was, not only the lock's, the reconciler must
+// start its OutageGrace: the next sweep, right after the thaw (the sweep
+// ticker fired meanwhile), and the rest of the call's own sweep or pass
+// must not charge the expired fence as a crash while the live worker saves
+// its attempt. TestRedisFreeze flaked so: attempt_crashed
+// detected_by=reconciler at the thaw.
+func TestOutageGraceWhicheverCallWaited(t *testing.T) {
+	t.Parallel()
+	const fence = 10 * time.Second
+	cases := []struct {
+		name string
+		pass bool // the call is a full pass's (else a sweep's)
+		// match picks the call that waits out the freeze, from the test's
+		// queue prefix p.
+		match func(p string) func(args []any) bool
+	}{
+		{"sweep lock", false, func(p string) func([]any) bool { return cmdOn("set", p+"lock:sweep", nil) }},
+		{"expired fences", false, func(p string) func([]any) bool { return cmdOn("zrangebyscore", p+"idx:fences", nil) }},
+		{"stalled deliveries", false, func(p string) func([]any) bool {
+			return cmdOn("zrangebyscore", "asynq:{"+strings.TrimSuffix(strings.TrimPrefix(p, "cairn:{"), "}:")+"}:lease", nil)
+		}},
+		{"sweep unlock", false, func(p string) func([]any) bool { return cmdOn("evalsha", p+"lock:sweep", 0) }},
+		{"pass count", true, func(p string) func([]any) bool { return cmdOn("zcard", p+"idx:active", nil) }},
+		{"pass deadlines", true, func(p string) func([]any) bool { return cmdOn("zrangebyscore", p+"idx:deadlines", nil) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			clock := newFakeClock()
+			hook := &freezeHook{clock: clock, freeze: 2 * fence}
+			rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
+			rdb.AddHook(hook)
+			t.Cleanup(func() { _ = rdb.Close() })
+			eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: e.queue, Clock: clock, Logger: e.log, FenceTTL: fence})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := eng.Register(twoSteps(noop)); err != nil {
+				t.Fatal(err)
+			}
+			if err := eng.Publish(ctxb); err != nil {
+				t.Fatal(err)
+			}
+			rec := eng.NewReconciler(workflow.ReconcilerConfig{OutageGrace: 5 * time.Second})
+			client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: e.queue, Clock: clock})
+			store := retrystate.New(rdb, e.queue)
+			run := mustStart(t, client, "two", nil)
+			// A live worker runs step a (it renews its fence until Redis freezes).
+			if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+				Token: "live", FenceTTL: fence, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
+				t.Fatalf("begin: %+v %v", b, err)
+			}
+			prefix := "cairn:{" + e.queue + "}:"
+			if k := prefix + "idx:fences"; rdb.Exists(ctxb, k).Val() != 1 {
+				t.Fatalf("no key %s: the test's key names are stale", k)
+			}
+
+			hook.arm(c.match(prefix))
+			var rep workflow.Report
+			if c.pass {
+				rep, err = rec.Pass(ctxb)
+			} else {
+				rep, err = rec.Sweep(ctxb)
+			}
+			if !hook.fired() {
+				t.Fatal("the call to freeze on was not made: the test's command names are stale")
+			}
+			if err != nil || rep.Repairs["crashed_attempt"] != 0 {
+				t.Fatalf("the %s whose call waited out the freeze charged a crash: %+v %v", map[bool]string{true: "pass", false: "sweep"}[c.pass], rep, err)
+			}
+			// The sweep ticker fired during the freeze: the next sweep comes
+			// at once. The fence expired a fence TTL ago; its worker is
+			// alive and about to save.
+			rep, err = rec.Sweep(ctxb)
+			if err != nil || !rep.RepairsHeld || rep.Total() != 0 {
+				t.Fatalf("sweep right after the thaw: %+v %v; want the repairs held (OutageGrace)", rep, err)
+			}
+			if res, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: run.ID, Index: 0, Token: "live",
+				Output: "1", Now: clock.Now()}); err != nil || res.Outcome == retrystate.OutcomeFenced {
+				t.Fatalf("the live worker's checkpoint: %+v %v", res, err)
+			}
+			clock.Advance(5 * time.Second)
+			if rep, err := rec.Sweep(ctxb); err != nil || rep.RepairsHeld || rep.Total() != 0 {
+				t.Fatalf("sweep after the grace: %+v %v", rep, err)
+			}
+			got, err := client.Get(ctxb, run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := got.Step("a"); a.Crashes != 0 || a.Status != workflow.StepSucceeded {
+				t.Errorf("step a: %s, %d crashes; want succeeded, none", a.Status, a.Crashes)
+			}
+		})
+	}
+}

@@ -44,11 +44,14 @@ type ReconcilerConfig struct {
 	// leases of the tasks a worker holds. Default 8s.
 	StalledAfter time.Duration
 	// OutageGrace: once Redis answers again after this reconciler could
-	// not reach it, attempts whose fences expired are not treated as
-	// crashed, nor deliveries as stalled, for this long, so that live
-	// workers, whose fences and leases expired while they could not renew
-	// them, first save, begin or hand back their attempts: a step held up
-	// by an outage is not a worker crash. Default 5s.
+	// not reach it (a call failed, or took longer than a second: a frozen
+	// Redis answers late rather than not at all), attempts whose fences
+	// expired are not treated as crashed, nor deliveries as stalled, for
+	// this long, so that live workers, whose fences and leases expired
+	// while they could not renew them, first save, begin or hand back their
+	// attempts: a step held up by an outage is not a worker crash. Every
+	// call of the reconciler to Redis counts, not only its lock's. Default
+	// 5s.
 	OutageGrace time.Duration
 	// Observer is told of each repair and of the runs a repair fails.
 	// Default: the engine's EngineConfig.Observer.
@@ -275,15 +278,11 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	}
 	defer r.running.Unlock()
 	token := r.token
-	asked := r.clock.Now()
-	ok, err := r.store.TryLock(ctx, name, token, ttl)
-	if err == nil && r.clock.Now().Sub(asked) > slowLockCall {
-		// A lock command this slow waited for a Redis that was frozen or
-		// unreachable (its reply came when Redis thawed): an outage, even
-		// when no call of this reconciler failed outright.
-		r.reached(ctx, errSlowRedis)
-	}
-	r.reached(ctx, err)
+	var ok bool
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		ok, err = r.store.TryLock(ctx, name, token, ttl)
+		return err
+	})
 	if err != nil || !ok {
 		return false, err
 	}
@@ -298,7 +297,11 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if held, err := r.store.ExtendLock(ctx, name, token, ttl); err == nil && !held {
+				var held bool
+				if err := r.call(ctx, func(ctx context.Context) (err error) {
+					held, err = r.store.ExtendLock(ctx, name, token, ttl)
+					return err
+				}); err == nil && !held {
 					r.log.Warn("lost the reconciler lock", "lock", name)
 					cancel()
 					return
@@ -309,36 +312,63 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	err = fn(ctx)
 	cancel()
 	wg.Wait()
-	if uerr := r.store.Unlock(context.WithoutCancel(ctx), name, token); uerr != nil && err == nil {
+	if uerr := r.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return r.store.Unlock(ctx, name, token)
+	}); uerr != nil && err == nil {
 		r.log.Warn("could not release the reconciler lock", AttrError, uerr)
 	}
 	return true, err
 }
 
-// slowLockCall is how long a lock command may take before the reconciler
-// takes Redis for having been away (see withLock).
-const slowLockCall = time.Second
+// slowCall is how long a call to Redis may take before the reconciler
+// takes Redis for having been away while it waited (see call).
+const slowCall = time.Second
 
-var errSlowRedis = errors.New("redis answered a lock command after more than a second")
+// call runs fn, one call of the reconciler to Redis, and notes how it went
+// (see reached): every call counts, whichever of them was waiting when
+// Redis went away.
+func (r *Reconciler) call(ctx context.Context, fn func(context.Context) error) error {
+	asked := r.clock.Now()
+	err := fn(ctx)
+	r.reached(ctx, asked, err)
+	return err
+}
 
-// reached records whether a call to Redis worked. The first success after
-// a failure starts the OutageGrace.
-func (r *Reconciler) reached(ctx context.Context, err error) {
+// reached records how a call to Redis asked at asked went. A call that
+// failed, or answered later than slowCall, means Redis was away (a frozen
+// Redis answers late: the client retries its timeouts, so no call need
+// fail): attempts whose fences expired meanwhile may belong to live workers
+// that could not renew them. The first prompt answer after a failure, and
+// a late answer itself, start the OutageGrace.
+//
+// Every call counts, not only the lock's: Redis may freeze while any call
+// of a sweep or pass is waiting, and the next sweep, whose calls are all
+// prompt, must still hold. A freeze that begins and ends while the
+// reconciler makes no call at all is not seen here; the sweep ticker asks
+// Redis every SweepInterval, so it lasts less than SweepInterval + slowCall,
+// too short to expire the fence of a live attempt that renews every third
+// of FenceTTL unless FenceTTL < 1.5 * (SweepInterval + slowCall) (4.5s with
+// the defaults).
+func (r *Reconciler) reached(ctx context.Context, asked time.Time, err error) {
 	if err != nil && ctx.Err() != nil {
 		return // cancelled: says nothing about Redis
 	}
+	now := r.clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		r.unreached = true
 		return
+	case now.Sub(asked) > slowCall:
+		r.log.Info("Redis answered a call after a long wait (frozen or unreachable meanwhile)", "waited", now.Sub(asked))
+	case !r.unreached:
+		return
 	}
-	if r.unreached {
-		r.unreached = false
-		r.quietUntil = r.clock.Now().Add(r.cfg.OutageGrace)
-		r.log.Info("Redis answers again; attempts whose fences expired meanwhile are not counted as crashed yet, so that live workers can save them",
-			"for", r.cfg.OutageGrace)
-	}
+	r.unreached = false
+	r.quietUntil = now.Add(r.cfg.OutageGrace)
+	r.log.Info("Redis answers again; attempts whose fences expired meanwhile are not counted as crashed yet, so that live workers can save them",
+		"for", r.cfg.OutageGrace)
 }
 
 // repairsHeld reports whether expired fences and stalled deliveries must
@@ -358,9 +388,6 @@ func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 		rep, err = r.sweep(ctx)
 		return err
 	})
-	if err != nil {
-		r.reached(ctx, err)
-	}
 	rep.Locked = locked
 	return rep, err
 }
@@ -374,9 +401,16 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 		// asynq's leases, not extended meanwhile, all look stale).
 		return Report{RepairsHeld: true}, nil
 	}
-	dead, err := r.store.ExpiredFences(ctx, now, batch)
-	if err != nil {
+	var dead []retrystate.Due
+	if err := r.call(ctx, func(ctx context.Context) (err error) {
+		dead, err = r.store.ExpiredFences(ctx, now, batch)
+		return err
+	}); err != nil {
 		return Report{}, err
+	}
+	if r.repairsHeld(r.clock.Now()) {
+		// Redis went away while it was being asked (see reached).
+		return Report{RepairsHeld: true}, nil
 	}
 	rep := r.each(ctx, dead, r.redispatch)
 	runs, task, err := r.stalled(ctx, now)
@@ -395,8 +429,12 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 // already). The repair script leaves alone a step that was begun, or whose
 // current task is another.
 func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.Due, map[string]string, error) {
-	ids, err := r.store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.cfg.StalledAfter), batch)
-	if err != nil || len(ids) == 0 {
+	var ids []string
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		ids, err = r.store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.cfg.StalledAfter), batch)
+		return err
+	})
+	if err != nil || len(ids) == 0 || r.repairsHeld(r.clock.Now()) {
 		return nil, nil, err
 	}
 	type dispatch struct{ index, attempt, gen int }
@@ -427,11 +465,12 @@ func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.D
 func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 	var rep Report
 	locked, err := r.withLock(ctx, retrystate.LockReconcile, max(2*r.cfg.Interval, time.Minute), func(ctx context.Context) error {
-		n, err := r.store.CountActive(ctx)
-		if err != nil {
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			rep.Incomplete, err = r.store.CountActive(ctx)
+			return err
+		}); err != nil {
 			return err
 		}
-		rep.Incomplete = n
 		sw, err := r.sweep(ctx)
 		if err != nil {
 			return err
@@ -439,25 +478,36 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		rep.merge(sw)
 		now := r.clock.Now()
 
-		due, err := r.store.DueDeadlines(ctx, now, batch)
-		if err != nil {
+		var due []retrystate.Due
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			due, err = r.store.DueDeadlines(ctx, now, batch)
+			return err
+		}); err != nil {
 			return err
 		}
 		rep.merge(r.each(ctx, due, r.expire))
 
 		// A run with a scheduled retry is often idle too: check each once.
-		sched, err := r.store.ScheduledRetries(ctx, 10*batch)
-		if err != nil {
+		var sched, idle []retrystate.Due
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			sched, err = r.store.ScheduledRetries(ctx, 10*batch)
+			return err
+		}); err != nil {
 			return err
 		}
-		idle, err := r.store.IdleActive(ctx, now.Add(-r.cfg.Grace), 10*batch)
-		if err != nil {
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			idle, err = r.store.IdleActive(ctx, now.Add(-r.cfg.Grace), 10*batch)
+			return err
+		}); err != nil {
 			return err
 		}
 		rep.merge(r.each(ctx, append(sched, idle...), r.checkTask))
 
-		trimmed, err := r.store.TrimIndexes(ctx, now.Add(-r.retention), 10*batch)
-		if err != nil {
+		var trimmed int
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			trimmed, err = r.store.TrimIndexes(ctx, now.Add(-r.retention), 10*batch)
+			return err
+		}); err != nil {
 			return err
 		}
 		rep.add("trimmed", trimmed)
@@ -467,8 +517,11 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 
 		// Ordering keys and max_running: a gate whose admitted run is gone
 		// frees the slot and admits its next runs.
-		gates, err := r.store.RepairGates(ctx, r.clock.Now(), 10*batch)
-		if err != nil {
+		var gates retrystate.GateRepair
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			gates, err = r.store.RepairGates(ctx, r.clock.Now(), 10*batch)
+			return err
+		}); err != nil {
 			return err
 		}
 		rep.add("gate_slot_freed", gates.Dropped)
@@ -485,9 +538,6 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		r.reached(ctx, err)
-	}
 	rep.Locked = locked
 	return rep, err
 }
@@ -542,7 +592,9 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 	switch rp.Outcome {
 	case retrystate.OutcomeDispatch:
 		if err := r.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
-			return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
+			return r.call(ctx, func(ctx context.Context) error {
+				return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
+			})
 		}); err != nil {
 			return rep, err
 		}
@@ -566,8 +618,19 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 	return rep, nil
 }
 
+// redispatch charges a crash to the attempt of run id if its fence expired,
+// and re-dispatches it; never while repairs are held (OutageGrace): the
+// check comes right before the script, as a sweep's list of expired fences
+// may have been read before Redis went away.
 func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) {
-	rp, err := r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.retention, r.clock.Now())
+	if r.repairsHeld(r.clock.Now()) {
+		return Report{RepairsHeld: true}, nil
+	}
+	var rp retrystate.Result
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		rp, err = r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.retention, r.clock.Now())
+		return err
+	})
 	if err != nil {
 		return Report{}, err
 	}
@@ -575,7 +638,11 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 }
 
 func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
-	rp, err := r.store.ExpireDeadline(ctx, id, r.retention, r.clock.Now())
+	var rp retrystate.Result
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		rp, err = r.store.ExpireDeadline(ctx, id, r.retention, r.clock.Now())
+		return err
+	})
 	if err != nil {
 		return Report{}, err
 	}
@@ -584,8 +651,16 @@ func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 
 // checkTask makes sure the task a run waits for exists in asynq.
 func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
-	cur, err := r.store.Peek(ctx, id)
-	if errors.Is(err, retrystate.ErrRunNotFound) {
+	var cur retrystate.Current
+	var peekErr error
+	err := r.call(ctx, func(ctx context.Context) error {
+		cur, peekErr = r.store.Peek(ctx, id)
+		if errors.Is(peekErr, retrystate.ErrRunNotFound) {
+			return nil // Redis answered
+		}
+		return peekErr
+	})
+	if errors.Is(peekErr, retrystate.ErrRunNotFound) {
 		return Report{}, nil
 	}
 	if err != nil {
@@ -616,7 +691,16 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 	default:
 		return Report{}, nil
 	}
-	info, err := r.disp.taskInfo(cur.Task)
+	var info *asynq.TaskInfo
+	var infoErr error
+	_ = r.call(ctx, func(context.Context) error {
+		info, infoErr = r.disp.taskInfo(cur.Task)
+		if errors.Is(infoErr, asynq.ErrTaskNotFound) || errors.Is(infoErr, asynq.ErrQueueNotFound) {
+			return nil // Redis answered
+		}
+		return infoErr
+	})
+	err = infoErr
 	archived := false
 	switch {
 	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
@@ -637,7 +721,14 @@ func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
 // repairTask gives a run's current step whose task is in trouble a task
 // that will be delivered.
 func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble retrystate.TaskTrouble) (Report, error) {
-	rp, err := r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.clock.Now())
+	if trouble == retrystate.TaskStalled && r.repairsHeld(r.clock.Now()) {
+		return Report{RepairsHeld: true}, nil
+	}
+	var rp retrystate.Result
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		rp, err = r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.clock.Now())
+		return err
+	})
 	if err != nil {
 		return Report{}, err
 	}

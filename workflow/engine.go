@@ -232,15 +232,19 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 	token := newToken()
 	var b retrystate.Result
+	// begunAt is the time the begin that answered was asked at: the fence it
+	// took expires a FenceTTL after it, however late the answer came.
+	var begunAt time.Time
 	for {
 		// A begin whose reply is lost may have taken the fence all the
 		// same: asking again with the same token gets that begin's answer
 		// (begin.lua), where a new delivery would find a fence nobody
 		// holds and, once it expired, count a crash.
 		err = e.retry(ctx, log, "begin", func(ctx context.Context) (err error) {
+			begunAt = e.cfg.Clock.Now()
 			b, err = e.store.Begin(ctx, retrystate.BeginArgs{
 				RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
-				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: e.cfg.Clock.Now(),
+				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt,
 			})
 			return err
 		})
@@ -304,12 +308,21 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// OutcomeOK, the only other outcome Begin replies with: run the
 		// step body.
 	}
-	return e.execute(ctx, log, p, token, fn, b.Started)
+	return e.execute(ctx, log, p, token, fn, b.Started, begunAt)
 }
 
-// execute runs the step body of a begun attempt and records its outcome.
-func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started) error {
+// execute runs the step body of an attempt begun at begunAt and records its
+// outcome.
+func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started, begunAt time.Time) error {
 	pol := e.policy(log, b.Policy)
+	if late := e.cfg.Clock.Now().Sub(begunAt); late >= e.cfg.FenceTTL {
+		// The begin answered after the fence it took had expired (Redis was
+		// frozen or unreachable while it waited): the step may be another
+		// delivery's by now. Hand it back unrun, as a heartbeat that cannot
+		// renew in time does: no budget is spent.
+		log.Warn("the attempt's begin answered after its fence expired; handing the attempt back unrun", AttrDelay, late)
+		return e.release(ctx, log, p, token, pol.StepTimeout, 0)
+	}
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeCrashed, 0)
@@ -346,7 +359,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		stepCtx, stop = context.WithDeadline(stepCtx, deadline)
 		defer stop()
 	}
-	stopHeartbeat := e.heartbeat(stepCtx, cancel, log, p, token)
+	stopHeartbeat := e.heartbeat(stepCtx, cancel, log, p, token, begunAt)
 	out, runErr := call(stepCtx, fn, sc)
 	cause := context.Cause(stepCtx)
 	cancel(nil)
@@ -518,16 +531,24 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 	})
 }
 
-// heartbeat renews the attempt's fence every FenceTTL/3 until ctx ends. It
-// cancels the step when the run stops or the fence is lost, and when it
-// cannot renew before the fence would expire, so that two executions of a
-// step never overlap. Most steps end before the first renewal: the renewing
-// goroutine starts only then. The returned func stops it and waits for it.
-func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log logger, p tasks.Step, token string) func() {
+// heartbeat renews the attempt's fence, taken by a begin asked at begunAt,
+// every FenceTTL/3 until ctx ends. It cancels the step when the run stops or
+// the fence is lost, and when it cannot renew before the fence would expire,
+// so that two executions of a step never overlap. Most steps end before the
+// first renewal: the renewing goroutine starts only then.
+//
+// The fence expires a FenceTTL after begunAt, when the begin was asked (the
+// "now" the script was handed), not after its answer: a begin that waited out
+// a frozen Redis answers with a fence already old, which the reconciler would
+// find expired up to FenceTTL/3 before a first renewal counted from the
+// answer. The first renewal is due FenceTTL/3 after begunAt, at once if that
+// has passed. The returned func stops the heartbeat and waits for it.
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log logger, p tasks.Step, token string, begunAt time.Time) func() {
 	every := e.cfg.FenceTTL / 3
-	validUntil := e.cfg.Clock.Now().Add(e.cfg.FenceTTL)
+	validUntil := begunAt.Add(e.cfg.FenceTTL)
+	firstIn := max(begunAt.Add(every).Sub(e.cfg.Clock.Now()), 0)
 	done := make(chan struct{})
-	timer := time.AfterFunc(every, func() {
+	timer := time.AfterFunc(firstIn, func() {
 		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()

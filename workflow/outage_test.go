@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
@@ -293,6 +294,45 @@ func cmdOn(name, key string, last any) func(args []any) bool {
 	}
 }
 
+// freezeRig is an engine, its reconciler and a client on the test's queue,
+// on a client of their own whose commands a freezeHook can hold up.
+type freezeRig struct {
+	clock  *fakeClock
+	hook   *freezeHook
+	rdb    *redis.Client
+	queue  string
+	eng    *workflow.Engine
+	rec    *workflow.Reconciler
+	client *workflow.Client
+	store  *retrystate.Store
+}
+
+// newFreezeRig returns a freezeRig whose engine has the fence TTL fence
+// and whose hook's freeze lasts freeze, with defs registered and published.
+func newFreezeRig(t *testing.T, fence, freeze time.Duration, defs ...workflow.Definition) *freezeRig {
+	t.Helper()
+	e := newEnv(t)
+	clock := newFakeClock()
+	hook := &freezeHook{clock: clock, freeze: freeze}
+	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
+	rdb.AddHook(hook)
+	t.Cleanup(func() { _ = rdb.Close() })
+	eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: e.queue, Clock: clock, Logger: e.log, FenceTTL: fence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(defs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Publish(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	return &freezeRig{clock: clock, hook: hook, rdb: rdb, queue: e.queue, eng: eng,
+		rec:    eng.NewReconciler(workflow.ReconcilerConfig{OutageGrace: 5 * time.Second}),
+		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: e.queue, Clock: clock}),
+		store:  retrystate.New(rdb, e.queue)}
+}
+
 // TestOutageGraceWhicheverCallWaited: Redis freezes (SIGSTOP) for longer
 // than the fence of a live attempt while one call of the reconciler waits
 // for its reply, and then answers: no call fails (a frozen Redis answers
@@ -324,38 +364,22 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			clock := newFakeClock()
-			hook := &freezeHook{clock: clock, freeze: 2 * fence}
-			rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
-			rdb.AddHook(hook)
-			t.Cleanup(func() { _ = rdb.Close() })
-			eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: e.queue, Clock: clock, Logger: e.log, FenceTTL: fence})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := eng.Register(twoSteps(noop)); err != nil {
-				t.Fatal(err)
-			}
-			if err := eng.Publish(ctxb); err != nil {
-				t.Fatal(err)
-			}
-			rec := eng.NewReconciler(workflow.ReconcilerConfig{OutageGrace: 5 * time.Second})
-			client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: e.queue, Clock: clock})
-			store := retrystate.New(rdb, e.queue)
+			f := newFreezeRig(t, fence, 2*fence, twoSteps(noop))
+			clock, hook, rec, client, store, rdb := f.clock, f.hook, f.rec, f.client, f.store, f.rdb
 			run := mustStart(t, client, "two", nil)
 			// A live worker runs step a (it renews its fence until Redis freezes).
 			if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
 				Token: "live", FenceTTL: fence, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 				t.Fatalf("begin: %+v %v", b, err)
 			}
-			prefix := "cairn:{" + e.queue + "}:"
+			prefix := "cairn:{" + f.queue + "}:"
 			if k := prefix + "idx:fences"; rdb.Exists(ctxb, k).Val() != 1 {
 				t.Fatalf("no key %s: the test's key names are stale", k)
 			}
 
 			hook.arm(c.match(prefix))
 			var rep workflow.Report
+			var err error
 			if c.pass {
 				rep, err = rec.Pass(ctxb)
 			} else {
@@ -390,5 +414,120 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 				t.Errorf("step a: %s, %d crashes; want succeeded, none", a.Status, a.Crashes)
 			}
 		})
+	}
+}
+
+// beginOf matches the begin of the task task (its ID is among the script's
+// arguments).
+func beginOf(task string) func(args []any) bool {
+	return func(args []any) bool {
+		if len(args) == 0 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") {
+			return false
+		}
+		for _, a := range args {
+			if fmt.Sprint(a) == task {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestSlowBeginRenewsAtOnce: a begin that waited out a freeze of more than
+// a third of the fence TTL answers with a fence taken when it was asked,
+// already old: the heartbeat renews it at once, not a third of the TTL
+// after the answer, while the reconciler would find it expired (the body
+// must be running the whole time under a fence that is valid in Redis).
+func TestSlowBeginRenewsAtOnce(t *testing.T) {
+	t.Parallel()
+	// The fence TTL is long in real time: without the fix, the first
+	// renewal would come 20s after the begin's answer.
+	const fence = time.Minute
+	started, release := make(chan struct{}), make(chan struct{})
+	f := newFreezeRig(t, fence, 50*time.Second, twoSteps(func(ctx context.Context, _ *workflow.StepContext) (any, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "ok", ctx.Err()
+	}))
+	run := mustStart(t, f.client, "two", nil)
+	task := tasks.ID(run.ID, 0, 1, 0)
+	f.hook.arm(beginOf(task))
+	done := make(chan error, 1)
+	go func() {
+		p := tasks.Step{RunID: run.ID, Workflow: "two", Index: 0, Name: "a", Attempt: 1}
+		done <- f.eng.ProcessTask(ctxb, asynq.NewTask(tasks.TypeStep, p.Encode()))
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the step body did not run: %v", err)
+	}
+	if !f.hook.fired() {
+		t.Fatal("the begin did not wait out the freeze")
+	}
+	// The fence the begin took expires 10s (fake) from now; the heartbeat
+	// renews it for a whole TTL from now.
+	key := "cairn:{" + f.queue + "}:run:" + run.ID
+	testkit.Eventually(t, 10*time.Second, "the fence renewed for a TTL from the begin's answer", func() bool {
+		ms, err := f.rdb.HGet(ctxb, key, "s0.fence_expires_at").Int64()
+		return err == nil && time.UnixMilli(ms).After(f.clock.Now().Add(fence/2))
+	})
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.Get(ctxb, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Step("a"); a.Status != workflow.StepSucceeded || a.Crashes != 0 {
+		t.Errorf("step a: %s, %d crashes", a.Status, a.Crashes)
+	}
+}
+
+// TestLateBeginHandsBack: a begin that answers after the fence it took
+// expired (it waited out a freeze longer than the fence TTL) does not run
+// the step body, whose step another delivery may own by now: the attempt is
+// handed back (interrupted, resumed under a new dispatch), spending no
+// budget, and the new dispatch runs it.
+func TestLateBeginHandsBack(t *testing.T) {
+	t.Parallel()
+	const fence = 10 * time.Second
+	var calls atomic.Int32
+	f := newFreezeRig(t, fence, fence+time.Second, twoSteps(func(context.Context, *workflow.StepContext) (any, error) {
+		calls.Add(1)
+		return "ok", nil
+	}))
+	run := mustStart(t, f.client, "two", nil)
+	f.hook.arm(beginOf(tasks.ID(run.ID, 0, 1, 0)))
+	deliver := func(gen int) error {
+		p := tasks.Step{RunID: run.ID, Workflow: "two", Index: 0, Name: "a", Attempt: 1, Gen: gen}
+		return f.eng.ProcessTask(ctxb, asynq.NewTask(tasks.TypeStep, p.Encode()))
+	}
+	if err := deliver(0); err != nil {
+		t.Fatal(err)
+	}
+	if !f.hook.fired() || calls.Load() != 0 {
+		t.Fatalf("begin waited out the freeze: %v; body ran %d times, want 0", f.hook.fired(), calls.Load())
+	}
+	evs, err := f.client.Events(ctxb, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countEvents(evs, workflow.EventAttemptInterrupted, "a"); n != 1 {
+		t.Fatalf("%d attempt_interrupted events, want 1", n)
+	}
+	if err := deliver(1); err != nil || calls.Load() != 1 {
+		t.Fatalf("the new dispatch: %v, body ran %d times", err, calls.Load())
+	}
+	got, err := f.client.Get(ctxb, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Step("a"); a.Status != workflow.StepSucceeded || a.Crashes != 0 || a.Attempts != 1 {
+		t.Errorf("step a: %s, %d crashes, %d attempts; want succeeded, none, 1", a.Status, a.Crashes, a.Attempts)
 	}
 }

@@ -344,31 +344,30 @@ func (r *Reconciler) call(ctx context.Context, fn func(context.Context) error) e
 // Every call counts, not only the lock's: Redis may freeze while any call
 // of a sweep or pass is waiting, and the next sweep, whose calls are all
 // prompt, must still hold. A freeze that begins and ends while the
-// reconciler makes no call at all is not seen here; the sweep ticker asks
-// Redis every SweepInterval, so it lasts less than SweepInterval + slowCall,
-// too short to expire the fence of a live attempt that renews every third
-// of FenceTTL unless FenceTTL < 1.5 * (SweepInterval + slowCall) (4.5s with
-// the defaults).
+// reconciler makes no call at all is not seen here; as the sweep ticker
+// asks Redis every SweepInterval, such a freeze lasts less than
+// SweepInterval + slowCall, too short to expire the fence of a live attempt
+// (renewed every FenceTTL/3) unless FenceTTL < 1.5 * (SweepInterval +
+// slowCall), 4.5s with the default SweepInterval.
 func (r *Reconciler) reached(ctx context.Context, asked time.Time, err error) {
 	if err != nil && ctx.Err() != nil {
 		return // cancelled: says nothing about Redis
 	}
 	now := r.clock.Now()
+	waited := now.Sub(asked)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case err != nil:
 		r.unreached = true
 		return
-	case now.Sub(asked) > slowCall:
-		r.log.Info("Redis answered a call after a long wait (frozen or unreachable meanwhile)", "waited", now.Sub(asked))
-	case !r.unreached:
+	case waited <= slowCall && !r.unreached:
 		return
 	}
 	r.unreached = false
 	r.quietUntil = now.Add(r.cfg.OutageGrace)
 	r.log.Info("Redis answers again; attempts whose fences expired meanwhile are not counted as crashed yet, so that live workers can save them",
-		"for", r.cfg.OutageGrace)
+		"for", r.cfg.OutageGrace, "call_waited", waited.Round(time.Millisecond))
 }
 
 // repairsHeld reports whether expired fences and stalled deliveries must

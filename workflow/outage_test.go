@@ -349,18 +349,38 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 		name string
 		pass bool // the call is a full pass's (else a sweep's)
 		// match picks the call that waits out the freeze, from the test's
-		// queue prefix p.
-		match func(p string) func(args []any) bool
+		// queue q.
+		match func(q string) func(args []any) bool
 	}{
-		{"sweep lock", false, func(p string) func([]any) bool { return cmdOn("set", p+"lock:sweep", nil) }},
-		{"expired fences", false, func(p string) func([]any) bool { return cmdOn("zrangebyscore", p+"idx:fences", nil) }},
-		{"stalled deliveries", false, func(p string) func([]any) bool {
-			return cmdOn("zrangebyscore", "asynq:{"+strings.TrimSuffix(strings.TrimPrefix(p, "cairn:{"), "}:")+"}:lease", nil)
+		{"sweep lock", false, func(q string) func([]any) bool { return cmdOn("set", "cairn:{"+q+"}:lock:sweep", nil) }},
+		{"expired fences", false, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:fences", nil)
 		}},
-		{"sweep unlock", false, func(p string) func([]any) bool { return cmdOn("evalsha", p+"lock:sweep", 0) }},
-		{"pass count", true, func(p string) func([]any) bool { return cmdOn("zcard", p+"idx:active", nil) }},
-		{"pass deadlines", true, func(p string) func([]any) bool { return cmdOn("zrangebyscore", p+"idx:deadlines", nil) }},
+		{"stalled deliveries", false, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "asynq:{"+q+"}:lease", nil)
+		}},
+		// (The unlock is the lock script run with a TTL of 0.)
+		{"sweep unlock", false, func(q string) func([]any) bool { return cmdOn("evalsha", "cairn:{"+q+"}:lock:sweep", 0) }},
+		{"pass count", true, func(q string) func([]any) bool { return cmdOn("zcard", "cairn:{"+q+"}:idx:active", nil) }},
+		{"pass deadlines", true, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:deadlines", nil)
+		}},
 	}
+	// The control: the same fence expiring while Redis answered every call
+	// promptly is a crash, charged by the first sweep.
+	t.Run("no freeze", func(t *testing.T) {
+		t.Parallel()
+		f := newFreezeRig(t, fence, 0, twoSteps(noop))
+		run := mustStart(t, f.client, "two", nil)
+		if b, err := f.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+			Token: "dead", FenceTTL: fence, Now: f.clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
+			t.Fatalf("begin: %+v %v", b, err)
+		}
+		f.clock.Advance(2 * fence)
+		if rep, err := f.rec.Sweep(ctxb); err != nil || rep.RepairsHeld || rep.Repairs["crashed_attempt"] != 1 {
+			t.Fatalf("sweep: %+v %v; want the crash charged", rep, err)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -372,12 +392,11 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 				Token: "live", FenceTTL: fence, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 				t.Fatalf("begin: %+v %v", b, err)
 			}
-			prefix := "cairn:{" + f.queue + "}:"
-			if k := prefix + "idx:fences"; rdb.Exists(ctxb, k).Val() != 1 {
+			if k := "cairn:{" + f.queue + "}:idx:fences"; rdb.Exists(ctxb, k).Val() != 1 {
 				t.Fatalf("no key %s: the test's key names are stale", k)
 			}
 
-			hook.arm(c.match(prefix))
+			hook.arm(c.match(f.queue))
 			var rep workflow.Report
 			var err error
 			if c.pass {

@@ -24,7 +24,10 @@ import (
 // health.
 type CircuitBreaker struct {
 	// Name identifies the breaker: letters, digits, '.', '_', '-', ':'
-	// (at most 128). Steps with the same name share it.
+	// (at most 128). Steps with the same name share it. Required, except
+	// on an http step, where it defaults to the target host (see
+	// httpstep.Step.DefaultBreaker; in YAML, a circuit_breaker without a
+	// name on an http step).
 	Name string `json:"name"`
 	// FailureThreshold is how many consecutive transient failures open it.
 	// Default 5.
@@ -99,7 +102,9 @@ func (b CircuitBreaker) effective() CircuitBreaker {
 
 func (b CircuitBreaker) validate() error {
 	var errs []error
-	if !breakerNameRE.MatchString(b.Name) {
+	if b.Name == "" {
+		errs = append(errs, errors.New("name is required (only http steps default it to the target host)"))
+	} else if !breakerNameRE.MatchString(b.Name) {
 		errs = append(errs, fmt.Errorf("name %q must be 1-128 letters, digits, '.', '_', '-' or ':'", b.Name))
 	}
 	if b.FailureThreshold < 0 || b.FailureThreshold > 1000 {

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +111,12 @@ func TestCircuitBreakerPolicy(t *testing.T) {
 		if err := (workflow.Policy{CircuitBreaker: &cb}).Validate(); !errors.Is(err, workflow.ErrInvalidPolicy) {
 			t.Errorf("%+v: %v; want ErrInvalidPolicy", cb, err)
 		}
+	}
+	// A nameless breaker says why: only http steps are named by default.
+	err := (workflow.Policy{CircuitBreaker: &workflow.CircuitBreaker{FailureThreshold: 3}}).Validate()
+	if want := "circuit_breaker: name is required (only http steps default it to the target host)"; err == nil ||
+		!strings.Contains(err.Error(), want) {
+		t.Errorf("nameless breaker: %v; want %q", err, want)
 	}
 }
 

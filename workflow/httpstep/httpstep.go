@@ -197,6 +197,7 @@ type Step struct {
 	method, url, body *Template
 	urlConstant       bool
 	urlInfo           urlTemplate // of a url that is not constant
+	origin            *url.URL    // the URL's literal scheme and host; nil when host-templated
 	headers           []header    // sorted by name
 	steps             []string
 	allowed           allowList
@@ -246,9 +247,11 @@ func New(spec Spec, opts Options) (*Step, error) {
 		bad("url", errors.New("missing"))
 	} else if s.url = parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
 		s.urlConstant = true
-		if _, err := checkURL(constant(s.url)); err != nil {
+		u, err := checkURL(constant(s.url))
+		if err != nil {
 			bad("url", err)
 		}
+		s.origin = u
 	} else if s.url != nil {
 		ut, err := prepareURL(s.url)
 		switch {
@@ -260,6 +263,9 @@ func New(spec Spec, opts Options) (*Step, error) {
 				"the hosts the step may reach in allowed_hosts", hostActionText(ut), ErrHostTemplated))
 		}
 		s.urlInfo = ut
+		if !ut.hostTemplated {
+			s.origin = ut.origin
+		}
 	}
 	for _, h := range spec.AllowedHosts {
 		p, err := parseHostPattern(h)

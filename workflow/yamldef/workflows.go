@@ -63,10 +63,11 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		p.scalar(n, what+": description")
 	}
 	def := &workflow.Definition{Name: name}
+	var wfBreaker *yaml.Node // the workflow's circuit_breaker
 	if n := m.get("resiliency"); n != nil {
-		def.Policy = p.parseResiliency(n, what+": resiliency")
+		def.Policy, wfBreaker = p.parseResiliency(n, what+": resiliency")
 		if len(p.errs) == before {
-			if err := def.Policy.Or(p.opts.Defaults).Or(workflow.DefaultPolicy()).Validate(); err != nil {
+			if err := forCheck(def.Policy.Or(p.opts.Defaults).Or(workflow.DefaultPolicy())).Validate(); err != nil {
 				p.errorf(n, "%s: resiliency: with the worker's defaults: %v", what, policyMsg(err))
 			}
 		}
@@ -104,7 +105,7 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 	seen := map[string]*yaml.Node{}
 	var earlier []string
 	for i, sn := range seq.Content {
-		st, nameNode := p.parseStep(def, i, sn, earlier, hosts)
+		st, nameNode := p.parseStep(def, i, sn, earlier, hosts, wfBreaker)
 		if nameNode == nil {
 			continue
 		}
@@ -118,6 +119,12 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 	}
 	if len(p.errs) > before {
 		return nil
+	}
+	// Each step the workflow's nameless breaker applies to now has its own,
+	// named after its host (nameBreaker); the waits, which no breaker holds
+	// back, have none.
+	if cb := def.Policy.CircuitBreaker; cb != nil && cb.Name == "" {
+		def.Policy.CircuitBreaker = nil
 	}
 	// Everything above mirrors Definition.Validate; anything it still
 	// finds is reported at the workflow's name.
@@ -150,7 +157,8 @@ func (p *parser) parseOrdering(n *yaml.Node, what string) *workflow.Ordering {
 	return o
 }
 
-// parseBreaker parses a circuit_breaker mapping.
+// parseBreaker parses a circuit_breaker mapping. Without a name, the
+// breaker of an http step is named after its target host (nameBreaker).
 func (p *parser) parseBreaker(n *yaml.Node, what string) *workflow.CircuitBreaker {
 	cb := &workflow.CircuitBreaker{}
 	m, ok := p.asMapping(n, what)
@@ -159,9 +167,9 @@ func (p *parser) parseBreaker(n *yaml.Node, what string) *workflow.CircuitBreake
 	}
 	p.unknown(m, what, breakerKeys...)
 	if v := m.get("name"); v != nil {
-		cb.Name, _ = p.scalar(v, what+".name")
-	} else {
-		p.errorf(n, "%s: missing key name", what)
+		if cb.Name, _ = p.scalar(v, what+".name"); cb.Name == "" && !isNull(v) {
+			p.errorf(v, "%s.name: empty (leave the key out to name an http step's breaker after its target host)", what)
+		}
 	}
 	if v := m.get("failure_threshold"); v != nil {
 		cb.FailureThreshold, _ = p.positiveInt(v, what+".failure_threshold")
@@ -183,12 +191,13 @@ func policyMsg(err error) string {
 	return strings.ReplaceAll(strings.ReplaceAll(err.Error(), workflow.ErrInvalidPolicy.Error()+": ", ""), "\n", "; ")
 }
 
-// parseResiliency parses a workflow's resiliency mapping.
-func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
+// parseResiliency parses a workflow's resiliency mapping. It returns its
+// circuit_breaker's node too (nil: none).
+func (p *parser) parseResiliency(n *yaml.Node, what string) (workflow.Policy, *yaml.Node) {
 	var pol workflow.Policy
 	m, ok := p.asMapping(n, what)
 	if !ok {
-		return pol
+		return pol, nil
 	}
 	p.unknown(m, what, resiliencyKeys...)
 	if r := m.get("retry"); r != nil {
@@ -211,13 +220,14 @@ func (p *parser) parseResiliency(n *yaml.Node, what string) workflow.Policy {
 	if v := m.get("max_crashes"); v != nil {
 		pol.MaxCrashes, _ = p.positiveInt(v, what+".max_crashes")
 	}
-	if v := m.get("circuit_breaker"); v != nil {
-		pol.CircuitBreaker = p.parseBreaker(v, what+".circuit_breaker")
+	cbNode := m.get("circuit_breaker")
+	if cbNode != nil {
+		pol.CircuitBreaker = p.parseBreaker(cbNode, what+".circuit_breaker")
 	}
 	if v := m.get("checkpoint"); v != nil {
 		p.parseCheckpoint(v, what+".checkpoint")
 	}
-	return pol
+	return pol, cbNode
 }
 
 // alwaysCheckpoints says why checkpoint settings other than the defaults
@@ -328,9 +338,11 @@ func (p *parser) parseRetry(n *yaml.Node, pol *workflow.Policy, what string) {
 }
 
 // parseStep parses step i of def; hosts is the workflow's allowed_hosts
-// (nil: not set). It returns the step and its name's node (nil when the
-// step has no usable name).
-func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier, hosts []string) (workflow.Step, *yaml.Node) {
+// (nil: not set), wfBreaker its circuit_breaker's node (nil: none). It
+// returns the step and its name's node (nil when the step has no usable
+// name).
+func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier, hosts []string,
+	wfBreaker *yaml.Node) (workflow.Step, *yaml.Node) {
 	var st workflow.Step
 	what := fmt.Sprintf("workflow %q: step %d", def.Name, i+1)
 	m, ok := p.asMapping(n, what)
@@ -403,23 +415,29 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	}
 	if polNode != nil && len(p.errs) == before {
 		eff := st.Policy.Or(def.Policy).Or(p.opts.Defaults).Or(workflow.DefaultPolicy())
-		if err := eff.Validate(); err != nil {
+		if err := forCheck(eff).Validate(); err != nil {
 			p.errorf(polNode, "%s: with the workflow's and the worker's settings: %s", what, policyMsg(err))
 		}
 	}
 
 	typeNode := m.get("type")
 	types := p.stepTypes()
+	var typ string
+	var built bool         // the step's body, or its wait, was built
+	var hs *httpstep.Step  // the built-in http step's
+	var urlNode *yaml.Node // its with.url (or what stands for it)
 	switch typeNode {
 	case nil:
 		p.errorf(m.node, "%s: missing key type (want one of %s)", what, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
 	default:
-		typ, ok := p.scalar(typeNode, what+": type")
-		if !ok {
+		var ok bool
+		if typ, ok = p.scalar(typeNode, what+": type"); !ok {
 			break
 		}
 		if typ == typeAwait || typ == typeSleep { // no body (waits.go)
+			waitErrs := len(p.errs)
 			p.parseWait(&st, typ, resolve(m.get("with")), typeNode, earlier, what)
+			built = len(p.errs) == waitErrs
 			break
 		}
 		build, known := types[typ]
@@ -438,14 +456,120 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 		if at == nil {
 			at = typeNode
 		}
-		fn, err := build(spec)
+		var fn workflow.StepFunc
+		var err error
+		if _, replaced := p.opts.StepTypes[typeHTTP]; typ == typeHTTP && !replaced {
+			if hs, err = httpStep(spec); err == nil {
+				fn = hs.Run
+				urlNode = withKey(spec.With, "url", at)
+			}
+		} else {
+			fn, err = build(spec)
+		}
 		if err != nil {
 			p.stepTypeError(err, at, what)
 			break
 		}
-		st.Run = fn
+		st.Run, built = fn, true
+	}
+	if built {
+		p.nameBreaker(&st, def, breakerNodes{own: m.get("circuit_breaker"), workflow: wfBreaker, at: typeNode},
+			typ, hs, urlNode, what)
 	}
 	return st, nameNode
+}
+
+// forCheck returns p with a stand-in name for a nameless circuit breaker,
+// so that its other fields can be checked before nameBreaker names it.
+func forCheck(p workflow.Policy) workflow.Policy {
+	if cb := p.CircuitBreaker; cb != nil && cb.Name == "" {
+		c := *cb
+		c.Name = "target-host"
+		p.CircuitBreaker = &c
+	}
+	return p
+}
+
+// breakerNodes are where a step's circuit breaker can come from: its own
+// circuit_breaker, its workflow's; at is where to report a problem with
+// an inherited one on a step that is not http.
+type breakerNodes struct {
+	own, workflow, at *yaml.Node
+}
+
+// nameBreaker names the nameless circuit breaker in force for step st, if
+// any (its own, else its workflow's, else the worker's default), after the
+// target host of the built-in http step hs: st gets a copy of it with that
+// name, so that each http step of a workflow gets its own host's breaker.
+// A nameless breaker on a step of another type is an error, as is one on
+// an http step whose host is known only at run time (reported at urlNode
+// when the breaker is inherited). An await or a sleep, which no breaker
+// holds back, keeps no inherited breaker.
+func (p *parser) nameBreaker(st *workflow.Step, def *workflow.Definition, nodes breakerNodes, typ string,
+	hs *httpstep.Step, urlNode *yaml.Node, what string) {
+	cb, from := st.Policy.CircuitBreaker, ""
+	switch {
+	case cb != nil:
+	case def.Policy.CircuitBreaker != nil:
+		cb, from = def.Policy.CircuitBreaker, "the workflow's circuit_breaker"
+		if nodes.workflow != nil {
+			from += fmt.Sprintf(" (line %d)", nodes.workflow.Line)
+		}
+	case p.opts.Defaults.CircuitBreaker != nil:
+		cb, from = p.opts.Defaults.CircuitBreaker, "the worker's default circuit_breaker"
+	}
+	if cb == nil || cb.Name != "" {
+		return
+	}
+	isWait := typ == typeAwait || typ == typeSleep
+	if hs == nil {
+		if isWait && from != "" {
+			return
+		}
+		only := "only http steps default it to the target host"
+		if typ == typeHTTP { // Options.StepTypes replaced the built-in one
+			only = "only the built-in http step defaults it to the target host"
+		}
+		if from == "" {
+			p.errorf(nodes.own, "%s: circuit_breaker: name is required (%s)", what, only)
+		} else {
+			p.errorf(nodes.at, "%s: %s has no name, and %s: name that breaker, or give this step a circuit_breaker "+
+				"with a name", what, from, only)
+		}
+		return
+	}
+	name, err := hs.BreakerName()
+	if err != nil {
+		why := err.Error()
+		if errors.Is(err, httpstep.ErrHostTemplated) {
+			why = "the URL's host is a template, known only at run time, so it cannot name the breaker"
+		}
+		if from == "" {
+			p.errorf(nodes.own, "%s: circuit_breaker: name is required: %s", what, why)
+		} else {
+			p.errorf(urlNode, "%s: with.url: %s has no name, and %s: name that breaker, or give this step a "+
+				"circuit_breaker with a name", what, from, why)
+		}
+		return
+	}
+	named := *cb
+	named.Name = name
+	st.Policy.CircuitBreaker = &named
+}
+
+// withKey returns the value of key in a with mapping, or else def.
+func withKey(with *yaml.Node, key string, def *yaml.Node) *yaml.Node {
+	if with = resolve(with); with == nil || with.Kind != yaml.MappingNode {
+		return def
+	}
+	m, ok := (&parser{}).asMapping(with, "with")
+	if !ok {
+		return def
+	}
+	if v := m.get(key); v != nil {
+		return v
+	}
+	return def
 }
 
 // cmpNode returns whichever node comes first in the file.
@@ -482,17 +606,29 @@ func (p *parser) stepTypeError(err error, at *yaml.Node, what string) {
 
 // stepTypes returns the step types: the built-in ones and Options'.
 func (p *parser) stepTypes() map[string]StepType {
-	t := map[string]StepType{"http": HTTPStep}
+	t := map[string]StepType{typeHTTP: HTTPStep}
 	maps.Copy(t, p.opts.StepTypes)
 	t[typeAwait], t[typeSleep] = noBody, noBody
 	return t
 }
+
+// typeHTTP is the built-in http step's type.
+const typeHTTP = "http"
 
 // HTTPStep is the built-in "http" step type (see package httpstep). Its
 // "with" mapping has method, url, headers, body and poll (until, interval:
 // httpstep.Poll); spec.AllowedHosts
 // becomes the httpstep.Spec's AllowedHosts.
 func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
+	step, err := httpStep(spec)
+	if err != nil {
+		return nil, err
+	}
+	return step.Run, nil
+}
+
+// httpStep builds the built-in http step (see HTTPStep).
+func httpStep(spec StepSpec) (*httpstep.Step, error) {
 	hp := &parser{}
 	with := spec.With
 	if with == nil {
@@ -583,7 +719,7 @@ func HTTPStep(spec StepSpec) (workflow.StepFunc, error) {
 		}
 		return nil, hp.list()
 	}
-	return step.Run, nil
+	return step, nil
 }
 
 // collectFieldErrors appends the *httpstep.FieldErrors joined in err.

@@ -220,7 +220,17 @@ func TestParseErrors(t *testing.T) {
 		{"max_running zero", wf("    max_running: 0\n"), "0\n", "max_running: 0: want at least 1"},
 
 		// Circuit breakers.
-		{"breaker without name", wf("    resiliency: {circuit_breaker: {failure_threshold: 3}}\n"), "{failure_threshold: 3}", "circuit_breaker: missing key name"},
+		{"breaker with an empty name", wf("    resiliency: {circuit_breaker: {name: '', failure_threshold: 3}}\n"), "'',", "circuit_breaker.name: empty (leave the key out"},
+		{"nameless breaker on a host-templated step", step("      - name: a\n        type: http\n        allowed_hosts: [api.example.com]\n        circuit_breaker: {failure_threshold: 3}\n        with: {method: GET, url: 'https://{{.input.host}}/x'}\n"),
+			"{failure_threshold: 3}", `step "a": circuit_breaker: name is required: the URL's host is a template, known only at run time, so it cannot name the breaker`},
+		{"nameless workflow breaker on a host-templated step", "workflows:\n  w:\n    allowed_hosts: [api.example.com]\n    resiliency: {circuit_breaker: {cooldown: 5s}}\n    steps:\n      - {name: a, type: http, with: {method: GET, url: 'https://x.example.com/'}}\n      - name: b\n        type: http\n        with: {method: GET, url: 'https://{{.input.host}}/x'}\n",
+			"'https://{{", `step "b": with.url: the workflow's circuit_breaker (line 4) has no name, and the URL's host is a template, known only at run time, so it cannot name the breaker: name that breaker, or give this step a circuit_breaker with a name`},
+		{"nameless breaker on a host glued to a template", step("      - name: a\n        type: http\n        allowed_hosts: [api.example.com]\n        circuit_breaker: {}\n        with: {method: GET, url: 'https://api.example.com{{.input.path}}'}\n"),
+			"{}\n", `step "a": circuit_breaker: name is required: the URL's host is a template`},
+		{"nameless breaker on an IPv6 host", step("      - name: a\n        type: http\n        circuit_breaker: {cooldown: 5s}\n        with: {method: GET, url: 'http://[::1]:8080/x'}\n"),
+			"{cooldown", `step "a": circuit_breaker: name is required: the target host cannot name the circuit breaker: ::1 is an IPv6 address`},
+		{"nameless breaker on a sleep", step("      - name: a\n        type: sleep\n        circuit_breaker: {cooldown: 5s}\n        with: {duration: 1m}\n"),
+			"{cooldown", `step "a": circuit_breaker: name is required (only http steps default it to the target host)`},
 		{"breaker unknown key", wf("    resiliency: {circuit_breaker: {name: b, treshold: 3}}\n"), "treshold", `circuit_breaker: unknown key "treshold"`},
 		{"breaker bad cooldown", wf("    resiliency: {circuit_breaker: {name: b, cooldown: soon}}\n"), "soon", `circuit_breaker.cooldown: "soon" is not a duration`},
 		{"breaker bad name", wf("    resiliency: {circuit_breaker: {name: \"a|b\"}}\n"), "{circuit_breaker", `name "a|b" must be`},

@@ -436,7 +436,7 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 	}
 }
 
-// beginOf matches the begin of the task task (its ID is among the script's
+// beginOf matches the begin of task `task` (its ID is among the script's
 // arguments).
 func beginOf(task string) func(args []any) bool {
 	return func(args []any) bool {

@@ -35,6 +35,23 @@ func newEnv(t *testing.T) *env {
 }
 
 // fastPolicy retries quickly so tests stay short.
+// publishedEngine makes an engine on rdb with cfg, registers defs and
+// publishes them.
+func publishedEngine(t *testing.T, rdb redis.UniversalClient, cfg workflow.EngineConfig, defs ...workflow.Definition) *workflow.Engine {
+	t.Helper()
+	eng, err := workflow.NewEngine(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Register(defs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Publish(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
 func fastPolicy() workflow.Policy {
 	return workflow.Policy{MaxAttempts: 4, InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
 		MaxInterval: time.Second, Jitter: workflow.JitterNone}

@@ -317,16 +317,7 @@ func newFreezeRig(t *testing.T, fence, freeze time.Duration, defs ...workflow.De
 	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr})
 	rdb.AddHook(hook)
 	t.Cleanup(func() { _ = rdb.Close() })
-	eng, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: e.queue, Clock: clock, Logger: e.log, FenceTTL: fence})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Register(defs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Publish(ctxb); err != nil {
-		t.Fatal(err)
-	}
+	eng := publishedEngine(t, rdb, workflow.EngineConfig{Queue: e.queue, Clock: clock, Logger: e.log, FenceTTL: fence}, defs...)
 	return &freezeRig{clock: clock, hook: hook, rdb: rdb, queue: e.queue, eng: eng,
 		rec:    eng.NewReconciler(workflow.ReconcilerConfig{OutageGrace: 5 * time.Second}),
 		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: e.queue, Clock: clock}),

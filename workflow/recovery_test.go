@@ -52,16 +52,7 @@ func newRig(t *testing.T, defs ...workflow.Definition) *rig {
 	t.Helper()
 	e := newEnv(t)
 	clock := newFakeClock()
-	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Register(defs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Publish(ctxb); err != nil {
-		t.Fatal(err)
-	}
+	eng := publishedEngine(t, e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, Clock: clock}, defs...)
 	e.client = workflow.NewClient(e.rdb, workflow.ClientConfig{Queue: e.queue, Logger: e.log, Clock: clock})
 	return &rig{env: e, clock: clock, eng: eng,
 		rec:   eng.NewReconciler(workflow.ReconcilerConfig{MaxAutoRecoveries: 3, Grace: 5 * time.Second}),

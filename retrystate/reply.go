@@ -128,6 +128,30 @@ const (
 	// OutcomeGoto: the run continues at an earlier step, or this one
 	// (goto.lua); Dispatch is the target's new attempt, due now.
 	OutcomeGoto Outcome = "goto"
+
+	// Compensations and step groups (sagas, lua/common.lua).
+
+	// OutcomeCompensated (complete of a compensation, cancel with
+	// compensation): the run's compensations are done; it ended
+	// StatusCompensated.
+	OutcomeCompensated Outcome = "compensated"
+)
+
+// What follows a run's failure (Result.Then of OutcomeRunFailed).
+const (
+	// ThenFailed: the run failed (the word is "").
+	ThenFailed = ""
+	// ThenCompensating: the run is compensating; the script wrote its
+	// first compensation's task.
+	ThenCompensating = "compensating"
+	// ThenCompensated: the run compensated at once (nothing to undo).
+	ThenCompensated = "compensated"
+	// ThenContinued: an optional group was rolled back with nothing to
+	// undo; the run goes on after it (the script wrote the next step's
+	// task).
+	ThenContinued = "continued"
+	// ThenSucceeded: that group was the run's end: the run succeeded.
+	ThenSucceeded = "succeeded"
 )
 
 // Result is the result of a state transition: the script's Outcome and the
@@ -180,6 +204,9 @@ type Result struct {
 	// Position is a waiting run's place in its gate's line, from 1
 	// (OutcomeWaiting of create, operate, restore).
 	Position int
+	// Then says what follows a run's failure (OutcomeRunFailed): one of
+	// the Then constants; ThenFailed ("") when the run failed.
+	Then string
 }
 
 // Started is an attempt a begin started or resumed.
@@ -205,6 +232,17 @@ type Started struct {
 	// Next is the dispatch the next step will get when this one completes
 	// (nil for the last step), so its task can be prepared in advance.
 	Next *Dispatch
+	// Compensation is set for a compensation's attempt: the step it
+	// compensates (also the last of Earlier) and the run's failure.
+	Compensation *CompensationOf
+}
+
+// CompensationOf is what a compensation's attempt undoes, and why.
+type CompensationOf struct {
+	Step          string
+	Output        string
+	FailureCode   string
+	FailureReason string
 }
 
 // Reply layouts: the positions of the elements of each reply, counted from
@@ -235,17 +273,18 @@ const (
 	// {"early", wait_ms}, {"fenced", why}, {"attention", reason},
 	// {"noop", reason}, {"refused", reason}, {"exists", run ID}.
 	replyField = 1
-	// {"failed", code, reason} (begin, fail, redispatch).
-	failedCode, failedReason = 1, 2
+	// {"failed", code, reason, then} (begin, fail, redispatch, wait,
+	// snooze, goto; compdone with then "").
+	failedCode, failedReason, failedThen, failedLen = 1, 2, 3, 4
 	// {"done", status, failure code} (fail).
 	doneStatus, doneCode = 1, 2
 	// {"created", task ID of step 0, attempt}.
 	createdTask, createdAttempt = 1, 2
 	// {"cancelled", task ID of the current step, its status before}.
 	cancelledTask, cancelledStepStatus = 1, 2
-	// {"failed", task ID of the current step, its status before, reason}
-	// (timeout).
-	expiredTask, expiredStepStatus, expiredReason = 1, 2, 3
+	// {"failed", task ID of the current step, its status before, reason,
+	// then} (timeout).
+	expiredTask, expiredStepStatus, expiredReason, expiredThen, expiredLen = 1, 2, 3, 4, 5
 )
 
 // absent marks a Dispatch field a reply does not carry: it stays zero.
@@ -451,7 +490,7 @@ func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
 func decodeBegin(res []string, index int) (Result, error) {
 	r := newReply("begin", res)
 	switch r.word() {
-	case "ok":
+	case "ok", "comp":
 		if len(res) < okEarlier || (len(res)-okEarlier)%2 != 0 {
 			r.failf("%d elements, want %d and a name and output per earlier step", len(res), okEarlier)
 			return r.result(Result{})
@@ -463,7 +502,16 @@ func decodeBegin(res []string, index int) (Result, error) {
 		st := &Started{Attempt: r.integer(okAttempt), Crashes: r.integer(okCrashes), Crashed: resumed == "1",
 			Snoozed: resumed == "snoozed",
 			Input:   r.str(okInput), Policy: r.str(okPolicy), Used: r.integer(okUsed), Deadline: r.instant(okDeadline)}
-		if name := r.str(okNextName); name != "" {
+		if r.word() == "comp" {
+			// A compensation (sagas): the run's failure in the next step's
+			// slots, and the compensated step last of the earlier ones.
+			if len(res) < okEarlier+2 || !IsCompensation(index) {
+				r.failf("a compensation's begin for step index %d", index)
+				return r.result(Result{})
+			}
+			st.Compensation = &CompensationOf{Step: res[len(res)-2], Output: res[len(res)-1],
+				FailureCode: r.str(okNextName), FailureReason: r.str(okNextAttempt)}
+		} else if name := r.str(okNextName); name != "" {
 			st.Next = &Dispatch{Index: index + 1, Name: name, Attempt: r.integer(okNextAttempt) + 1,
 				Timeout: r.millis(okNextTimeout)}
 		}
@@ -579,10 +627,22 @@ func decodeSignal(res []string) (Result, error) {
 	return r.result(Result{})
 }
 
-// decodeFailed decodes {"failed", code, reason}.
+// decodeFailed decodes {"failed", code, reason, then}.
 func decodeFailed(r *reply) (Result, error) {
-	r.want(3)
-	return r.result(Result{Outcome: OutcomeRunFailed, Code: r.str(failedCode), Reason: r.str(failedReason)})
+	r.want(failedLen)
+	return r.result(Result{Outcome: OutcomeRunFailed, Code: r.str(failedCode), Reason: r.str(failedReason),
+		Then: r.then(failedThen)})
+}
+
+// then reads what follows a run's failure (a Then constant).
+func (r *reply) then(i int) string {
+	switch t := r.str(i); t {
+	case ThenFailed, ThenCompensating, ThenCompensated, ThenContinued, ThenSucceeded:
+		return t
+	default:
+		r.failf("element %d: %q is not what follows a failure", i, t)
+		return ""
+	}
 }
 
 // decodeFenced decodes {"fenced", why}.
@@ -607,6 +667,33 @@ func decodeComplete(res []string) (Result, error) {
 	case "succeeded":
 		r.want(1)
 		return r.result(Result{Outcome: OutcomeRunSucceeded})
+	case "fenced":
+		return decodeFenced(r)
+	case "done":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+	}
+	r.unknown()
+	return r.result(Result{})
+}
+
+// decodeCompDone decodes compdone.lua's reply: complete.lua's, where "next"
+// is the next compensation (or the step after a rolled-back optional
+// group), its task written by the script, and a saga's ends.
+func decodeCompDone(res []string) (Result, error) {
+	r := newReply("compdone", res)
+	switch r.word() {
+	case "next":
+		r.want(nextLen)
+		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+	case "succeeded":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeRunSucceeded})
+	case "compensated":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeCompensated})
+	case "failed":
+		return decodeFailed(r)
 	case "fenced":
 		return decodeFenced(r)
 	case "done":
@@ -764,9 +851,10 @@ func decodeTimeout(res []string) (Result, error) {
 	r := newReply("timeout", res)
 	switch r.word() {
 	case "failed":
-		r.want(4)
+		r.want(expiredLen)
 		return r.result(Result{Outcome: OutcomeRunFailed, Kind: "deadline", Code: CodeRunTimeout,
-			Task: r.str(expiredTask), StepStatus: StepStatus(r.str(expiredStepStatus)), Reason: r.str(expiredReason)})
+			Task: r.str(expiredTask), StepStatus: StepStatus(r.str(expiredStepStatus)), Reason: r.str(expiredReason),
+			Then: r.then(expiredThen)})
 	case "noop":
 		return decodeReason(r, OutcomeNoop)
 	}

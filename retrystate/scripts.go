@@ -19,6 +19,7 @@ type scripts struct {
 	unlock, peek, gate                            *redis.Script
 	wait, signal                                  *redis.Script
 	snooze, jump                                  *redis.Script // snooze.lua, goto.lua
+	compdone                                      *redis.Script
 }
 
 func loadScripts() scripts {
@@ -45,6 +46,7 @@ func loadScripts() scripts {
 		signal:     withCommon("signal.lua"),
 		snooze:     withCommon("snooze.lua"),
 		jump:       withCommon("goto.lua"),
+		compdone:   withCommon("compdone.lua"),
 	}
 }
 

@@ -135,7 +135,7 @@ func TestScriptWait(t *testing.T) {
 				taskID(1, 1), "1799999000000", "", wake1, `["next" "2" "c" "1" "60000" "0"]`),
 			c("failed: the time to sleep until cannot be computed", abc().sleeps(1, "sleep_until").pendingAt(1), "start", 1,
 				taskID(1, 1), "", "input has no send_at", wake1,
-				`["failed" "permanent_error" "step \"b\": cannot tell when to sleep until: input has no send_at"]`),
+				`["failed" "permanent_error" "step \"b\": cannot tell when to sleep until: input has no send_at" ""]`),
 			c("next: an await finds its signal in the mailbox",
 				abc().awaits(1, "go").pendingAt(1).queued("other", "", `1`).queued("go", "s1", `{"ok":true}`).queued("go", "s2", `2`),
 				"start", 1, taskID(1, 1), "", "", wake1, `["next" "2" "c" "1" "60000" "0"]`),
@@ -155,7 +155,7 @@ func TestScriptWait(t *testing.T) {
 			c("succeeded: the last step's sleep", abc().sleeps(2, "sleep").waitingAt(2, "timer", tNow), "wake", 2,
 				taskID(2, 1)+"_g1", "", "", "", `["succeeded"]`),
 			c("failed: an await timed out", abc().awaits(1, "go").waitingAt(1, "signal", tNow), "wake", 1, wake1,
-				"", "", "", `["failed" "signal_timeout" "step \"b\": no signal \"go\" within 60s (its await timeout)"]`),
+				"", "", "", `["failed" "signal_timeout" "step \"b\": no signal \"go\" within 60s (its await timeout)" ""]`),
 		},
 	}.run(t)
 }

@@ -16,18 +16,26 @@ const (
 	StatusSucceeded RunStatus = "succeeded"
 	StatusFailed    RunStatus = "failed"
 	StatusCancelled RunStatus = "cancelled"
+	// StatusCompensating: the run failed for good (or was cancelled with
+	// compensation) and runs the compensations of its succeeded steps,
+	// last first; or it rolls back a step group.
+	StatusCompensating RunStatus = "compensating"
+	// StatusCompensated: every compensation ran; the run ended, keeping
+	// its failure code and reason.
+	StatusCompensated RunStatus = "compensated"
 )
 
-// Terminal reports whether a run in status s has ended (succeeded, failed or
-// cancelled).
+// Terminal reports whether a run in status s has ended (succeeded, failed,
+// cancelled or compensated).
 func (s RunStatus) Terminal() bool {
-	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled || s == StatusCompensated
 }
 
 // Valid reports whether s is one of the run statuses.
 func (s RunStatus) Valid() bool {
 	switch s {
-	case StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+	case StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled, StatusCompensating,
+		StatusCompensated:
 		return true
 	}
 	return false
@@ -49,6 +57,11 @@ const (
 	// StepWaiting: an await waits for its signal, or a sleep for its time,
 	// holding no worker slot.
 	StepWaiting StepStatus = "waiting"
+	// StepCompensated: the step succeeded and its compensation undid it.
+	StepCompensated StepStatus = "compensated"
+	// StepRolledBack: the step belongs to an optional group that was
+	// rolled back; the run went on after the group.
+	StepRolledBack StepStatus = "rolled_back"
 )
 
 // StepKind is what a step does: run a body (""), await a signal, or sleep.

@@ -88,6 +88,10 @@ type NewRun struct {
 	OrderingLimit int
 	OrderingBlock bool
 	MaxRunning    int
+	// Compensate: a run that fails for good runs the compensations of its
+	// succeeded steps (on_failure: compensate). See sagas in
+	// lua/common.lua.
+	Compensate bool
 }
 
 // NewStep is the fixed part of a step record: what the run keeps of the
@@ -113,7 +117,37 @@ type NewStep struct {
 	Wait   time.Duration
 	// Breaker is the step's circuit breaker (nil: none).
 	Breaker *BreakerSpec
+	// Compensation is the step's compensation (nil: none): a step record
+	// of its own, index CompBase + the step's (sagas in lua/common.lua).
+	Compensation *NewCompensation
+	// Group is the step's group ("" for none); GroupOptional: that group
+	// is optional.
+	Group         string
+	GroupOptional bool
 }
+
+// NewCompensation is what a run keeps of a step's compensation: its name is
+// CompensationPrefix + the step's.
+type NewCompensation struct {
+	MaxAttempts int
+	MaxCrashes  int
+	Timeout     time.Duration
+	Policy      string // JSON of the effective policy
+	Breaker     *BreakerSpec
+}
+
+// CompBase is the index of the step record of step 0's compensation: the
+// compensation of step i is record CompBase+i (see sagas in
+// lua/common.lua). It is part of the stored format; a workflow has fewer
+// steps.
+const CompBase = 1000
+
+// CompensationPrefix prefixes the name of a compensation's step record and
+// tasks: "compensate:<step>".
+const CompensationPrefix = "compensate:"
+
+// IsCompensation reports whether step index idx is a compensation's.
+func IsCompensation(idx int) bool { return idx >= CompBase }
 
 // Dispatch names the task that must exist for a step to make progress.
 type Dispatch struct {
@@ -141,6 +175,7 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 			string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
 	}
 	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
+	argv = appendSagaArgs(argv, r)
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
 		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
@@ -150,6 +185,31 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 		return Result{}, fmt.Errorf("create run: %w", err)
 	}
 	return decodeCreate(res, r.ID, r.Steps[0])
+}
+
+// appendSagaArgs appends create.lua's ARGV of compensations and groups,
+// nothing for a run that has none.
+func appendSagaArgs(argv []any, r NewRun) []any {
+	var comps, groups []any
+	for i, st := range r.Steps {
+		if c := st.Compensation; c != nil {
+			comps = append(comps, i, c.MaxAttempts, c.MaxCrashes, c.Timeout.Milliseconds(), c.Policy, c.Breaker.encode())
+		}
+		if st.Group != "" {
+			groups = append(groups, i, st.Group, boolArg(st.GroupOptional))
+		}
+	}
+	if !r.Compensate && comps == nil && groups == nil {
+		return argv
+	}
+	onFailure := ""
+	if r.Compensate {
+		onFailure = "compensate"
+	}
+	argv = append(argv, onFailure, len(comps)/6)
+	argv = append(argv, comps...)
+	argv = append(argv, len(groups)/3)
+	return append(argv, groups...)
 }
 
 // BeginArgs identifies a delivery of a step attempt's task.
@@ -200,12 +260,18 @@ type CompleteArgs struct {
 // the run; fenced by the attempt's token.
 func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
 	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending()}
-	res, err := s.run(ctx, s.scripts.complete, keys,
+	script, decode := s.scripts.complete, decodeComplete
+	if IsCompensation(a.Index) {
+		// A compensation's complete goes on with the saga (compdone.lua);
+		// complete.lua's hot path knows nothing of sagas.
+		script, decode = s.scripts.compdone, decodeCompDone
+	}
+	res, err := s.run(ctx, script, keys,
 		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage))
 	if err != nil {
 		return Result{}, fmt.Errorf("complete: %w", err)
 	}
-	return decodeComplete(res)
+	return decode(res)
 }
 
 // FailArgs records a failed attempt.

@@ -43,6 +43,21 @@ type Step struct {
 	// Policy overrides the workflow's policy for this step; unset fields
 	// inherit.
 	Policy Policy
+	// Compensate, when set, undoes the step's effect: it runs (as its own
+	// attempts, with its own retries) when the step succeeded and the run
+	// then fails for good under OnFailure FailureCompensate, or a later
+	// step of the step's group fails (Group). Its StepContext carries the
+	// step's output and the run's failure (StepContext.Compensation); what
+	// it returns is checkpointed as the compensation's output. Like a
+	// step, it may run more than once: make it idempotent.
+	Compensate StepFunc
+	// CompensatePolicy overrides, for the compensation's attempts, the
+	// step's effective policy; unset fields inherit it.
+	CompensatePolicy Policy
+	// Group names the step group the step belongs to: a group's steps
+	// follow one another. A step of a group that fails for good rolls back
+	// the group (see Group and Definition.Groups).
+	Group string
 }
 
 // Definition is a workflow: a name, its ordered steps and its policy.
@@ -66,6 +81,12 @@ type Definition struct {
 	// active at once across all workers; the others wait, pending, in
 	// start order. 0: no limit.
 	MaxRunning int
+	// OnFailure is what a run that fails for good does: FailureStop (""
+	// too, the default) or FailureCompensate (a saga).
+	OnFailure FailureAction
+	// Groups configures step groups by name (Step.Group); a group not
+	// listed is required.
+	Groups map[string]Group
 }
 
 // nameRE matches workflow names; stepNameRE step names, which have no '-'
@@ -102,6 +123,7 @@ func (d *Definition) Validate() error {
 	if err := d.validateGates(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, d.validateSagas()...)
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		switch {
@@ -143,6 +165,10 @@ type snapshot struct {
 	// runs started with an ordering key; MaxRunning the workflow's limit.
 	Ordering   *Ordering `json:"ordering,omitempty"`
 	MaxRunning int       `json:"max_running,omitempty"`
+	// OnFailure is "compensate" for a saga ("" otherwise); Groups the
+	// optional groups' settings.
+	OnFailure FailureAction    `json:"on_failure,omitempty"`
+	Groups    map[string]Group `json:"groups,omitempty"`
 }
 
 type snapshotStep struct {
@@ -154,6 +180,10 @@ type snapshotStep struct {
 	Kind   retrystate.StepKind `json:"kind,omitempty"`
 	Signal string              `json:"signal,omitempty"`
 	Wait   time.Duration       `json:"wait,omitempty"`
+	// Compensate is the effective policy of the step's compensation; nil:
+	// the step has none. Group is the step's group ("" for none).
+	Compensate *Policy `json:"compensate,omitempty"`
+	Group      string  `json:"group,omitempty"`
 }
 
 // validateEffective checks the policies in force after precedence: each
@@ -168,6 +198,11 @@ func (s snapshot) validateEffective() error {
 		if err := st.Policy.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%w %q: step %q: effective policy: %w", ErrInvalidDefinition, s.Name, st.Name, err))
 		}
+		if st.Compensate != nil {
+			if err := st.Compensate.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%w %q: step %q: compensation's effective policy: %w", ErrInvalidDefinition, s.Name, st.Name, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -177,10 +212,17 @@ func (d *Definition) resolve(global Policy) snapshot {
 	wf := d.Policy.Or(global).Or(DefaultPolicy())
 	ord := d.Ordering.effective()
 	s := snapshot{Name: d.Name, Policy: wf, Steps: make([]snapshotStep, len(d.Steps)), Ordering: &ord,
-		MaxRunning: d.MaxRunning}
+		MaxRunning: d.MaxRunning, Groups: d.Groups}
+	if d.OnFailure == FailureCompensate {
+		s.OnFailure = FailureCompensate
+	}
 	for i, st := range d.Steps {
-		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf)}
+		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf), Group: st.Group}
 		s.Steps[i].Kind, s.Steps[i].Signal, s.Steps[i].Wait = st.waits()
+		if st.Compensate != nil {
+			cp := st.CompensatePolicy.Or(s.Steps[i].Policy)
+			s.Steps[i].Compensate = &cp
+		}
 	}
 	return s
 }
@@ -213,6 +255,10 @@ type StepContext struct {
 	IdempotencyKey string
 	// Input is the run's input JSON.
 	Input json.RawMessage
+	// Compensation is set when this is a compensation (Step.Compensate):
+	// the step it undoes, that step's output, and the run's failure. Step
+	// and Index are then the compensation's ("compensate:<step>").
+	Compensation *Compensation
 
 	log     lineLogger
 	logOnce sync.Once

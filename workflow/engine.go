@@ -151,6 +151,9 @@ func (e *Engine) Register(defs ...Definition) error {
 			if s.Run == nil {
 				r.steps[s.Name] = waitBody // an await or a sleep (engine_waits.go)
 			}
+			if s.Compensate != nil {
+				r.steps[CompensationPrefix+s.Name] = s.Compensate
+			}
 		}
 		e.defs[d.Name] = r
 	}

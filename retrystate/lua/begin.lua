@@ -15,8 +15,8 @@
 --                             caller can make sure that task exists.
 --   {"busy", wait_ms}         another delivery of this dispatch holds a live fence
 --   {"early", wait_ms}        the attempt is not due yet
---   {"failed", code, reason}  the run failed here: deadline passed, crash budget or iteration
---                             ceiling exhausted
+--   {"failed", code, reason, after}  the run failed here: deadline passed, crash budget or iteration
+--                             ceiling exhausted; after says what follows (fail_run, common.lua)
 --   {"deferred", until, index, name, attempt, gen, timeout_ms}  the step's circuit breaker is
 --                             open (or another attempt probes it): the attempt waits until
 --                             then under that new dispatch (the caller enqueues it), spending
@@ -32,6 +32,9 @@
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
 --    the next step's name ("" for none), its attempt counter and its timeout (ms),
 --    then name and output of each earlier step}
+--   {"comp", ...}             the same for a compensation's attempt (sagas, common.lua), but
+--                             for the next step's three: the run's failure code and reason,
+--                             and ""; the earlier steps end with the one it compensates
 
 local idx = tonumber(ARGV[7])
 local token, ttl, retention = ARGV[5], num(ARGV[6]), ARGV[8]
@@ -46,7 +49,13 @@ local f = {"status", "current", "deadline", "iterations", "max_iterations", "inp
   q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind",
   p .. "breaker"}
 local NF = #f
-for i = 0, idx - 1 do
+-- A compensation (sagas, common.lua) reads the checkpoints up to the step
+-- it compensates, that step's included.
+local last = idx - 1
+if idx >= COMP_BASE then
+  last = idx - COMP_BASE
+end
+for i = 0, last do
   local e = sp(i)
   f[#f + 1] = e .. "name"
   f[#f + 1] = e .. "output"
@@ -122,8 +131,8 @@ if st_status == "running" and not again then
   if crashes > max_crashes then
     local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
       st_name, crashes, num(st_attempt), max_crashes)
-    fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
-    return {"failed", "crash_budget_exhausted", reason}
+    local after = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
+    return {"failed", "crash_budget_exhausted", reason, after}
   end
 end
 
@@ -147,20 +156,22 @@ else
   if deadline > 0 and NOW >= deadline then
     local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), st_name,
       num(st_attempt))
-    fail_run(idx, "run_timeout", reason, "run timed out", retention)
-    return {"failed", "run_timeout", reason}
+    local after = fail_run(idx, "run_timeout", reason, "run timed out", retention)
+    return {"failed", "run_timeout", reason, after}
   end
   -- The most specific iteration ceiling wins: the step's, else the run's.
   local max_iter = st_max_iterations ~= "0" and num(st_max_iterations) or 0
-  if max_iter == 0 and run_max_iterations ~= "0" then
+  if max_iter == 0 and run_max_iterations ~= "0" and idx < COMP_BASE then
+    -- (A compensation has no ceiling of its own and is not held to the
+    -- run's: it undoes what the run did.)
     max_iter = num(run_max_iterations)
   end
   local iterations = num(run_iterations)
   if max_iter > 0 and iterations >= max_iter then
     local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, st_name,
       num(st_attempt))
-    fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
-    return {"failed", "max_iterations_exceeded", reason}
+    local after = fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
+    return {"failed", "max_iterations_exceeded", reason, after}
   end
 
   if st_breaker and st_breaker ~= "" then
@@ -174,8 +185,8 @@ else
       if deadline > 0 and until_ms >= deadline then
         local reason = string.format("circuit breaker %q is open until after the run's deadline (%s); step %q attempt %d",
           bname, timeout_limit(idx), st_name, num(st_attempt))
-        fail_run(idx, "run_timeout", reason, "run timed out", retention)
-        return {"failed", "run_timeout", reason}
+        local after = fail_run(idx, "run_timeout", reason, "run timed out", retention)
+        return {"failed", "run_timeout", reason, after}
       end
       local gen = step_incr(idx, "gen", "1")
       local id = task_id(idx, num(st_attempt), gen)
@@ -247,6 +258,11 @@ local out = {"ok", st_attempt, "0", resumed, run_input, st_policy or "{}", used,
   nx_attempt or "0", nx_timeout_ms or "0"}
 if crashed == 1 then
   out[3] = int(crashes or redis.call("HGET", RUN, p .. "crashes"))
+end
+if idx >= COMP_BASE then
+  -- A compensation: no next step to prepare; the run's failure instead.
+  local r = redis.call("HMGET", RUN, "failure_code", "failure_reason")
+  out[1], out[9], out[10], out[11] = "comp", r[1] or "", r[2] or "", ""
 end
 for i = NF + 1, #v do
   out[#out + 1] = v[i] or ""

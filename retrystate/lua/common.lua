@@ -61,7 +61,7 @@ local function zero(v)
 end
 
 local function is_terminal(status)
-  return status == "succeeded" or status == "failed" or status == "cancelled"
+  return status == "succeeded" or status == "failed" or status == "cancelled" or status == "compensated"
 end
 
 -- sp returns the field name prefix of step idx: "s<idx>.".
@@ -175,6 +175,47 @@ local function touch()
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
 end
 
+-- put_now writes to asynq, pending (due now), the task id of step idx
+-- (name, attempt, gen, timeout_ms) of run rid, as asynq's enqueue would
+-- (tasks/asynqwire.go): the task that continues a run written by the
+-- script that changes the run (gate admission, compensations). It uses no
+-- local of the script around it (see gate below) and encodes the message
+-- itself: tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
+-- checks byte for byte against Go's.
+local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms)
+  local prefix, nows = ARGV[2], ARGV[3]
+  -- queue is the queue's name, from the prefix cairn:{<queue>}:.
+  local queue = string.sub(prefix, 8, -3)
+  -- pb_varint and pb_bytes encode protobuf's varint and length-delimited
+  -- fields.
+  local function pb_varint(n)
+    local b = {}
+    repeat
+      local x = n % 128
+      n = math.floor(n / 128)
+      if n > 0 then
+        x = x + 128
+      end
+      b[#b + 1] = string.char(x)
+    until n == 0
+    return table.concat(b)
+  end
+  local function pb_bytes(field, v)
+    return string.char(field * 8 + 2) .. pb_varint(#v) .. v
+  end
+  local payload = string.format("cairn1 %s %s %d %s %d %d", rid, workflow, idx, name, tonumber(attempt) or 0,
+    tonumber(gen) or 0)
+  local secs = 86400
+  if (tonumber(timeout_ms) or 0) > 0 then
+    secs = math.floor((tonumber(timeout_ms) + 60000) / 1000)
+  end
+  local msg = pb_bytes(1, "cairn:step") .. pb_bytes(2, payload) .. pb_bytes(3, id) .. pb_bytes(4, queue) ..
+    string.char(5 * 8) .. pb_varint(25) .. string.char(8 * 8) .. pb_varint(secs)
+  redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "pending", "pending_since",
+    nows .. "000000")
+  redis.call("LPUSH", "asynq:{" .. queue .. "}:pending", id)
+end
+
 -- Admission gates: ordering keys and max_running.
 -- A gate G is "k:<ordering key>" or "w:<workflow>" (max_running). Its line
 -- of waiting runs is gate:<G>:wait (a sorted set of run IDs by start
@@ -212,7 +253,7 @@ local function gate(op, rid, arg)
     return not v or v == "0" or v == "" or v == 0
   end
   local function is_terminal(status)
-    return status == "succeeded" or status == "failed" or status == "cancelled"
+    return status == "succeeded" or status == "failed" or status == "cancelled" or status == "compensated"
   end
   local function sp(idx)
     return string.format("s%d.", idx)
@@ -220,39 +261,8 @@ local function gate(op, rid, arg)
   local function idx(name)
     return PREFIX .. "idx:" .. name
   end
-  -- QUEUE is the queue's name, from the prefix cairn:{<queue>}:.
-  local QUEUE = string.sub(PREFIX, 8, -3)
   local function gate_key(g, part)
     return PREFIX .. "gate:" .. g .. ":" .. part
-  end
-  -- pb_varint and pb_bytes encode protobuf's varint and length-delimited
-  -- fields.
-  local function pb_varint(n)
-    local b = {}
-    repeat
-      local x = n % 128
-      n = math.floor(n / 128)
-      if n > 0 then
-        x = x + 128
-      end
-      b[#b + 1] = string.char(x)
-    until n == 0
-    return table.concat(b)
-  end
-  local function pb_bytes(field, s)
-    return string.char(field * 8 + 2) .. pb_varint(#s) .. s
-  end
-  -- step_msg is tasks.Step.AsynqMessage in Lua: the asynq message of a task
-  -- due now of step idx (name, timeout_ms) of run rid, with ID id.
-  -- TestStepMsgMatchesGo checks it against Go's.
-  local function step_msg(rid, workflow, idx, name, attempt, gen, id, timeout_ms)
-    local payload = string.format("cairn1 %s %s %d %s %d %d", rid, workflow, idx, name, num(attempt), num(gen))
-    local secs = 86400
-    if num(timeout_ms) > 0 then
-      secs = math.floor((num(timeout_ms) + 60000) / 1000)
-    end
-    return pb_bytes(1, "cairn:step") .. pb_bytes(2, payload) .. pb_bytes(3, id) .. pb_bytes(4, QUEUE) ..
-      string.char(5 * 8) .. pb_varint(25) .. string.char(8 * 8) .. pb_varint(secs)
   end
   -- gates_of returns the gates of run rid in the order it passes them, each
   -- {g, limit, hold field, held, reason}, and the run's key.
@@ -363,10 +373,7 @@ local function gate(op, rid, arg)
     redis.call("ZADD", idx("active"), NOWS, rid)
     redis.call("XADD", rk .. ":j", "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", "run_admitted", "at", NOWS,
       "task", id)
-    local tk = "asynq:{" .. QUEUE .. "}:t:" .. id
-    redis.call("HSET", tk, "msg", step_msg(rid, workflow, cur, s[1], s[2], gen, id, s[4]), "state", "pending",
-      "pending_since", NOWS .. "000000")
-    redis.call("LPUSH", "asynq:{" .. QUEUE .. "}:pending", id)
+    put_now(rid, workflow, cur, s[1], s[2], gen, id, s[4])
   end
   -- gate_pass takes run rid through the gates it does not hold yet. Returns
   -- true when it holds them all; else it waits in the line of the first gate
@@ -476,19 +483,23 @@ end
 -- attempt counter is attempt_before, the run's current step, due now, with a
 -- new attempt number and a fresh retry budget; the caller writes them (with
 -- its own) and records activity on the run (ZADD IDX.active). Returns the
--- pairs, the task ID and the new attempt number.
+-- pairs, the task ID (task_id's) and the new attempt number.
+-- Like step_deadline below, it captures no local of the script around it
+-- (it reads ARGV itself): a closure's creation cost grows with what it
+-- captures, and complete.lua, and begin.lua through saga(), include both.
 local function activation(idx, attempt_before)
-  local attempt = num(attempt_before) + 1
-  local id = task_id(idx, attempt, 0)
-  local p = sp(idx)
-  local w = {p .. "attempt", int(attempt), p .. "status", "pending", p .. "task", id,
-    "current", int(idx), "updated_at", NOWS}
+  local attempt = math.floor(tonumber(attempt_before) or 0) + 1
+  local id = string.format("%s_s%d_a%d", ARGV[1], idx, attempt)
+  local p = string.format("s%d.", idx)
+  local w = {p .. "attempt", string.format("%d", attempt), p .. "status", "pending", p .. "task", id,
+    "current", string.format("%d", idx), "updated_at", ARGV[3]}
   if attempt > 1 then
     -- A step that never had an attempt still has the values create gave
     -- it (a skip leaves them too); only a step activated before needs
     -- them reset.
-    local r = {p .. "budget_base", int(attempt - 1), p .. "retry_attempts", "0", p .. "retry_state", "none",
-      p .. "next_attempt_at", "0", p .. "gen", "0", p .. "fence", "", p .. "fence_expires_at", "0"}
+    local r = {p .. "budget_base", string.format("%d", attempt - 1), p .. "retry_attempts", "0",
+      p .. "retry_state", "none", p .. "next_attempt_at", "0", p .. "gen", "0", p .. "fence", "",
+      p .. "fence_expires_at", "0"}
     for i = 1, #r do
       w[#w + 1] = r[i]
     end
@@ -501,28 +512,27 @@ end
 -- current: base (the run's deadline_base: its creation, or a recovery past
 -- the deadline) plus that timeout, 0 for none. The most specific run timeout
 -- wins: a step may tighten or loosen it. old is the deadline now; when it
--- changes (or old is nil: always), the deadline index follows.
+-- changes (or old is nil: always), the deadline index follows. (It captures
+-- no local, as activation above.)
 local function step_deadline(w, base, rt_ms, run_ms, old)
-  local rt = 0
-  if not zero(rt_ms) then
-    rt = num(rt_ms)
-  end
-  if rt == 0 and not zero(run_ms) then
-    rt = num(run_ms)
+  local rt = tonumber(rt_ms) or 0
+  if rt == 0 then
+    rt = tonumber(run_ms) or 0
   end
   local d = 0
   if rt > 0 then
-    d = num(base) + rt
+    d = (tonumber(base) or 0) + rt
   end
-  if old ~= nil and ((d == 0 and zero(old)) or d == num(old)) then
+  if old ~= nil and d == (tonumber(old) or 0) then
     return d
   end
+  local ds = string.format("%d", math.floor(d))
   w[#w + 1] = "deadline"
-  w[#w + 1] = int(d)
+  w[#w + 1] = ds
   if d > 0 then
-    redis.call("ZADD", IDX.deadlines, int(d), RUN_ID)
+    redis.call("ZADD", ARGV[2] .. "idx:deadlines", ds, ARGV[1])
   else
-    redis.call("ZREM", IDX.deadlines, RUN_ID)
+    redis.call("ZREM", ARGV[2] .. "idx:deadlines", ARGV[1])
   end
   return d
 end
@@ -738,21 +748,215 @@ local function expire_run(retention_ms, idem)
   end
 end
 
--- fail_run ends the run as failed, needing attention, because of step idx.
--- fence is what the step's fence becomes (nil: none; fail.lua leaves its
--- done:<token> mark).
-local function fail_run(idx, code, reason, message, retention_ms, fence)
+-- ---- compensations and step groups (sagas) ----
+--
+-- The compensation of step i is the step record COMP_BASE + i (fields
+-- s<1000+i>.*, task IDs <run>_s<1000+i>_a<n>), so begin, fail, release,
+-- snooze, redispatch and the reconciler treat its attempts as any step's;
+-- compdone.lua is its complete. (A workflow has at most 1000 steps.)
+-- create.lua writes its name ("compensate:<step>"), policy, budgets and
+-- breaker, and comp = "1" on step i. A run with compensations or groups has
+-- sagas = "1", and on_failure = "compensate" for a saga; a grouped step has
+-- group (the group's name) and group_opt ("1": the group is optional).
+--
+-- While compensations run, the run is "compensating", with no deadline, and
+-- its current step is the compensation running; its fields say what the
+-- compensations undo and what comes next: comp_lo (the lowest step index to
+-- compensate), comp_end ("compensated": the run ends so; "failed": it fails,
+-- after a required group's rollback under on_failure stop; "continue": an
+-- optional group was rolled back and the run goes on after it, at comp_hi +
+-- 1), comp_step (the step that failed), comp_group, and comp_code and
+-- comp_reason (the failure, also the run's failure_code and
+-- failure_reason). They stay while a compensation that failed for good
+-- waits for an operator, and go when the saga ends.
+local COMP_BASE = 1000
+
+-- fail_run ends the run as failed, needing attention, because of step idx;
+-- or, for a run with compensations or step groups (sagas = "1"), or when
+-- idx is a compensation's, starts what the failure calls for. fence is what
+-- the step's fence becomes (nil: none; fail.lua leaves its done:<token>
+-- mark). Returns what follows the failure, for the caller's reply: "" (the
+-- run failed), "compensating" (its last compensation's task is written),
+-- "compensated" (nothing to compensate), "continued" (an optional group
+-- with nothing to undo was rolled back; the next step's task is written) or
+-- "succeeded" (that group ended the run). (The sagas' own calls pass w, the
+-- failed step's fields already made, and plain: no saga.)
+--
+-- The sagas' helpers live inside it, made only on a saga's path: begin.lua
+-- includes fail_run on every call, and every local function of a script is
+-- a closure made on each call. fail_run("saga") returns them, for
+-- compdone.lua and cancel.lua:
+--   .next(i, retention_ms): the compensation of step i succeeded: start the
+--     next one (the last succeeded step below i, down to comp_lo, with a
+--     compensation), or end the saga (comp_end);
+--   .start(ending, lo, step, hi, group, code, reason, retention_ms, w): make
+--     the run compensating (comp_end ending, comp_lo lo, comp_step step,
+--     comp_hi hi, comp_group group, comp_code code, comp_reason reason,
+--     written with the fields w) and start its last compensation.
+-- Both return the reply: {"next", index, name, attempt, timeout_ms, "1"} (a
+-- compensation, or the step after a rolled-back optional group: its task is
+-- written here), {"compensated"}, {"succeeded"} (an optional group was the
+-- run's end) or {"failed", code, reason, ""} (a required group was rolled
+-- back and the run failed).
+local function fail_run(idx, code, reason, message, retention_ms, fence, w, plain)
+  local p = sp(tonumber(idx) or 0)
+  if not w and idx ~= "saga" then
+    w = {p .. "status", "failed", p .. "fence", fence or "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
+      p .. "next_attempt_at", "0"}
+    if redis.call("HGET", RUN, p .. "retry_state") == "scheduled" then
+      w[#w + 1] = p .. "retry_state"
+      w[#w + 1] = "none"
+    end
+  end
+  if idx == "saga" or (not plain and (idx >= COMP_BASE or redis.call("HGET", RUN, "sagas") == "1")) then
+    -- saga_end ends a saga whose compensations are all done (comp_end).
+    local function saga_end(ret)
+      local r = redis.call("HMGET", RUN, "comp_end", "comp_step", "comp_hi", "comp_group", "comp_code",
+        "comp_reason", "status", "workflow", "steps", "comp_lo", "gated")
+      local ending, failed, hi, group, c_code, c_reason = r[1], num(r[2]), num(r[3]), r[4] or "", r[5] or "",
+        r[6] or ""
+      local status, workflow, steps, lo, gated = r[7], r[8], num(r[9]), num(r[10]), r[11] == "1"
+      redis.call("HDEL", RUN, "comp_end", "comp_step", "comp_hi", "comp_group", "comp_code", "comp_reason",
+        "comp_lo")
+      if ending == "compensated" then
+        status_move(nil, status, "compensated", nil, "current", int(failed), "needs_attention", "0")
+        journal("run_compensated", "code", c_code, "reason", c_reason)
+        notify("run_compensated", workflow, "code", c_code, "reason", c_reason)
+        if gated then
+          gate("release", RUN_ID, false)
+        end
+        expire_run(ret)
+        return {"compensated"}
+      end
+      if ending == "failed" then
+        redis.call("HSET", RUN, "current", int(failed))
+        fail_run(failed, c_code, c_reason, "step failed; its group was rolled back", ret, nil, {}, true)
+        return {"failed", c_code, c_reason, ""}
+      end
+      -- continue: the optional group's steps are rolled back, and the run
+      -- goes on after it.
+      local rw = {"failure_code", "", "failure_reason", "", "warning", ""}
+      for i = lo, hi do
+        step_set(i, "status", "rolled_back")
+      end
+      local fname = step_get(failed, "name")[1]
+      journal("group_rolled_back", "group", group, "step", fname, "code", c_code, "reason", c_reason)
+      notify("group_rolled_back", workflow, "group", group, "step", fname, "code", c_code, "reason", c_reason)
+      local nxt = hi + 1
+      if nxt >= steps then
+        rw[#rw + 1] = "current"
+        rw[#rw + 1] = int(hi)
+        status_move(nil, status, "succeeded", nil, unpack(rw))
+        journal("run_succeeded")
+        notify("run_succeeded", workflow)
+        if gated then
+          gate("release", RUN_ID, false)
+        end
+        expire_run(ret)
+        return {"succeeded"}
+      end
+      set_status(status, "running", nil, unpack(rw))
+      local s = step_get(nxt, "attempt", "name", "timeout_ms", "run_timeout_ms")
+      local d = redis.call("HMGET", RUN, "deadline_base", "run_timeout_ms", "created_at")
+      local aw, id, attempt = activation(nxt, s[1])
+      step_deadline(aw, d[1] or d[3], s[4], d[2], nil)
+      redis.call("HSET", RUN, unpack(aw))
+      put_now(RUN_ID, workflow, nxt, s[2], attempt, 0, id, s[3])
+      return {"next", int(nxt), s[2], int(attempt), int(num(s[3])), "1"}
+    end
+    -- saga_next starts the compensation of the run's last succeeded step
+    -- below step index below (down to comp_lo), its task written here, or,
+    -- when none is left, ends the saga.
+    local function saga_next(below, ret)
+      local r = redis.call("HMGET", RUN, "comp_lo", "workflow")
+      for j = below - 1, num(r[1]), -1 do
+        local s = step_get(j, "status", "comp", "name")
+        if s[1] == "succeeded" and s[2] == "1" then
+          local c = COMP_BASE + j
+          local cs = step_get(c, "attempt", "name", "timeout_ms")
+          local aw, id, attempt = activation(c, cs[1])
+          redis.call("HSET", RUN, unpack(aw))
+          redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+          journal("compensation_started", "step", s[3], "attempt", int(attempt), "task", id)
+          put_now(RUN_ID, r[2], c, cs[2], attempt, 0, id, cs[3])
+          return {"next", int(c), cs[2], int(attempt), int(num(cs[3])), "1"}
+        end
+      end
+      return saga_end(ret)
+    end
+    local function saga_start(ending, lo, step, hi, group, c_code, c_reason, ret, sw)
+      local r = redis.call("HMGET", RUN, "status", "workflow")
+      local f = {"comp_end", ending, "comp_lo", int(lo), "comp_step", int(step), "comp_hi", int(hi),
+        "comp_group", group, "comp_code", c_code, "comp_reason", c_reason, "failure_code", c_code,
+        "failure_reason", c_reason, "deadline", "0", "warning", ""}
+      for i = 1, #f do
+        sw[#sw + 1] = f[i]
+      end
+      set_status(r[1], "compensating", nil, unpack(sw))
+      -- No deadline, retry, fence or wait of the step that failed is left.
+      local leave = {"deadlines", "scheduled", "fences", "waiting:signal", "waiting:timer"}
+      for i = 1, #leave do
+        redis.call("ZREM", IDX[leave[i]], RUN_ID)
+      end
+      local name = step_get(step, "name")[1]
+      journal("run_compensating", "step", name, "code", c_code, "reason", c_reason, "group", group)
+      notify("run_compensating", r[2], "step", name, "code", c_code, "reason", c_reason, "group", group)
+      return saga_next(step, ret)
+    end
+    if idx == "saga" then
+      return {next = saga_next, start = saga_start}
+    end
+    if idx >= COMP_BASE then
+      -- A compensation failed for good: the run fails, needing attention;
+      -- an operator's recover or retry runs the compensation again (the
+      -- comp_ fields stay for it).
+      local r = redis.call("HMGET", RUN, "comp_code", "comp_reason")
+      local sname = step_get(idx - COMP_BASE, "name")[1]
+      journal("compensation_failed", "step", sname, "code", code, "reason", reason)
+      local why = string.format("compensation of step %q failed (%s); the run had failed (%s: %s)", sname, reason,
+        r[1] or "", r[2] or "")
+      return fail_run(idx, "compensation_failed", why, "a compensation failed", retention_ms, nil, w, true)
+    end
+    local g = step_get(idx, "group", "group_opt")
+    local group, optional = g[1] or "", g[2] == "1"
+    local lo, hi = idx, idx
+    if group ~= "" then
+      while lo > 0 and step_get(lo - 1, "group")[1] == group do
+        lo = lo - 1
+      end
+      local steps = num(redis.call("HGET", RUN, "steps"))
+      while hi + 1 < steps and step_get(hi + 1, "group")[1] == group do
+        hi = hi + 1
+      end
+    end
+    local ending = nil
+    if group ~= "" and optional then
+      ending = "continue"
+    elseif redis.call("HGET", RUN, "on_failure") == "compensate" then
+      ending, lo = "compensated", 0
+    elseif group ~= "" then
+      ending = "failed"
+    end
+    if ending then
+      local rep = saga_start(ending, lo, idx, hi, group, code, reason, retention_ms, w)
+      if rep[1] == "next" then
+        if num(rep[2]) >= COMP_BASE then
+          return "compensating"
+        end
+        return "continued"
+      elseif rep[1] == "failed" then
+        return ""
+      end
+      return rep[1]
+    end
+  end
   local r = redis.call("HMGET", RUN, "status", "workflow")
   local run_status, run_workflow = r[1], r[2]
-  local s = step_get(idx, "name", "attempt", "retry_state", "optional")
-  local st_name, st_attempt, st_retry_state, st_optional = s[1], s[2], s[3], s[4]
-  local p = sp(idx)
-  local w = {"failure_code", code, "failure_reason", reason, "needs_attention", "1",
-    p .. "status", "failed", p .. "fence", fence or "", p .. "fence_expires_at", "0", p .. "finished_at", NOWS,
-    p .. "next_attempt_at", "0"}
-  if st_retry_state == "scheduled" then
-    w[#w + 1] = p .. "retry_state"
-    w[#w + 1] = "none"
+  local s = step_get(idx, "name", "attempt", "optional")
+  local st_name, st_attempt, st_optional = s[1], s[2], s[3]
+  local f = {"failure_code", code, "failure_reason", reason, "needs_attention", "1"}
+  for i = 1, #f do
+    w[#w + 1] = f[i]
   end
   set_status(run_status, "failed", nil, unpack(w))
   redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
@@ -774,7 +978,10 @@ local function fail_run(idx, code, reason, message, retention_ms, fence)
   if not block then
     expire_run(retention_ms)
   end
+  return ""
 end
+
+-- ---- end of sagas ----
 
 -- reopen makes a failed, cancelled or succeeded run (status) live again for
 -- an operator (recover, retry, skip, restore): pending if it never started,

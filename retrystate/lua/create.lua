@@ -23,6 +23,13 @@
 -- ARGV[G..G+3], G = 12 + 12n: the run's gates (common.lua): ordering key ("" for none), its
 --                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
 --                  the workflow's max_running (0: none)
+-- ARGV[G+4]        the workflow's on_failure: "compensate" for a saga, else ""
+-- ARGV[G+5]        m, the number of steps with a compensation (common.lua's sagas); then per
+--                  compensation, 6 values: the step's index, the compensation's max_attempts,
+--                  max_crashes, timeout_ms, policy (JSON) and circuit breaker spec
+-- ARGV[H], H = G + 6 + 6m: k, the number of steps in a group; then per step, 3 values: its
+--                  index, its group's name and "1" when the group is optional (else "0")
+-- (ARGV from G+4 on may be absent: no saga.)
 -- Returns {"created", task ID of step 0, attempt}, {"waiting", reason, position} when the
 -- run was created but waits in the line of one of its gates (no task: it gets one when it
 -- is admitted), or {"exists", run ID of the idempotency key}.
@@ -93,6 +100,34 @@ if gated then
     "hold_w", "0", "waiting", ""}
   for j = 1, #g do
     w[#w + 1] = g[j]
+  end
+end
+local on_failure, m = ARGV[G + 4] or "", num(ARGV[G + 5])
+local H = G + 6 + 6 * m
+local k = num(ARGV[H])
+if on_failure ~= "" or m > 0 or k > 0 then
+  -- Compensations and step groups (common.lua's sagas).
+  w[#w + 1] = "sagas"
+  w[#w + 1] = "1"
+  if on_failure ~= "" then
+    w[#w + 1] = "on_failure"
+    w[#w + 1] = on_failure
+  end
+  for j = 0, m - 1 do
+    local a = G + 6 + 6 * j
+    local i = num(ARGV[a])
+    local c = sp(COMP_BASE + i)
+    local f = {sp(i) .. "comp", "1", c .. "name", "compensate:" .. ARGV[12 + i * STEP_ARGS], c .. "max_attempts",
+      ARGV[a + 1], c .. "max_crashes", ARGV[a + 2], c .. "timeout_ms", ARGV[a + 3], c .. "policy", ARGV[a + 4]}
+    if ARGV[a + 5] ~= "" then
+      f[#f + 1] = c .. "breaker"
+      f[#f + 1] = ARGV[a + 5]
+    end
+    redis.call("HSET", RUN, unpack(f))
+  end
+  for j = 0, k - 1 do
+    local a = H + 1 + 3 * j
+    redis.call("HSET", RUN, sp(num(ARGV[a])) .. "group", ARGV[a + 1], sp(num(ARGV[a])) .. "group_opt", ARGV[a + 2])
   end
 end
 -- Step 0 becomes current, due now (activation's fields override the above).

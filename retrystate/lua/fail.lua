@@ -23,7 +23,7 @@
 -- Returns {"retry", next_attempt_at, attempt, timeout_ms, enqueued (0|1)} when
 -- a retry was scheduled, {"done", run status, failure code} when this
 -- attempt's failure was recorded before (its reply was lost; the step's
--- fence is left as "done:<token>"), {"failed", code, reason} when the run failed, or {"fenced", why}
+-- fence is left as "done:<token>"), {"failed", code, reason, after} when the run failed, or {"fenced", why}
 -- when this attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
@@ -36,7 +36,7 @@ local st = step_get(idx, "status", "fence", "name", "attempt", "budget_base", "m
   "timeout_ms", "attempt_started_at")
 local st_status, st_fence, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local st_budget_base, st_max_attempts, st_timeout_ms, st_attempt_started_at = st[5], st[6], st[7], st[8]
-if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
+if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "running" or st_fence ~= ARGV[4] then
   if st_fence == DONE then
     -- This attempt's own fail, applied before: its reply was lost.
     return {"done", run_status, run_failure_code or ""}
@@ -44,7 +44,7 @@ if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
   if not run_status then
     return {"fenced", "run gone"}
   end
-  if run_status ~= "running" then
+  if run_status ~= "running" and run_status ~= "compensating" then
     return {"fenced", "run " .. run_status}
   end
   return {"fenced", "fence lost"}
@@ -72,21 +72,21 @@ journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", cla
 
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d: %s", st_name, used, msg)
-  fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
-  return {"failed", "permanent_error", reason}
+  local after = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
+  return {"failed", "permanent_error", reason, after}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", st_name, used, max_attempts,
     msg)
-  fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
-  return {"failed", "retries_exhausted", reason}
+  local after = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
+  return {"failed", "retries_exhausted", reason, after}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
     st_name, used, timeout_limit(idx), msg)
-  fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
-  return {"failed", "run_timeout", reason}
+  local after = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
+  return {"failed", "run_timeout", reason, after}
 end
 
 local next_attempt = step_incr(idx, "attempt", "1")

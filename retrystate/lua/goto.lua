@@ -20,7 +20,7 @@
 -- Returns {"goto", index, name, attempt, timeout_ms, enqueued (0|1)},
 -- {"done", run status} when this attempt's goto was applied before (its
 -- reply was lost; the step's fence is left as "done:<token>"),
--- {"failed", code, reason} when the run failed, or {"fenced", why} when this
+-- {"failed", code, reason, after} when the run failed, or {"fenced", why} when this
 -- attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
@@ -67,8 +67,8 @@ if not target then
   local reason = string.format("step %q: goto %q: no such step at or before it", st_name, target_name)
   journal("attempt_failed", "step", st_name, "attempt", st_attempt, "class", "permanent", "code", "invalid_goto",
     "error", reason, "duration_ms", int(NOW - num(st_attempt_started_at)))
-  fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", ARGV[9], DONE)
-  return {"failed", "invalid_goto", reason}
+  local after = fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", ARGV[9], DONE)
+  return {"failed", "invalid_goto", reason, after}
 end
 
 journal("step_goto", "step", st_name, "attempt", st_attempt, "from", st_name, "to", target_name,

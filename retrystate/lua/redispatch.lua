@@ -8,7 +8,7 @@
 -- ARGV[4] max automatic repairs of a run
 -- ARGV[5] retention of a run that ends here, ms
 -- Returns {"redispatched", index, name, attempt, gen, timeout_ms, crashes, workflow},
--- {"failed", code, reason} when the crash budget is spent,
+-- {"failed", code, reason, after} when the crash budget is spent,
 -- {"attention", reason} when the run was repaired too often, or
 -- {"noop", why} when the attempt is alive or gone (the index is fixed).
 
@@ -45,8 +45,8 @@ journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_
 if crashes > num(st_max_crashes) then
   local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
     st_name, crashes, attempt, num(st_max_crashes))
-  fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
-  return {"failed", "crash_budget_exhausted", reason}
+  local after = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
+  return {"failed", "crash_budget_exhausted", reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, attempt, gen)

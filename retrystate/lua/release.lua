@@ -21,7 +21,7 @@ local run_status, run_workflow = rs[1], rs[2]
 if not run_status then
   return {"fenced", "run gone"}
 end
-if run_status ~= "running" then
+if run_status ~= "running" and run_status ~= "compensating" then
   return {"fenced", "run " .. run_status}
 end
 local st = step_get(idx, "status", "fence", "name", "attempt", "timeout_ms")

@@ -7,12 +7,13 @@
 -- ARGV[4] run ID
 -- ARGV[5] step index
 -- Returns 1 when renewed, 0 when the attempt lost its fence, -1 when the run
--- is no longer running (cancelled, failed or gone).
+-- is no longer running (cancelled, failed or gone; a compensating run runs
+-- its compensations).
 
 local p = "s" .. ARGV[5] .. "."
 local v = redis.call("HMGET", KEYS[1], "status", p .. "status", p .. "fence")
 local run_status, st_status, st_fence = v[1], v[2], v[3]
-if run_status ~= "running" then
+if run_status ~= "running" and run_status ~= "compensating" then
   return -1
 end
 if st_status ~= "running" or st_fence ~= ARGV[1] then

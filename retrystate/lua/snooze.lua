@@ -25,7 +25,7 @@
 -- Returns {"snoozed", index, name, attempt, gen, due_ms, timeout_ms, enqueued (0|1)},
 -- {"done", run status} when this attempt's snooze was applied before (its
 -- reply was lost; the step's fence is left as "done:<token>"),
--- {"failed", code, reason} when the run failed, or {"fenced", why} when this
+-- {"failed", code, reason, after} when the run failed, or {"fenced", why} when this
 -- attempt no longer owns the step: nothing written.
 
 local idx = tonumber(ARGV[5])
@@ -36,14 +36,14 @@ local run_status, run_deadline, run_workflow = rs[1], rs[2], rs[3]
 local st = step_get(idx, "status", "fence", "name", "attempt", "timeout_ms", "attempt_started_at")
 local st_status, st_fence, st_name, st_attempt, st_timeout_ms, st_attempt_started_at =
   st[1], st[2], st[3], st[4], st[5], st[6]
-if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
+if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "running" or st_fence ~= ARGV[4] then
   if st_fence == DONE then
     return {"done", run_status}
   end
   if not run_status then
     return {"fenced", "run gone"}
   end
-  if run_status ~= "running" then
+  if run_status ~= "running" and run_status ~= "compensating" then
     return {"fenced", "run " .. run_status}
   end
   return {"fenced", "fence lost"}
@@ -64,8 +64,8 @@ end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q snoozed for %dms, past the run's deadline (%s)", st_name, delay,
     timeout_limit(idx))
-  fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
-  return {"failed", "run_timeout", reason}
+  local after = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
+  return {"failed", "run_timeout", reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, st_attempt, gen)

@@ -3,7 +3,7 @@
 -- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] retention, ms
--- Returns {"failed", task ID of the current step, its status before, reason}
+-- Returns {"failed", task ID of the current step, its status before, reason, after}
 -- or {"noop", why}.
 
 local rs = redis.call("HMGET", RUN, "status", "current", "deadline")
@@ -27,5 +27,5 @@ local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local reason = string.format("run passed its deadline (%s) during step %q (attempt %d)", timeout_limit(cur), st_name,
   num(st_attempt))
 journal("repair", "kind", "deadline", "step", st_name, "attempt", st_attempt)
-fail_run(cur, "run_timeout", reason, "run timed out", ARGV[4])
-return {"failed", st_task or "", st_status or "", reason}
+local after = fail_run(cur, "run_timeout", reason, "run timed out", ARGV[4])
+return {"failed", st_task or "", st_status or "", reason, after}

@@ -32,7 +32,7 @@
 --     (reason "signal" or "timer") until then; that dispatch is its wake-up
 --   {"next", index, name, attempt, timeout_ms, "0"}: the step succeeded; enqueue the next step's task
 --   {"succeeded"}: the step succeeded and was the last: the run succeeded
---   {"failed", code, reason}: the run failed (signal_timeout, permanent_error)
+--   {"failed", code, reason, after}: the run failed (signal_timeout, permanent_error)
 --   {"early", wait_ms}: a wake-up delivered before its time
 --   {"noop", why}: the state moved on (the run ended, another delivery did this): nothing written
 
@@ -91,8 +91,8 @@ if action == "wake" then
   step_set(idx, "last_error", msg, "last_error_class", "permanent", "last_error_code", "signal_timeout",
     "last_error_at", NOWS)
   local why = string.format("step %q: %s (its await timeout)", st_name, msg)
-  fail_run(idx, "signal_timeout", why, "step timed out waiting for a signal", retention)
-  return {"failed", "signal_timeout", why}
+  local after = fail_run(idx, "signal_timeout", why, "step timed out waiting for a signal", retention)
+  return {"failed", "signal_timeout", why, after}
 end
 
 -- start
@@ -117,8 +117,8 @@ end
 if ARGV[9] ~= "" then
   local why = string.format("step %q: cannot tell when to sleep until: %s", st_name, ARGV[9])
   step_set(idx, "last_error", ARGV[9], "last_error_class", "permanent", "last_error_code", "", "last_error_at", NOWS)
-  fail_run(idx, "permanent_error", why, "step failed with a permanent error", retention)
-  return {"failed", "permanent_error", why}
+  local after = fail_run(idx, "permanent_error", why, "step failed with a permanent error", retention)
+  return {"failed", "permanent_error", why, after}
 end
 
 local due = NOW + num(st_wait_ms)

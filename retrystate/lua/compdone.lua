@@ -1,0 +1,40 @@
+-- compdone.lua: checkpoint a compensation's output and go on with the saga:
+-- complete.lua's part for a compensation's step record (sagas, common.lua).
+-- KEYS and ARGV as complete.lua's (ARGV[8] and ARGV[9] are not used: the
+-- next task is written here).
+-- Returns {"next", index, name, attempt, timeout_ms, "1"} (the next
+-- compensation, or the step after a rolled-back optional group: its task
+-- is written here), {"compensated"}, {"succeeded"} (an optional group was
+-- the run's end), {"failed", code, reason, ""} (a required group was rolled
+-- back and the run fails), {"done", run status} when this attempt's
+-- complete was applied before, or {"fenced", why}: nothing written.
+
+local idx = tonumber(ARGV[5])
+local i = idx - COMP_BASE
+local v = redis.call("HMGET", RUN, "status", sp(idx) .. "status", sp(idx) .. "fence", sp(idx) .. "attempt",
+  sp(idx) .. "attempt_started_at", sp(idx) .. "breaker", sp(i) .. "name", sp(idx) .. "name")
+local run_status, st_status, st_fence, st_attempt, st_attempt_started_at, st_breaker = v[1], v[2], v[3], v[4], v[5], v[6]
+local step_name, st_name = v[7], v[8]
+if run_status ~= "compensating" or st_status ~= "running" or st_fence ~= ARGV[4] then
+  if st_fence == "done:" .. ARGV[4] then
+    return {"done", run_status}
+  end
+  if not run_status then
+    return {"fenced", "run gone"}
+  end
+  if run_status ~= "compensating" then
+    return {"fenced", "run " .. run_status}
+  end
+  return {"fenced", "fence lost"}
+end
+redis.call("ZREM", IDX.fences, RUN_ID)
+if st_breaker and st_breaker ~= "" then
+  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+end
+local duration = int(NOW - num(st_attempt_started_at))
+journal("attempt_succeeded", "step", st_name, "attempt", st_attempt, "duration_ms", duration)
+step_set(idx, "status", "succeeded", "output", ARGV[6], "finished_at", NOWS, "fence", "done:" .. ARGV[4],
+  "fence_expires_at", "0")
+step_set(i, "status", "compensated")
+journal("compensation_succeeded", "step", step_name, "attempt", st_attempt, "duration_ms", duration)
+return fail_run("saga").next(i, ARGV[7])

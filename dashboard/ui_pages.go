@@ -162,8 +162,7 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	q := r.URL.Query()
 	d := runsData{Status: q.Get("status"), Workflow: q.Get("workflow"), Cursor: cursor,
-		Statuses: []workflow.RunStatus{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
-			workflow.StatusFailed, workflow.StatusCancelled}}
+		Statuses: workflow.RunStatuses}
 	opts := workflow.ListOptions{Status: workflow.RunStatus(d.Status), Workflow: d.Workflow, Cursor: cursor, Limit: limit,
 		Owner: p.Subject}
 	if p.IsAdmin() {

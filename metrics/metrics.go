@@ -229,8 +229,7 @@ var (
 		"Number of queues paused.", []string{"queue"}, nil)
 )
 
-var runStatuses = []workflow.RunStatus{workflow.StatusPending, workflow.StatusRunning, workflow.StatusSucceeded,
-	workflow.StatusFailed, workflow.StatusCancelled}
+var runStatuses = workflow.RunStatuses
 
 var waitReasons = []workflow.WaitReason{workflow.WaitOrderingKey, workflow.WaitWorkflowLimit, workflow.WaitSignal,
 	workflow.WaitTimer}

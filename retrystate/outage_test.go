@@ -326,7 +326,7 @@ func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 		t.Errorf("bob's start with alice's legacy key found %s", got.RunID)
 	}
 	// A finished run's key gets the run's retention.
-	if _, err := s.Cancel(ctxb, runID(11), "bob", time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, runID(11), "bob", false, time.Hour, t0); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := rdb.PTTL(ctxb, "cairn:{"+s.Queue()+"}:idemo:3:bob:k").Val(); ttl <= 0 || ttl > time.Hour {
@@ -343,7 +343,7 @@ func TestReadAfterTheLargestID(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	create(t, s, runID(30), t0, "a")
-	if _, err := s.Cancel(ctxb, runID(30), "me", time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, runID(30), "me", false, time.Hour, t0); err != nil {
 		t.Fatal(err)
 	}
 	const largest = "18446744073709551615-18446744073709551615"

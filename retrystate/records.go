@@ -23,6 +23,9 @@ const (
 	CodeCancelled            = "cancelled"
 	// CodeSignalTimeout: an await's timeout passed without its signal.
 	CodeSignalTimeout = "signal_timeout"
+	// CodeCompensationFailed: a compensation failed for good; the run
+	// waits for an operator to retry it.
+	CodeCompensationFailed = "compensation_failed"
 )
 
 // Run is a run record with its step records, as stored.
@@ -61,8 +64,39 @@ type Run struct {
 	// Store.Run only).
 	Waiting  WaitReason
 	Position int
-	Steps    []Step // empty when listed without steps
+	// OnFailure is "compensate" for a run whose failure runs its
+	// compensations (a saga), "" otherwise.
+	OnFailure string
+	// Saga is what the run's compensations undo and what follows them,
+	// while it compensates, and while a compensation that failed for good
+	// waits for an operator; nil otherwise.
+	Saga  *Saga
+	Steps []Step // empty when listed without steps
 }
+
+// Saga is the state of a run's compensations (lua/common.lua's sagas).
+type Saga struct {
+	// Ending is what follows the compensations: SagaCompensated (the run
+	// ends compensated), SagaFailed (it fails: a required group was rolled
+	// back under on_failure stop) or SagaContinue (an optional group was
+	// rolled back; the run goes on after it).
+	Ending string
+	// FailedStep is the index of the step that failed (or the current step
+	// of a run cancelled with compensation); From and To bound the steps
+	// compensated (To: the last step of the failed step's group).
+	FailedStep, From, To int
+	// Group is the failed step's group ("" for none).
+	Group string
+	// Code and Reason are the failure that started the compensations.
+	Code, Reason string
+}
+
+// What follows a run's compensations (Saga.Ending).
+const (
+	SagaCompensated = "compensated"
+	SagaFailed      = "failed"
+	SagaContinue    = "continue"
+)
 
 // Step is a step record: progress, retry metadata and checkpoint.
 type Step struct {
@@ -102,6 +136,14 @@ type Step struct {
 	Kind   StepKind
 	Signal string
 	Wait   time.Duration
+	// Group is the step's group ("" for none); GroupOptional: that group
+	// is optional.
+	Group         string
+	GroupOptional bool
+	// Compensation is the record of the step's compensation (its attempts,
+	// status and output; Index CompBase + the step's), nil for a step
+	// without one.
+	Compensation *Step
 }
 
 // Entry is one journal entry.
@@ -164,6 +206,25 @@ const (
 	EventTimerSet = "timer_set"
 	// EventTimerFired: a sleep's time came; the step succeeded.
 	EventTimerFired = "timer_fired"
+	// EventRunCompensating (sagas, lua/common.lua): a step's failure (step,
+	// code, reason, group) starts the run's compensations; the run is
+	// compensating.
+	EventRunCompensating = "run_compensating"
+	// EventCompensationStarted: the compensation of step is activated
+	// (attempt, task).
+	EventCompensationStarted = "compensation_started"
+	// EventCompensationSucceeded: the compensation of step succeeded
+	// (attempt, duration_ms); the step is compensated.
+	EventCompensationSucceeded = "compensation_succeeded"
+	// EventCompensationFailed: the compensation of step failed for good
+	// (code, reason); the run fails with compensation_failed.
+	EventCompensationFailed = "compensation_failed"
+	// EventRunCompensated: the run's compensations all ran (code, reason:
+	// the failure that started them); the run ended compensated.
+	EventRunCompensated = "run_compensated"
+	// EventGroupRolledBack: an optional group (group) was rolled back after
+	// its step failed (step, code, reason); the run goes on after it.
+	EventGroupRolledBack = "group_rolled_back"
 )
 
 // runFields are the fields of a run record that are not step fields; List
@@ -173,15 +234,29 @@ var runFields = []string{"workflow", "status", "owner", "input", "idempotency_ke
 	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries",
 	"ord_key", "wf_limit", "waiting"}
 
-// splitRunHash splits a run hash (HGETALL) into the run's own fields and
-// each step's, whose fields are named s<idx>.<field> (lua/common.lua).
-func splitRunHash(h map[string]string) (map[string]string, []map[string]string) {
-	run := make(map[string]string, len(runFields))
-	var steps []map[string]string
+// splitRunHash splits a run hash (HGETALL) into the run's own fields, each
+// step's, whose fields are named s<idx>.<field> (lua/common.lua), and each
+// compensation's, whose records follow at CompBase + the step's index
+// (comps, by the step's index).
+func splitRunHash(h map[string]string) (run map[string]string, steps []map[string]string, comps map[int]map[string]string) {
+	run = make(map[string]string, len(runFields))
 	for k, v := range h {
 		idx, field, ok := stepField(k)
-		if !ok {
+		switch {
+		case !ok:
 			run[k] = v
+			continue
+		case idx >= CompBase:
+			if idx >= 2*CompBase {
+				continue // no record of the format
+			}
+			if comps == nil {
+				comps = map[int]map[string]string{}
+			}
+			if comps[idx-CompBase] == nil {
+				comps[idx-CompBase] = map[string]string{}
+			}
+			comps[idx-CompBase][field] = v
 			continue
 		}
 		for len(steps) <= idx {
@@ -192,7 +267,7 @@ func splitRunHash(h map[string]string) (map[string]string, []map[string]string) 
 	if n := atoi(run["steps"]); n < len(steps) && n >= 0 {
 		steps = steps[:n]
 	}
-	return run, steps
+	return run, steps, comps
 }
 
 // stepField parses a step field name, s<idx>.<field>.
@@ -246,7 +321,18 @@ func parseRun(id string, h map[string]string) *Run {
 		OrderingKey:     h["ord_key"],
 		MaxRunning:      atoi(h["wf_limit"]),
 		Waiting:         WaitReason(h["waiting"]),
+		OnFailure:       h["on_failure"],
+		Saga:            parseSaga(h),
 	}
+}
+
+// parseSaga reads a run's comp_ fields (lua/common.lua's sagas).
+func parseSaga(h map[string]string) *Saga {
+	if h["comp_end"] == "" {
+		return nil
+	}
+	return &Saga{Ending: h["comp_end"], FailedStep: atoi(h["comp_step"]), From: atoi(h["comp_lo"]),
+		To: atoi(h["comp_hi"]), Group: h["comp_group"], Code: h["comp_code"], Reason: h["comp_reason"]}
 }
 
 func parseStep(idx int, h map[string]string) Step {
@@ -283,6 +369,8 @@ func parseStep(idx int, h map[string]string) Step {
 		Kind:             StepKind(h["kind"]),
 		Signal:           h["signal"],
 		Wait:             time.Duration(atoi(h["wait_ms"])) * time.Millisecond,
+		Group:            h["group"],
+		GroupOptional:    h["group_opt"] == "1",
 	}
 }
 

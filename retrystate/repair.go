@@ -167,9 +167,12 @@ func (s *Store) TrimIndexes(ctx context.Context, before time.Time, limit int64) 
 		return 0, nil
 	}
 	pipe = s.rdb.Pipeline()
-	for _, k := range []string{s.keys.all(), s.keys.active(), s.keys.scheduled(), s.keys.attention(), s.keys.fences(),
-		s.keys.deadlines(), s.keys.byStatus(StatusPending), s.keys.byStatus(StatusRunning),
-		s.keys.byStatus(StatusSucceeded), s.keys.byStatus(StatusFailed), s.keys.byStatus(StatusCancelled)} {
+	keys := []string{s.keys.all(), s.keys.active(), s.keys.scheduled(), s.keys.attention(), s.keys.fences(),
+		s.keys.deadlines()}
+	for _, st := range RunStatuses {
+		keys = append(keys, s.keys.byStatus(st))
+	}
+	for _, k := range keys {
 		pipe.ZRem(ctx, k, gone...)
 	}
 	_, err = pipe.Exec(ctx)
@@ -247,7 +250,7 @@ func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
 // needing attention under the key "needs_attention", and of runs waiting
 // for each WaitReason under "waiting:<reason>".
 func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	statuses := []RunStatus{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+	statuses := RunStatuses
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(statuses))
 	for i, st := range statuses {

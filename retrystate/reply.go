@@ -76,7 +76,8 @@ const (
 	// StepStatus are the current step's task ID and its status before.
 	OutcomeCancelled Outcome = "cancelled"
 	// OutcomeAlreadyCancelled (cancel, word "already"): the run had been
-	// cancelled before; RunStatus is StatusCancelled.
+	// cancelled before (RunStatus StatusCancelled), or, for a cancel with
+	// compensation, set compensating (StatusCompensating).
 	OutcomeAlreadyCancelled Outcome = "already"
 	// OutcomeDispatch (redispatch's "redispatched", repair's "repair",
 	// operate, restore): enqueue Dispatch, of a run of Workflow. Kind names
@@ -131,10 +132,15 @@ const (
 
 	// Compensations and step groups (sagas, lua/common.lua).
 
-	// OutcomeCompensated (complete of a compensation, cancel with
-	// compensation): the run's compensations are done; it ended
-	// StatusCompensated.
+	// OutcomeCompensated (complete of a compensation): the run's
+	// compensations are done; it ended StatusCompensated, keeping the
+	// failure Code that started them.
 	OutcomeCompensated Outcome = "compensated"
+	// OutcomeCompensating (cancel with compensation): the run was cancelled
+	// and compensates now; the script wrote its first compensation's task.
+	// Task and StepStatus are the cancelled step's, as for
+	// OutcomeCancelled.
+	OutcomeCompensating Outcome = "compensating"
 )
 
 // What follows a run's failure (Result.Then of OutcomeRunFailed).
@@ -690,8 +696,8 @@ func decodeCompDone(res []string) (Result, error) {
 		r.want(1)
 		return r.result(Result{Outcome: OutcomeRunSucceeded})
 	case "compensated":
-		r.want(1)
-		return r.result(Result{Outcome: OutcomeCompensated})
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeCompensated, Code: r.str(failedCode)})
 	case "failed":
 		return decodeFailed(r)
 	case "fenced":
@@ -787,9 +793,15 @@ func decodeCancel(res []string) (Result, error) {
 		r.want(3)
 		return r.result(Result{Outcome: OutcomeCancelled, Task: r.str(cancelledTask),
 			StepStatus: StepStatus(r.str(cancelledStepStatus))})
+	case "compensating":
+		r.want(3)
+		return r.result(Result{Outcome: OutcomeCompensating, Task: r.str(cancelledTask),
+			StepStatus: StepStatus(r.str(cancelledStepStatus))})
 	case "already":
-		r.want(1)
-		return r.result(Result{Outcome: OutcomeAlreadyCancelled, RunStatus: StatusCancelled})
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeAlreadyCancelled, RunStatus: RunStatus(r.str(replyField))})
+	case "refused":
+		return decodeReason(r, OutcomeRefused)
 	case "ended":
 		r.want(2)
 		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})

@@ -168,7 +168,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 		}},
 		{name: "begin/ended", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			must(s.Cancel(ctxb, id, "me", time.Hour, t0))
+			must(s.Cancel(ctxb, id, "me", false, time.Hour, t0))
 			got := begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeEnded, RunStatus: retrystate.StatusCancelled}, got, nil
 		}},
@@ -281,23 +281,23 @@ func TestRepliesRoundTrip(t *testing.T) {
 		// cancel.lua
 		{name: "cancel/cancelled", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.Cancel(ctxb, id, "me", time.Hour, t0)
+			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeCancelled, Task: tasks.ID(id, 0, 1, 0),
 				StepStatus: retrystate.StepPending}, got, err
 		}},
 		{name: "cancel/already", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			must(s.Cancel(ctxb, id, "me", time.Hour, t0))
-			got, err := s.Cancel(ctxb, id, "me", time.Hour, t0)
+			must(s.Cancel(ctxb, id, "me", false, time.Hour, t0))
+			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeAlreadyCancelled, RunStatus: retrystate.StatusCancelled}, got, err
 		}},
 		{name: "cancel/ended", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = succeeded()
-			got, err := s.Cancel(ctxb, id, "me", time.Hour, t0)
+			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeEnded, RunStatus: retrystate.StatusSucceeded}, got, err
 		}},
 		{name: "cancel/gone", wantErr: retrystate.ErrRunNotFound, do: func() (retrystate.Result, retrystate.Result, error) {
-			got, err := s.Cancel(ctxb, newID(), "me", time.Hour, t0)
+			got, err := s.Cancel(ctxb, newID(), "me", false, time.Hour, t0)
 			return retrystate.Result{}, got, err
 		}},
 
@@ -409,7 +409,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 			id = run("a")
 			got, err := s.Restore(ctxb, id, "a", "me", t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeRefused,
-				Reason: "run is pending; only a finished run (succeeded, failed or cancelled) can be restored"}, got, err
+				Reason: "run is pending; only a finished run (succeeded, failed, cancelled or compensated) can be restored"}, got, err
 		}},
 		{name: "restore/gone", wantErr: retrystate.ErrRunNotFound, do: func() (retrystate.Result, retrystate.Result, error) {
 			got, err := s.Restore(ctxb, newID(), "a", "me", t0)
@@ -475,7 +475,7 @@ func TestRenewRoundTrip(t *testing.T) {
 			t.Errorf("renew with %s: %v, %v; want %v", c.token, got, err, c.want)
 		}
 	}
-	if _, err := s.Cancel(ctxb, id, "me", time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.Renew(ctxb, id, 0, "tok", 10*time.Second, t0.Add(time.Second)); err != nil || got != retrystate.RunStopped {

@@ -785,7 +785,7 @@ func TestScriptCancel(t *testing.T) {
 				seed: abc().retryAt(0, tNow+1000).set("run_timeout_ms", "60000", "deadline", tCreated+60000).
 					zadd(tk.deadlines(), tCreated+60000, tRun).idem(),
 				argv: argv, reply: `["cancelled" "R1_s0_a2" "pending"]`},
-			{name: "already", seed: abc().cancelledAt(1), argv: argv, reply: `["already"]`},
+			{name: "already", seed: abc().cancelledAt(1), argv: argv, reply: `["already" "cancelled"]`},
 			{name: "ended: failed", seed: abc().failedAt(0), argv: argv, reply: `["ended" "failed"]`},
 			{name: "ended: succeeded", seed: abc().succeeded(), argv: argv, reply: `["ended" "succeeded"]`},
 			{name: "gone", seed: nothing(), argv: argv, reply: `["gone"]`},
@@ -928,7 +928,7 @@ func TestScriptRestore(t *testing.T) {
 	luaTable{name: "restore", script: restoreScript, runLevel: true, keys: keys,
 		cases: []luaCase{
 			{name: "gone", seed: nothing(), argv: argv("a"), reply: `["gone"]`},
-			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), argv: argv("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed or cancelled) can be restored"]`},
+			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), argv: argv("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed, cancelled or compensated) can be restored"]`},
 			{name: "refused: no such step", seed: abc().succeeded(), argv: argv("z"), reply: `["refused" "the run has no step \"z\""]`},
 			{name: "refused: an earlier step failed", seed: abc().failedAt(1), argv: argv("c"), reply: `["refused" "step \"b\" before \"c\" is failed; a run can only be restored from a step whose earlier steps all succeeded or were skipped"]`},
 			{name: "restored: a succeeded run", seed: abc().succeeded(), argv: argv("b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},

@@ -25,6 +25,10 @@ const (
 	StatusCompensated RunStatus = "compensated"
 )
 
+// RunStatuses lists every run status, in the order a run meets them.
+var RunStatuses = []RunStatus{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled,
+	StatusCompensating, StatusCompensated}
+
 // Terminal reports whether a run in status s has ended (succeeded, failed,
 // cancelled or compensated).
 func (s RunStatus) Terminal() bool {

@@ -403,9 +403,9 @@ func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
 // Cancel ends a pending or running run as cancelled (OutcomeCancelled). A
 // run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
 // OutcomeEnded. It returns ErrRunNotFound for an unknown run.
-func (s *Store) Cancel(ctx context.Context, runID, actor string, retention time.Duration, now time.Time) (Result, error) {
+func (s *Store) Cancel(ctx context.Context, runID, actor string, compensate bool, retention time.Duration, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.cancel, []string{s.keys.run(runID)},
-		s.argv(runID, now, actor, retention.Milliseconds()))
+		s.argv(runID, now, actor, retention.Milliseconds(), boolArg(compensate)))
 	if err != nil {
 		return Result{}, fmt.Errorf("cancel: %w", err)
 	}
@@ -450,11 +450,18 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	if len(h) == 0 {
 		return nil, ErrRunNotFound
 	}
-	runHash, stepHashes := splitRunHash(h)
+	runHash, stepHashes, comps := splitRunHash(h)
 	r := parseRun(id, runHash)
 	r.Steps = make([]Step, len(stepHashes))
 	for i, m := range stepHashes {
 		r.Steps[i] = parseStep(i, m)
+		if c := comps[i]; c != nil {
+			cs := parseStep(CompBase+i, c)
+			if cs.Status == "" {
+				cs.Status = StepPending // create.lua writes only its fixed fields
+			}
+			r.Steps[i].Compensation = &cs
+		}
 	}
 	if r.Waiting != "" {
 		pos, err := s.rdb.ZRank(ctx, s.keys.gateWait(r.waitGate()), id).Result()

@@ -271,7 +271,7 @@ func TestNotificationsReadOn(t *testing.T) {
 	for i := range 3 {
 		id := runID(200 + i)
 		create(t, s, id, t0, "a")
-		if _, err := s.Cancel(ctxb, id, "me", time.Hour, t0); err != nil {
+		if _, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,10 +283,10 @@ func TestNotificationsReadOn(t *testing.T) {
 	if err != nil || len(rest) != 1 || rest[0].RunID != runID(202) {
 		t.Fatalf("rest: %+v %v", rest, err)
 	}
-	if c, err := s.Cancel(ctxb, runID(200), "me", time.Hour, t0); err != nil || c.Outcome != retrystate.OutcomeAlreadyCancelled {
+	if c, err := s.Cancel(ctxb, runID(200), "me", false, time.Hour, t0); err != nil || c.Outcome != retrystate.OutcomeAlreadyCancelled {
 		t.Errorf("second cancel: %+v %v", c, err)
 	}
-	if _, err := s.Cancel(ctxb, runID(299), "me", time.Hour, t0); !errors.Is(err, retrystate.ErrRunNotFound) {
+	if _, err := s.Cancel(ctxb, runID(299), "me", false, time.Hour, t0); !errors.Is(err, retrystate.ErrRunNotFound) {
 		t.Errorf("cancel unknown: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func TestStreamsStayBounded(t *testing.T) {
 
 	// The scripts' notifications: cancel.lua.
 	fill(t, rdb, notifications, notifyMax+1000)
-	if _, err := s.Cancel(ctx, id, "root", time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctx, id, "root", false, time.Hour, t0); err != nil {
 		t.Fatal(err)
 	}
 	bounded("cancel's notification", notifications, notifyMax)

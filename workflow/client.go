@@ -139,11 +139,22 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 		if err != nil {
 			return nil, err
 		}
-		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: s.Name, Optional: s.Optional,
+		ns := retrystate.NewStep{Name: s.Name, Optional: s.Optional,
 			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
 			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
-			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy)})
+			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy),
+			Group: s.Group, GroupOptional: s.Group != "" && snap.Groups[s.Group].Optional}
+		if c := s.Compensate; c != nil {
+			cpol, err := json.Marshal(c)
+			if err != nil {
+				return nil, err
+			}
+			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
+				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
+		}
+		nr.Steps = append(nr.Steps, ns)
 	}
+	nr.Compensate = snap.OnFailure == FailureCompensate
 	created, err := c.store.CreateRun(ctx, nr)
 	if err != nil {
 		return nil, err
@@ -316,6 +327,12 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 type ActionOptions struct {
 	// Actor is who acts, recorded in the journal. Default "client".
 	Actor string
+	// Compensate (Cancel only) cancels and then compensates: the
+	// compensations (Step.Compensate) of the run's succeeded steps run,
+	// last first, and the run ends StatusCompensated with failure code
+	// "cancelled". It also takes a failed run, which keeps its failure
+	// code. A run with nothing to compensate is cancelled as without it.
+	Compensate bool
 }
 
 func actor(o *ActionOptions) string {
@@ -325,23 +342,35 @@ func actor(o *ActionOptions) string {
 	return o.Actor
 }
 
-// Cancel cancels a pending or running run: no further attempt starts, a
-// scheduled retry's task is deleted, a running step's context is cancelled,
-// and later deliveries of its tasks are acknowledged without running. It is
-// idempotent: cancelling a cancelled run returns it. It returns
-// ErrRunFinished for a run that succeeded or failed, except a failed run
-// that still holds its ordering key (on_failure: block): cancelling it gives
-// the run up and lets the key's next run start.
+// Cancel cancels a pending or running run (or a compensating one, whose
+// compensations stop): no further attempt starts, a scheduled retry's task
+// is deleted, a running step's context is cancelled, and later deliveries of
+// its tasks are acknowledged without running. It is idempotent: cancelling
+// a cancelled run returns it. It returns ErrRunFinished for a run that
+// succeeded or failed, except a failed run that still holds its ordering
+// key (on_failure: block): cancelling it gives the run up and lets the
+// key's next run start. With opts.Compensate, see ActionOptions; it returns
+// ErrActionRefused for a run whose compensation failed (Recover runs that
+// again).
 func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	who := actor(opts)
-	res, err := c.store.Cancel(ctx, id, who, c.cfg.Retention, c.cfg.Clock.Now())
+	compensate := opts != nil && opts.Compensate
+	res, err := c.store.Cancel(ctx, id, who, compensate, c.cfg.Retention, c.cfg.Clock.Now())
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	if res.Outcome != retrystate.OutcomeCancelled && res.Outcome != retrystate.OutcomeAlreadyCancelled {
+	switch res.Outcome {
+	case retrystate.OutcomeRefused:
+		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+	case retrystate.OutcomeCancelled, retrystate.OutcomeAlreadyCancelled:
+	case retrystate.OutcomeCompensating:
+		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
+		c.log.Info("run cancelled; its compensations run", AttrRunID, id, AttrActor, who)
+		return c.Get(ctx, id)
+	default:
 		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.RunStatus)
 	}
 	if res.Outcome == retrystate.OutcomeCancelled {

@@ -3,7 +3,11 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
+
+	"github.com/cairnhq/cairn/retrystate"
 )
 
 // FailureAction is what a run does when it fails for good (Definition.OnFailure).
@@ -49,7 +53,7 @@ type Compensation struct {
 // CompensationPrefix prefixes the task name of a compensation: the
 // compensation of step "charge" runs as tasks of step "compensate:charge"
 // (a name no step can have, as step names hold no ':').
-const CompensationPrefix = "compensate:"
+const CompensationPrefix = retrystate.CompensationPrefix
 
 var groupNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -87,7 +91,7 @@ func (d *Definition) validateSagas() []error {
 		}
 		last[s.Group] = i
 	}
-	for g := range d.Groups {
+	for _, g := range slices.Sorted(maps.Keys(d.Groups)) {
 		if _, used := last[g]; !used {
 			bad("groups: %q is configured but no step is in it", g)
 		}

@@ -301,8 +301,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return nil
 	case retrystate.OutcomeRunFailed:
-		log.Error("run failed", AttrCode, b.Code, AttrReason, b.Reason)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, b.Code)
+		e.runFailed(log, p.Workflow, b, "the attempt could not start")
 		return nil
 	case retrystate.OutcomeWait, retrystate.OutcomeWake:
 		// An await or a sleep (engine_waits.go).
@@ -340,6 +339,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: b.Attempt,
 		IdempotencyKey: IdempotencyKey(p.RunID, p.Name, b.Attempt),
 		Input:          json.RawMessage(b.Input),
+		Compensation:   compensationOf(b.Compensation), // a compensation's attempt (engine_sagas.go)
 		log:            log,
 		outputs:        make(map[string]json.RawMessage, len(b.Earlier)),
 	}
@@ -388,7 +388,10 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		return e.snooze(ctx, log, p, token, pol, d, elapsed)
 	}
 	if target, ok := GotoOf(runErr); ok {
-		return e.jump(ctx, log, p, token, target, elapsed)
+		if b.Compensation == nil {
+			return e.jump(ctx, log, p, token, target, elapsed)
+		}
+		runErr = compensationGoto(target)
 	}
 	return e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
 }
@@ -427,6 +430,18 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
+		return nil
+	case res.Outcome == retrystate.OutcomeCompensated:
+		// The run's last compensation (compdone.lua).
+		log.Info("compensation succeeded; run compensated", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(p.Workflow, StatusCompensated, res.Code)
+		return nil
+	case res.Outcome == retrystate.OutcomeRunFailed:
+		// A compensation that ended a required group's rollback: the run
+		// fails (compdone.lua).
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.runFailed(log, p.Workflow, res, "compensation succeeded; its group is rolled back", AttrDuration, elapsed)
 		return nil
 	}
 	log.Debug("step succeeded", AttrDuration, elapsed)
@@ -470,18 +485,26 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
-	case res.Outcome == retrystate.OutcomeDone && res.RunStatus != StatusFailed:
+	case res.Outcome == retrystate.OutcomeDone && res.Code == "":
 		// A first try went through but its reply was lost; the script
 		// wrote the retry's task with it.
 		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", AttrError, runErr,
 			AttrClass, class, AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 		return nil
-	case res.Outcome == retrystate.OutcomeRunFailed || res.Outcome == retrystate.OutcomeDone:
-		log.Error("step failed; run failed", AttrError, runErr, AttrClass, class, AttrCode, res.Code,
-			AttrReason, res.Reason, AttrDuration, elapsed)
+	case res.Outcome == retrystate.OutcomeDone:
+		// The run failed (or compensates) by an earlier try whose reply was
+		// lost: that try's reply told the observer nothing.
+		log.Error("step failed; the run's failure was recorded by an earlier try whose reply was lost", AttrError, runErr,
+			AttrClass, class, AttrCode, res.Code, "status", res.RunStatus, AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, res.Code)
+		if res.RunStatus.Terminal() {
+			e.cfg.Observer.RunFinished(p.Workflow, res.RunStatus, res.Code)
+		}
+		return nil
+	case res.Outcome == retrystate.OutcomeRunFailed:
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		e.runFailed(log, p.Workflow, res, "step failed", AttrError, runErr, AttrClass, class, AttrDuration, elapsed)
 		return nil
 	}
 	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)

@@ -93,8 +93,7 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
 		return nil
 	case retrystate.OutcomeRunFailed:
-		log.Error("step failed; run failed", AttrCode, res.Code, AttrReason, res.Reason)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, res.Code)
+		e.runFailed(log, p.Workflow, res, "step failed")
 		return nil
 	case retrystate.OutcomeEarly:
 		return &redeliverError{after: res.Wait, why: "wake-up not due"}

@@ -87,10 +87,13 @@ func (e *Engine) snooze(ctx context.Context, log logger, p tasks.Step, token str
 		log.Info("step snoozed (by an earlier try whose reply was lost)", AttrDelay, delay)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSnoozed, elapsed)
 		return nil
-	case res.Outcome == retrystate.OutcomeRunFailed || res.Outcome == retrystate.OutcomeDone:
-		log.Error("step snoozed past the run's deadline; run failed", AttrCode, res.Code, AttrReason, res.Reason)
+	case res.Outcome == retrystate.OutcomeDone:
+		log.Error("step snoozed past the run's deadline (recorded by an earlier try whose reply was lost)", "status", res.RunStatus)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(CodeRunTimeout), elapsed)
+		return nil
+	case res.Outcome == retrystate.OutcomeRunFailed:
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, res.Code)
+		e.runFailed(log, p.Workflow, res, "step snoozed past the run's deadline")
 		return nil
 	}
 	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSnoozed, elapsed)
@@ -135,10 +138,13 @@ func (e *Engine) jump(ctx context.Context, log logger, p tasks.Step, token, targ
 		log.Info("goto recorded (by an earlier try whose reply was lost)", "goto", target)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeGoto, elapsed)
 		return nil
-	case res.Outcome == retrystate.OutcomeRunFailed || res.Outcome == retrystate.OutcomeDone:
-		log.Error("step asked for an invalid goto; run failed", AttrCode, res.Code, AttrReason, res.Reason)
+	case res.Outcome == retrystate.OutcomeDone:
+		log.Error("step asked for an invalid goto (recorded by an earlier try whose reply was lost)", "status", res.RunStatus)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(CodeInvalidGoto), elapsed)
+		return nil
+	case res.Outcome == retrystate.OutcomeRunFailed:
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusFailed, res.Code)
+		e.runFailed(log, p.Workflow, res, "step asked for an invalid goto")
 		return nil
 	}
 	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeGoto, elapsed)

@@ -19,8 +19,9 @@ import (
 type Observer interface {
 	// RunStarted: the first attempt of a run's first step began.
 	RunStarted(workflow string)
-	// RunFinished: a run ended with status succeeded, failed or cancelled;
-	// failureCode is its failure code (a Code* constant) or "".
+	// RunFinished: a run ended with status succeeded, failed, cancelled or
+	// compensated; failureCode is its failure code (a Code* constant; for a
+	// compensated run, the failure that started its compensations) or "".
 	RunFinished(workflow string, status RunStatus, failureCode string)
 	// StepAttempt: a delivery of a step attempt ended with outcome (an
 	// Outcome* constant). duration is how long the step body ran; zero for

@@ -601,7 +601,12 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 		rep.add(rp.Kind, 1)
 		r.cfg.Observer.Repair(rp.Kind)
 	case retrystate.OutcomeRunFailed:
-		log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason)
+		if _, ended := finalStatus(rp.Then); ended {
+			log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason, "then", rp.Then)
+		} else {
+			log.Warn("run's step failed during repair; the run goes on", "repair", rp.Kind, AttrCode, rp.Code,
+				AttrReason, rp.Reason, "then", rp.Then)
+		}
 		rep.add(rp.Kind, 1)
 		rep.Failed++
 		r.disp.stop(log, rp.Task, rp.StepStatus)
@@ -734,16 +739,22 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 	return r.outcome(ctx, id, rp)
 }
 
-// observeFailed tells the observer of a repair that failed a run (reading
-// the run's workflow name only when an observer listens).
+// observeFailed tells the observer of a repair that failed a step for good
+// and, when that ended the run, of the run's end (reading the run's
+// workflow name only when an observer listens).
 func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Result) {
 	r.cfg.Observer.Repair(rp.Kind)
-	if _, nop := r.cfg.Observer.(NopObserver); nop {
+	st, ended := finalStatus(rp.Then)
+	if _, nop := r.cfg.Observer.(NopObserver); nop || !ended {
 		return
 	}
 	wf, err := r.store.RunWorkflow(ctx, id)
 	if err != nil {
 		r.log.Debug("cannot read the workflow of a failed run for metrics", AttrRunID, id, AttrError, err)
 	}
-	r.cfg.Observer.RunFinished(wf, StatusFailed, rp.Code)
+	code := rp.Code
+	if st == StatusSucceeded {
+		code = ""
+	}
+	r.cfg.Observer.RunFinished(wf, st, code)
 }

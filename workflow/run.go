@@ -24,7 +24,17 @@ const (
 	StatusSucceeded = retrystate.StatusSucceeded
 	StatusFailed    = retrystate.StatusFailed
 	StatusCancelled = retrystate.StatusCancelled
+	// StatusCompensating: the run failed for good (or was cancelled with
+	// compensation, or a step group failed) and runs the compensations of
+	// its succeeded steps, last first (Step.Compensate).
+	StatusCompensating = retrystate.StatusCompensating
+	// StatusCompensated: the run's compensations all ran; it ended,
+	// keeping the failure code and reason of the failure that started them.
+	StatusCompensated = retrystate.StatusCompensated
 )
+
+// RunStatuses lists every run status.
+var RunStatuses = retrystate.RunStatuses
 
 // Step statuses. A step waiting for a scheduled retry is pending, with
 // RetryState "scheduled".
@@ -35,6 +45,11 @@ const (
 	StepFailed    = retrystate.StepFailed
 	StepSkipped   = retrystate.StepSkipped // an operator skipped the (optional) step
 	StepCancelled = retrystate.StepCancelled
+	// StepCompensated: the step succeeded, and its compensation undid it.
+	StepCompensated = retrystate.StepCompensated
+	// StepRolledBack: the step belongs to an optional group that was rolled
+	// back after a step of it failed; the run went on after the group.
+	StepRolledBack = retrystate.StepRolledBack
 )
 
 // Retry states of a step.
@@ -56,6 +71,10 @@ const (
 	CodeInvalidGoto           = retrystate.CodeInvalidGoto
 	CodeCrashBudgetExhausted  = retrystate.CodeCrashBudgetExhausted
 	CodeCancelled             = retrystate.CodeCancelled
+	// CodeCompensationFailed: a compensation failed for good; the run
+	// failed, needing attention, and an operator's recover or retry runs
+	// that compensation again.
+	CodeCompensationFailed = retrystate.CodeCompensationFailed
 )
 
 // Run is the state of a workflow run. Its JSON form is what
@@ -90,8 +109,37 @@ type Run struct {
 	// max_running, or, when its current step waits, what that step waits
 	// for. Nil when the run is not waiting.
 	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	// OnFailure is "compensate" for a run of a workflow whose failures run
+	// its compensations (Definition.OnFailure), "" otherwise.
+	OnFailure FailureAction `json:"on_failure,omitempty"`
+	// Compensating says what the run's compensations undo and what follows
+	// them, while it is StatusCompensating, and while a compensation that
+	// failed for good waits for an operator (CodeCompensationFailed); nil
+	// otherwise.
+	Compensating *Compensating `json:"compensating,omitempty"`
 	// Steps is empty for runs returned by List.
 	Steps []StepState `json:"steps,omitempty"`
+}
+
+// Compensating is the state of a run's compensations (Run.Compensating).
+type Compensating struct {
+	// Then is what follows once they are done: "compensated" (the run
+	// ends StatusCompensated), "failed" (a required group was rolled back
+	// under on_failure stop: the run fails) or "continue" (an optional
+	// group was rolled back: the run goes on after it).
+	Then string `json:"then"`
+	// FailedStep is the step whose failure started them (for a cancel with
+	// compensation, the step the run was at).
+	FailedStep string `json:"failed_step"`
+	// Group is that step's group, when a group is rolled back.
+	Group string `json:"group,omitempty"`
+	// FromStep and ToStep bound the steps whose compensations run (last
+	// first).
+	FromStep string `json:"from_step"`
+	ToStep   string `json:"to_step"`
+	// Code and Reason are the failure that started them.
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
 }
 
 // StepState is the progress of one step of a run.
@@ -124,6 +172,14 @@ type StepState struct {
 	EffectivePolicy *Policy `json:"effective_policy,omitempty"`
 	// WaitingFor says what a waiting step (status "waiting") waits for.
 	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	// Group is the step group the step belongs to ("" for none), and
+	// GroupOptional tells whether that group is optional.
+	Group         string `json:"group,omitempty"`
+	GroupOptional bool   `json:"group_optional,omitempty"`
+	// Compensation is the progress of the step's compensation
+	// (Step.Compensate), named "compensate:<step>": pending until it runs,
+	// then as a step's. Nil for a step without one.
+	Compensation *StepState `json:"compensation,omitempty"`
 }
 
 // Terminal reports whether the run has ended.
@@ -163,29 +219,34 @@ func runFromRecord(rec *retrystate.Run) *Run {
 		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: timePtr(rec.FinishedAt), Deadline: timePtr(rec.Deadline),
 	}
 	for _, s := range rec.Steps {
-		st := StepState{
-			Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
-			RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
-			LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
-			Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
-			Output: rawJSON(s.Output),
+		st := stepState(s)
+		st.Group, st.GroupOptional = s.Group, s.GroupOptional
+		if s.Compensation != nil {
+			c := stepState(*s.Compensation)
+			st.Compensation = &c
 		}
-		if st.RetryState == "" {
-			st.RetryState = RetryNone
-		}
-		var p Policy
-		if s.Policy != "" && json.Unmarshal([]byte(s.Policy), &p) == nil {
-			st.EffectivePolicy = &p
-		}
-		st.WaitingFor = stepWaitingFor(s) // an await or a sleep (waits.go)
 		r.Steps = append(r.Steps, st)
 	}
-	if rec.Current >= 0 && rec.Current < len(rec.Steps) {
-		r.CurrentStep = rec.Steps[rec.Current].Name
+	r.OnFailure = FailureAction(rec.OnFailure)
+	stepName := func(i int) string {
+		if i >= 0 && i < len(rec.Steps) {
+			return rec.Steps[i].Name
+		}
+		return ""
+	}
+	if sg := rec.Saga; sg != nil {
+		r.Compensating = &Compensating{Then: sg.Ending, FailedStep: stepName(sg.FailedStep), Group: sg.Group,
+			FromStep: stepName(sg.From), ToStep: stepName(sg.To), Code: sg.Code, Reason: sg.Reason}
+	}
+	switch cur := rec.Current; {
+	case cur >= 0 && cur < len(rec.Steps):
+		r.CurrentStep = rec.Steps[cur].Name
 		if r.WaitingFor == nil {
 			// The run is not waiting itself: it waits when its current step does.
-			r.WaitingFor = r.Steps[rec.Current].WaitingFor
+			r.WaitingFor = r.Steps[cur].WaitingFor
 		}
+	case retrystate.IsCompensation(cur) && cur-retrystate.CompBase < len(rec.Steps):
+		r.CurrentStep = retrystate.CompensationPrefix + rec.Steps[cur-retrystate.CompBase].Name
 	}
 	r.OrderingKey = rec.OrderingKey
 	switch rec.Waiting {
@@ -196,6 +257,26 @@ func runFromRecord(rec *retrystate.Run) *Run {
 	case WaitSignal, WaitTimer: // a step's wait, not the run's: see the step
 	}
 	return r
+}
+
+// stepState is the state of a step record (a step's, or a compensation's).
+func stepState(s retrystate.Step) StepState {
+	st := StepState{
+		Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
+		RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
+		LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
+		Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
+		Output: rawJSON(s.Output),
+	}
+	if st.RetryState == "" {
+		st.RetryState = RetryNone
+	}
+	var p Policy
+	if s.Policy != "" && json.Unmarshal([]byte(s.Policy), &p) == nil {
+		st.EffectivePolicy = &p
+	}
+	st.WaitingFor = stepWaitingFor(s) // an await or a sleep (waits.go)
+	return st
 }
 
 // Event is one journal entry of a run: every transition of the run and its
@@ -231,6 +312,13 @@ const (
 	EventDeliveryIgnored    = retrystate.EventDeliveryIgnored
 	EventRunWaiting         = retrystate.EventRunWaiting
 	EventRunAdmitted        = retrystate.EventRunAdmitted
+	// Compensations and step groups (Step.Compensate, Step.Group).
+	EventRunCompensating       = retrystate.EventRunCompensating
+	EventCompensationStarted   = retrystate.EventCompensationStarted
+	EventCompensationSucceeded = retrystate.EventCompensationSucceeded
+	EventCompensationFailed    = retrystate.EventCompensationFailed
+	EventRunCompensated        = retrystate.EventRunCompensated
+	EventGroupRolledBack       = retrystate.EventGroupRolledBack
 )
 
 func eventFromEntry(e retrystate.Entry) Event {

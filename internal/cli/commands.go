@@ -27,10 +27,13 @@ const (
 )
 
 // statuses are the run statuses list --status accepts.
-var statuses = []string{
-	string(workflow.StatusPending), string(workflow.StatusRunning), string(workflow.StatusSucceeded),
-	string(workflow.StatusFailed), string(workflow.StatusCancelled),
-}
+var statuses = func() []string {
+	out := make([]string, len(workflow.RunStatuses))
+	for i, s := range workflow.RunStatuses {
+		out[i] = string(s)
+	}
+	return out
+}()
 
 // parseStart parses "start <workflow> [--input JSON|@file]
 // [--idempotency-key K] [--wait] [--json]".

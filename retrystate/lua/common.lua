@@ -344,10 +344,11 @@ local function gate(op, rid, arg)
   end
   -- run_go lets run rid, which waited and now holds all its gates, start: its
   -- current step gets its task, written to asynq (due now) in this script,
-  -- and its deadline counts from now.
+  -- and its deadline counts from now (a compensating run has none: its
+  -- compensations undo what it did).
   local function run_go(rid)
     local rk = PREFIX .. "run:" .. rid
-    local r = redis.call("HMGET", rk, "current", "workflow", "waiting", "run_timeout_ms")
+    local r = redis.call("HMGET", rk, "current", "workflow", "waiting", "run_timeout_ms", "status")
     local cur, workflow = num(r[1]), r[2]
     local p = sp(cur)
     local s = redis.call("HMGET", rk, p .. "name", p .. "attempt", p .. "gen", p .. "timeout_ms", p .. "run_timeout_ms")
@@ -359,6 +360,9 @@ local function gate(op, rid, arg)
     local rt = num(s[5])
     if rt == 0 then
       rt = num(r[4])
+    end
+    if r[5] == "compensating" then
+      rt = 0
     end
     local deadline = 0
     if rt > 0 then
@@ -795,7 +799,7 @@ local COMP_BASE = 1000
 --     written with the fields w) and start its last compensation.
 -- Both return the reply: {"next", index, name, attempt, timeout_ms, "1"} (a
 -- compensation, or the step after a rolled-back optional group: its task is
--- written here), {"compensated"}, {"succeeded"} (an optional group was the
+-- written here), {"compensated", code}, {"succeeded"} (an optional group was the
 -- run's end) or {"failed", code, reason, ""} (a required group was rolled
 -- back and the run failed).
 local function fail_run(idx, code, reason, message, retention_ms, fence, w, plain)
@@ -826,7 +830,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
           gate("release", RUN_ID, false)
         end
         expire_run(ret)
-        return {"compensated"}
+        return {"compensated", c_code}
       end
       if ending == "failed" then
         redis.call("HSET", RUN, "current", int(failed))
@@ -985,16 +989,19 @@ end
 
 -- reopen makes a failed, cancelled or succeeded run (status) live again for
 -- an operator (recover, retry, skip, restore): pending if it never started,
--- else running; no failure, attention or expiry; a fresh iteration count and
--- auto-recovery count; and, when its deadline has passed, a deadline that
--- starts afresh from now (activate sets the deadline of the step the run
--- resumes at). Returns the new status.
-local function reopen(status)
+-- else running (or to, when given: a compensation's recover makes the run
+-- compensating); no failure, attention or expiry; a fresh iteration count
+-- and auto-recovery count; and, when its deadline has passed, a deadline
+-- that starts afresh from now (activate sets the deadline of the step the
+-- run resumes at). Returns the new status.
+local function reopen(status, to)
   local r = redis.call("HMGET", RUN, "started_at", "deadline", "idempotency_key", "idem_key")
   local run_started_at, run_deadline, run_idempotency_key, run_idem_key = r[1], r[2], r[3], r[4]
-  local to = "running"
-  if num(run_started_at) == 0 then
-    to = "pending"
+  if not to then
+    to = "running"
+    if num(run_started_at) == 0 then
+      to = "pending"
+    end
   end
   set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
     "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")

@@ -4,7 +4,7 @@
 -- next task is written here).
 -- Returns {"next", index, name, attempt, timeout_ms, "1"} (the next
 -- compensation, or the step after a rolled-back optional group: its task
--- is written here), {"compensated"}, {"succeeded"} (an optional group was
+-- is written here), {"compensated", failure code}, {"succeeded"} (an optional group was
 -- the run's end), {"failed", code, reason, ""} (a required group was rolled
 -- back and the run fails), {"done", run status} when this attempt's
 -- complete was applied before, or {"fenced", why}: nothing written.

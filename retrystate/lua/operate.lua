@@ -6,6 +6,13 @@
 --            skipped, and continue with the next step.
 -- Completed steps are never re-run. The run's keys lose their expiry, its
 -- deadline (if passed) and iteration count start afresh.
+-- A step rolled back with its optional group counts as done; a compensated
+-- step (its required group was rolled back) as not done, so a recover runs
+-- the group again from its first step. A run that failed because a
+-- compensation failed for good (compensation_failed; common.lua's sagas)
+-- is recovered, or retried by the compensation's name ("compensate:<step>"),
+-- by running that compensation again with a fresh budget: the run is
+-- compensating again, with its failure; a compensation cannot be skipped.
 -- KEYS[1] the run record.
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4] action: "recover", "retry" or "skip"
@@ -18,7 +25,7 @@
 -- (it starts when admitted), {"refused", reason}, or {"gone"}.
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
-local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow")
+local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "current", "failure_code")
 local status, run_needs_attention, run_steps, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not status then
   return {"gone"}
@@ -27,11 +34,43 @@ if not (status == "failed" or (not is_terminal(status) and run_needs_attention =
   return {"refused", string.format("run is %s; only a failed run or one needing attention can be %s", status,
     action == "recover" and "recovered" or (action == "retry" and "retried" or "skipped"))}
 end
+local cur = num(rs[5])
+if cur >= COMP_BASE then
+  -- A compensation failed for good (or, compensating, was repaired too
+  -- often): run it again.
+  local c = step_get(cur, "name", "status", "attempt", "fence_expires_at")
+  if action == "skip" then
+    return {"refused", string.format("%q is a compensation, which cannot be skipped; retry it (or recover the run)",
+      c[1])}
+  end
+  if action == "retry" and step_name ~= c[1] then
+    return {"refused", string.format("the run stopped at its compensation %q; only that can be retried", c[1])}
+  end
+  if c[2] == "running" and num(c[4]) > NOW then
+    return {"refused", string.format("%q is running", c[1])}
+  end
+  local r = redis.call("HMGET", RUN, "comp_code", "comp_reason")
+  reopen(status, "compensating")
+  redis.call("HSET", RUN, "failure_code", r[1] or "", "failure_reason", r[2] or "")
+  step_set(cur, "crashes", "0", "last_error", "", "last_error_class", "", "last_error_code", "", "resuming", "0")
+  journal("run_recovered", "action", action, "step", c[1], "actor", actor)
+  notify("run_recovered", run_workflow, "action", action, "step", c[1], "actor", actor)
+  local w, _, attempt = activation(cur, c[3])
+  redis.call("HSET", RUN, unpack(w))
+  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+  if redis.call("HGET", RUN, "gated") == "1" then
+    local ok, reason, pos = gate("pass", RUN_ID)
+    if not ok then
+      return {"waiting", reason, pos}
+    end
+  end
+  return {"dispatch", int(cur), c[1], int(attempt), int(step_get(cur, "timeout_ms")[1]), run_workflow}
+end
 local n = num(run_steps)
 local first = -1
 for i = 0, n - 1 do
   local s_status = step_get(i, "status")[1]
-  if s_status ~= "succeeded" and s_status ~= "skipped" then
+  if s_status ~= "succeeded" and s_status ~= "skipped" and s_status ~= "rolled_back" then
     first = i
     break
   end

@@ -5,7 +5,7 @@
 --   with no output, no last error and a fresh retry and crash budget (their
 --   attempt counters go on, so every new attempt gets a new task ID). The run
 --   becomes running (pending if it never started) with from_step due now.
--- Only a finished run (succeeded, failed or cancelled) can be restored; a
+-- Only a finished run (succeeded, failed, cancelled or compensated) can be restored; a
 -- pending or running run is refused (recover, retry and skip steer those).
 -- As in operate.lua, the run's keys lose their expiry and its deadline (if
 -- passed) and iteration count start afresh. The restore is journaled as
@@ -29,7 +29,7 @@ if not status then
 end
 if not is_terminal(status) then
   return {"refused", string.format(
-    "run is %s; only a finished run (succeeded, failed or cancelled) can be restored", status)}
+    "run is %s; only a finished run (succeeded, failed, cancelled or compensated) can be restored", status)}
 end
 local n = num(run_steps)
 local from = -1
@@ -46,9 +46,19 @@ end
 for i = 0, from - 1 do
   local s = step_get(i, "name", "status")
   local s_name, s_status = s[1], s[2]
-  if s_status ~= "succeeded" and s_status ~= "skipped" then
+  if s_status ~= "succeeded" and s_status ~= "skipped" and s_status ~= "rolled_back" then
     return {"refused", string.format("step %q before %q is %s; a run can only be restored from a step whose earlier steps all succeeded or were skipped",
       s_name, from_name, s_status)}
+  end
+end
+-- A saga's state goes (a compensated run, or one whose compensation failed),
+-- and so do the records of the compensations of the steps reset below.
+redis.call("HDEL", RUN, "comp_end", "comp_step", "comp_hi", "comp_group", "comp_code", "comp_reason", "comp_lo")
+for i = from, n - 1 do
+  if step_get(i, "comp")[1] == "1" then
+    step_set(COMP_BASE + i, "status", "pending", "output", "", "retry_state", "none", "next_attempt_at", "0",
+      "crashes", "0", "task", "", "fence", "", "fence_expires_at", "0", "resuming", "0", "last_error", "",
+      "last_error_class", "", "last_error_code", "", "started_at", "0", "finished_at", "0")
   end
 end
 

@@ -53,6 +53,30 @@ func TestDefinitionValidate(t *testing.T) {
 		{"bad workflow policy", Definition{Name: "w", Policy: Policy{MaxAttempts: -1}, Steps: []Step{step("s")}}, []string{"max_attempts"}},
 		{"bad step policy", Definition{Name: "w", Steps: []Step{step("a"), {Name: "b", Run: defNoop, Policy: Policy{Jitter: "lots"}}}},
 			[]string{`step "b"`, "jitter"}},
+
+		// Compensations and step groups.
+		{"a saga with groups", Definition{Name: "w", OnFailure: FailureCompensate, Groups: map[string]Group{"pay": {Optional: true}},
+			Steps: []Step{{Name: "a", Run: defNoop, Compensate: defNoop, CompensatePolicy: Policy{MaxAttempts: 9}},
+				{Name: "b", Run: defNoop, Group: "pay"}, {Name: "c", Run: defNoop, Group: "pay"}, step("d")}}, nil},
+		{"on_failure stop", Definition{Name: "w", OnFailure: FailureStop, Steps: []Step{step("a")}}, nil},
+		{"bad on_failure", Definition{Name: "w", OnFailure: "rollback", Steps: []Step{step("a")}},
+			[]string{`on_failure "rollback"`, `"stop" or "compensate"`}},
+		{"compensation of an await", Definition{Name: "w", Steps: []Step{
+			{Name: "a", Await: &Await{Signal: "go", Timeout: time.Minute}, Compensate: defNoop}}},
+			[]string{`step "a"`, "only a step with a Run function can have a compensation"}},
+		{"compensation policy without a compensation", Definition{Name: "w", Steps: []Step{
+			{Name: "a", Run: defNoop, CompensatePolicy: Policy{MaxAttempts: 2}}}},
+			[]string{`step "a"`, "CompensatePolicy without Compensate"}},
+		{"bad compensation policy", Definition{Name: "w", Steps: []Step{
+			{Name: "a", Run: defNoop, Compensate: defNoop, CompensatePolicy: Policy{MaxAttempts: -1}}}},
+			[]string{`step "a": compensation policy`, "max_attempts"}},
+		{"group not contiguous", Definition{Name: "w", Steps: []Step{
+			{Name: "a", Run: defNoop, Group: "g"}, step("b"), {Name: "c", Run: defNoop, Group: "g"}}},
+			[]string{`step "c"`, `group "g" is not contiguous`}},
+		{"bad group name", Definition{Name: "w", Steps: []Step{{Name: "a", Run: defNoop, Group: "a b"}}},
+			[]string{`group name "a b"`}},
+		{"a configured group with no step", Definition{Name: "w", Groups: map[string]Group{"ghost": {}},
+			Steps: []Step{step("a")}}, []string{`groups: "ghost" is configured but no step is in it`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +173,39 @@ func TestResolve(t *testing.T) {
 	// With no global policy, the defaults fill in.
 	if got := (&Definition{Name: "x", Steps: []Step{{Name: "s", Run: defNoop}}}).resolve(Policy{}); !got.Steps[0].Policy.Equal(DefaultPolicy()) {
 		t.Errorf("zero policies resolve to %+v, want DefaultPolicy", got.Steps[0].Policy)
+	}
+}
+
+// TestResolveCompensation: a compensation's effective policy is its own
+// CompensatePolicy over its step's effective policy; a step without one has
+// none; groups and on_failure reach the snapshot.
+func TestResolveCompensation(t *testing.T) {
+	t.Parallel()
+	d := Definition{Name: "w", OnFailure: FailureCompensate, Policy: Policy{MaxAttempts: 5},
+		Groups: map[string]Group{"g": {Optional: true}},
+		Steps: []Step{
+			{Name: "a", Run: defNoop, Policy: Policy{StepTimeout: time.Minute}, Compensate: defNoop,
+				CompensatePolicy: Policy{MaxAttempts: 9}, Group: "g"},
+			{Name: "b", Run: defNoop},
+		}}
+	s := d.resolve(Policy{})
+	c := s.Steps[0].Compensate
+	if c == nil || c.MaxAttempts != 9 || c.StepTimeout != time.Minute || c.MaxCrashes != 3 {
+		t.Errorf("a's compensation policy %+v; want max_attempts 9 (its own), step_timeout 1m (the step's), max_crashes 3", c)
+	}
+	if s.Steps[1].Compensate != nil {
+		t.Errorf("b has no compensation, the snapshot has %+v", s.Steps[1].Compensate)
+	}
+	if s.OnFailure != FailureCompensate || s.Steps[0].Group != "g" || !s.Groups["g"].Optional {
+		t.Errorf("snapshot on_failure %q, a's group %q, groups %v", s.OnFailure, s.Steps[0].Group, s.Groups)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := parseSnapshot(string(b))
+	if err != nil || back.Steps[0].Compensate == nil || back.Steps[0].Compensate.MaxAttempts != 9 || back.OnFailure != FailureCompensate {
+		t.Errorf("round trip: %+v, %v", back, err)
 	}
 }
 

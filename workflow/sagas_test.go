@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -533,5 +537,75 @@ func TestSagaStatusJSON(t *testing.T) {
 	}
 	if run := e.wait(id, 30*time.Second); run.Status != workflow.StatusCompensated {
 		t.Errorf("status %s, want compensated", run.Status)
+	}
+}
+
+// TestCompensationRepairs: a compensation's task, written with the failure
+// that started the saga, is re-created by the reconciler when it is lost;
+// a compensation whose worker dies is resumed after its fence expires,
+// counted as a crash of the compensation; a late delivery of its old task is
+// stale.
+func TestCompensationRepairs(t *testing.T) {
+	t.Parallel()
+	l := newSagaLog()
+	def := workflow.Definition{Name: "sagarig", OnFailure: workflow.FailureCompensate,
+		Steps: []workflow.Step{
+			{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
+			{Name: "b", Run: failPermanently("b", l)},
+		}}
+	r := newRig(t, def)
+	run := mustStart(t, r.client, "sagarig", nil)
+	if err := r.deliver(run.ID, "sagarig", 0, "a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.deliver(run.ID, "sagarig", 1, "b", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(run.ID)
+	comp := tasks.ID(run.ID, retrystate.CompBase, 1, 0)
+	if got.Status != workflow.StatusCompensating || got.CurrentStep != "compensate:a" || got.Deadline != nil {
+		t.Fatalf("after b failed: status %s, current %q, deadline %v; want compensating at compensate:a, no deadline",
+			got.Status, got.CurrentStep, got.Deadline)
+	}
+	if info, ok := r.taskExists(comp); !ok || info.State != asynq.TaskStatePending {
+		t.Fatalf("the compensation's task %s was not written with the failure: %+v", comp, info)
+	}
+	// Lost: the reconciler re-creates it once the run is idle for its grace.
+	r.deleteTask(comp)
+	r.clock.Advance(6 * time.Second)
+	if rep := r.pass(); rep.Repairs["task_missing"] != 1 {
+		t.Fatalf("pass: %v", rep)
+	}
+	if _, ok := r.taskExists(comp); !ok {
+		t.Fatalf("compensation task %s not re-created", comp)
+	}
+	// A worker begins the compensation and dies.
+	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: retrystate.CompBase, TaskID: comp,
+		Token: "dead", FenceTTL: 10 * time.Second, Now: r.clock.Now()})
+	if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Compensation == nil || b.Started.Compensation.Step != "a" {
+		t.Fatalf("begin of the compensation: %+v %v", b, err)
+	}
+	r.clock.Advance(11 * time.Second)
+	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Repairs["crashed_attempt"] != 1 {
+		t.Fatalf("sweep: %v %v", rep, err)
+	}
+	if err := r.deliver(run.ID, "sagarig", retrystate.CompBase, "compensate:a", 1, 0); err != nil { // the old task
+		t.Fatal(err)
+	}
+	if calls := l.list(); slices.Contains(calls, "undo a") {
+		t.Fatalf("the old task ran the compensation: %q", calls)
+	}
+	if err := r.deliver(run.ID, "sagarig", retrystate.CompBase, "compensate:a", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	got = r.get(run.ID)
+	if got.Status != workflow.StatusCompensated {
+		t.Fatalf("status %s, want compensated", got.Status)
+	}
+	if c := got.Step("a").Compensation; c.Crashes != 1 || c.Attempts != 1 || c.RetryAttempts != 0 {
+		t.Errorf("compensation record %+v; want 1 attempt, 1 crash", c)
+	}
+	if want := []string{"a", "b", "undo a"}; !slices.Equal(l.list(), want) {
+		t.Errorf("calls %q, want %q", l.list(), want)
 	}
 }

@@ -59,8 +59,18 @@ if st_status == "waiting" and st_kind == "await" and st_signal == name then
 end
 
 -- Kept for a later await: only if the current or a later step awaits it.
+-- (A compensating run goes on only after an optional group's rollback, at
+-- the step after the group: common.lua's sagas.)
+local from = cur
+if cur >= COMP_BASE then
+  local c = redis.call("HMGET", RUN, "comp_end", "comp_hi")
+  if c[1] ~= "continue" then
+    return {"refused", string.format("the run is %s: no step of it awaits signal %q any more", run_status, name)}
+  end
+  from = num(c[2]) + 1
+end
 local f = {}
-for i = cur, num(run_steps) - 1 do
+for i = from, num(run_steps) - 1 do
   f[#f + 1] = sp(i) .. "signal"
 end
 local awaited = false

@@ -609,3 +609,229 @@ func TestCompensationRepairs(t *testing.T) {
 		t.Errorf("calls %q, want %q", l.list(), want)
 	}
 }
+
+// TestSagaAfterTheDeadline: a run the reconciler fails for its deadline
+// compensates, although its deadline has passed: a compensating run has
+// none.
+func TestSagaAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	l := newSagaLog()
+	def := workflow.Definition{Name: "slowsaga", OnFailure: workflow.FailureCompensate,
+		Policy: workflow.Policy{RunTimeout: time.Hour, InitialInterval: 30 * time.Minute, MaxInterval: 30 * time.Minute},
+		Steps: []workflow.Step{
+			{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
+			{Name: "b", Run: failing},
+		}}
+	r := newRig(t, def)
+	run := mustStart(t, r.client, "slowsaga", nil)
+	if err := r.deliver(run.ID, "slowsaga", 0, "a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.deliver(run.ID, "slowsaga", 1, "b", 1, 0); err != nil { // a retry in 30m
+		t.Fatal(err)
+	}
+	r.clock.Advance(61 * time.Minute)
+	if rep := r.pass(); rep.Repairs["deadline"] != 1 {
+		t.Fatalf("pass: %v", rep)
+	}
+	got := r.get(run.ID)
+	if got.Status != workflow.StatusCompensating || got.FailureCode != workflow.CodeRunTimeout || got.Deadline != nil {
+		t.Fatalf("status %s code %q deadline %v; want compensating with run_timeout and no deadline", got.Status, got.FailureCode, got.Deadline)
+	}
+	if _, ok := r.taskExists(tasks.ID(run.ID, 1, 2, 0)); ok {
+		t.Errorf("b's retry task still exists")
+	}
+	r.clock.Advance(time.Hour)
+	if rep := r.pass(); rep.Total() != 0 {
+		t.Errorf("a second pass repaired the compensating run: %v", rep)
+	}
+	if err := r.deliver(run.ID, "slowsaga", retrystate.CompBase, "compensate:a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(run.ID); got.Status != workflow.StatusCompensated || got.FailureCode != workflow.CodeRunTimeout {
+		t.Fatalf("status %s code %q; want compensated with run_timeout", got.Status, got.FailureCode)
+	}
+}
+
+// TestCompensationRepliesAreIdempotent: a compensation's complete applied
+// twice (its first reply lost) answers done; one whose run was cancelled
+// meanwhile is fenced.
+func TestCompensationRepliesAreIdempotent(t *testing.T) {
+	t.Parallel()
+	l := newSagaLog()
+	def := workflow.Definition{Name: "compreply", OnFailure: workflow.FailureCompensate, Steps: []workflow.Step{
+		{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
+		{Name: "b", Run: l.step("b"), Compensate: l.comp("b")},
+		{Name: "c", Run: failPermanently("c", l)},
+	}}
+	r := newRig(t, def)
+	run := mustStart(t, r.client, "compreply", nil)
+	for i, name := range []string{"a", "b", "c"} {
+		if err := r.deliver(run.ID, "compreply", i, name, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compB := tasks.ID(run.ID, retrystate.CompBase+1, 1, 0)
+	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: retrystate.CompBase + 1, TaskID: compB,
+		Token: "tok", FenceTTL: 10 * time.Second, Now: r.clock.Now()})
+	if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Next != nil {
+		t.Fatalf("begin: %+v %v", b, err)
+	}
+	if n := len(b.Started.Earlier); n != 2 || b.Started.Earlier[1].Name != "b" {
+		t.Errorf("a compensation of step b sees the outputs %+v; want a's and b's", b.Started.Earlier)
+	}
+	args := retrystate.CompleteArgs{RunID: run.ID, Index: retrystate.CompBase + 1, Token: "tok", Output: `"undone"`,
+		Retention: time.Hour, Now: r.clock.Now()}
+	first, err := r.store.Complete(ctxb, args)
+	if err != nil || first.Outcome != retrystate.OutcomeNext || !first.Enqueued ||
+		first.Dispatch.Index != retrystate.CompBase || first.Dispatch.Name != "compensate:a" {
+		t.Fatalf("first complete: %+v %v; want the next compensation, a's, written", first, err)
+	}
+	again, err := r.store.Complete(ctxb, args)
+	if err != nil || again.Outcome != retrystate.OutcomeDone || again.RunStatus != workflow.StatusCompensating {
+		t.Errorf("the same complete again: %+v %v; want done, compensating", again, err)
+	}
+	if _, err := r.client.Cancel(ctxb, run.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	compA := tasks.ID(run.ID, retrystate.CompBase, 1, 0)
+	if err := r.deliver(run.ID, "compreply", retrystate.CompBase, "compensate:a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(l.list(), "undo a") {
+		t.Errorf("a's compensation ran after the run was cancelled (task %s)", compA)
+	}
+	got := r.get(run.ID)
+	if got.Status != workflow.StatusCancelled || got.Compensating != nil || got.Step("a").Compensation.Status != workflow.StepCancelled {
+		t.Errorf("after the cancel: status %s, compensating %+v, a's compensation %s", got.Status, got.Compensating,
+			got.Step("a").Compensation.Status)
+	}
+}
+
+// TestCancelAndCompensateAFailedRun: a failed run of a workflow that stops
+// on failure can still be compensated; it keeps its failure.
+func TestCancelAndCompensateAFailedRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newSagaLog()
+	def := workflow.Definition{Name: "failedcomp", Policy: fastPolicy(), Steps: []workflow.Step{
+		{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
+		{Name: "b", Run: failPermanently("b", l)},
+	}}
+	e.startWorker(workflow.WorkerConfig{}, def)
+	id := mustStart(t, e.client, "failedcomp", nil).ID
+	if run := e.wait(id, 30*time.Second); run.Status != workflow.StatusFailed {
+		t.Fatalf("status %s, want failed", run.Status)
+	}
+	if _, err := e.client.Cancel(ctxb, id, nil); !errors.Is(err, workflow.ErrRunFinished) {
+		t.Errorf("a plain cancel of a failed run: %v, want ErrRunFinished", err)
+	}
+	if _, err := e.client.Cancel(ctxb, id, &workflow.ActionOptions{Compensate: true, Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	run := e.wait(id, 30*time.Second)
+	if run.Status != workflow.StatusCompensated || run.FailureCode != workflow.CodePermanentError || run.NeedsAttention {
+		t.Fatalf("status %s code %q attention %v; want compensated, keeping permanent_error", run.Status, run.FailureCode, run.NeedsAttention)
+	}
+	if want := []string{"a", "b", "undo a"}; !slices.Equal(l.list(), want) {
+		t.Errorf("calls %q, want %q", l.list(), want)
+	}
+	if ttl := e.rdb.PTTL(ctxb, "cairn:{"+e.queue+"}:run:"+id).Val(); ttl <= 0 {
+		t.Errorf("the compensated run has no retention (PTTL %s)", ttl)
+	}
+}
+
+// TestRestoreACompensatedRun: an administrator's restore runs a compensated
+// run again from its first step; its compensations are reset with the
+// steps, and a second failure compensates again.
+func TestRestoreACompensatedRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newSagaLog()
+	def := workflow.Definition{Name: "restoresaga", OnFailure: workflow.FailureCompensate, Policy: fastPolicy(),
+		Steps: []workflow.Step{
+			{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
+			{Name: "b", Run: failPermanently("b", l)},
+		}}
+	e.startWorker(workflow.WorkerConfig{}, def)
+	id := mustStart(t, e.client, "restoresaga", nil).ID
+	if run := e.wait(id, 30*time.Second); run.Status != workflow.StatusCompensated {
+		t.Fatalf("status %s, want compensated", run.Status)
+	}
+	if _, err := e.client.Recover(ctxb, id, nil); !errors.Is(err, workflow.ErrActionRefused) {
+		t.Errorf("recover of a compensated run: %v, want ErrActionRefused", err)
+	}
+	restored, err := e.client.Restore(ctxb, id, "a", &workflow.ActionOptions{Actor: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := restored.Step("a").Compensation; c.Status != workflow.StepPending || len(c.Output) != 0 {
+		t.Errorf("after the restore, a's compensation is %s with output %s; want pending, none", c.Status, c.Output)
+	}
+	run := e.wait(id, 30*time.Second)
+	if run.Status != workflow.StatusCompensated {
+		t.Fatalf("status %s, want compensated again", run.Status)
+	}
+	if want := []string{"a", "b", "undo a", "a", "b", "undo a"}; !slices.Equal(l.list(), want) {
+		t.Errorf("calls %q, want %q", l.list(), want)
+	}
+	if c := run.Step("a").Compensation; c.Attempts != 2 {
+		t.Errorf("a's compensation: %d attempts, want 2 (one per failure)", c.Attempts)
+	}
+}
+
+// TestSagaHoldsItsOrderingKey: a compensating run keeps its ordering key's
+// slot, so the key's next run starts only when the compensations are done.
+func TestSagaHoldsItsOrderingKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newSagaLog()
+	release := make(chan struct{})
+	undo := func(ctx context.Context, _ *workflow.StepContext) (any, error) {
+		select {
+		case <-release:
+			return "undone", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	failIfAsked := func(_ context.Context, sc *workflow.StepContext) (any, error) {
+		var in struct{ Fail bool }
+		if err := sc.DecodeInput(&in); err != nil {
+			return nil, err
+		}
+		if in.Fail {
+			return nil, workflow.Permanent(errors.New("asked to fail"))
+		}
+		return "ok", nil
+	}
+	def := workflow.Definition{Name: "keysaga", OnFailure: workflow.FailureCompensate, Policy: fastPolicy(),
+		Steps: []workflow.Step{
+			{Name: "first", Run: l.step("first"), Compensate: undo},
+			{Name: "second", Run: failIfAsked},
+		}}
+	e.startWorker(workflow.WorkerConfig{}, def)
+	opts := &workflow.StartOptions{OrderingKey: "acct-1"}
+	first, err := e.client.Start(ctxb, "keysaga", map[string]bool{"Fail": true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.client.Start(ctxb, "keysaga", nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(20*time.Second, "the first run to compensate", func() bool {
+		r, err := e.client.Get(ctxb, first.ID)
+		return err == nil && r.Status == workflow.StatusCompensating
+	})
+	if r, err := e.client.Get(ctxb, second.ID); err != nil || r.Status != workflow.StatusPending || r.WaitingFor == nil {
+		t.Fatalf("the second run while the first compensates: %+v %v; want pending, waiting for the key", r, err)
+	}
+	close(release)
+	if run := e.wait(first.ID, 30*time.Second); run.Status != workflow.StatusCompensated {
+		t.Fatalf("first: %s, want compensated", run.Status)
+	}
+	if run := e.wait(second.ID, 30*time.Second); run.Status != workflow.StatusSucceeded {
+		t.Fatalf("second: %s, want succeeded once the first compensated", run.Status)
+	}
+}

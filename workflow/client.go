@@ -434,9 +434,13 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // action recover, retry, skip or restore, step, actor; by an automatic
 // repair: by "reconciler" or "worker", kind crashed_attempt, task_missing,
 // retry_task_missing, task_archived, stalled_delivery or
-// interrupted_attempt, step, attempt), run_needs_attention (code, reason)
-// and run_waiting (reason "signal": step, signal, until; reason "timer":
-// step, until; until in Unix ms).
+// interrupted_attempt, step, attempt), run_needs_attention (code, reason),
+// run_waiting (reason "signal": step, signal, until; reason "timer":
+// step, until; until in Unix ms), and for compensations run_compensating
+// (the step whose failure starts them, code, reason, group),
+// run_compensated (code, reason) and group_rolled_back (group, step, code,
+// reason); a run that compensates notifies run_compensating, not
+// run_failed.
 // It is the webhook payload type: a webhook delivers the same fields as
 // JSON (with the owner under Details, see webhook.Payload), so one type
 // serves both.

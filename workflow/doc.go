@@ -13,6 +13,15 @@
 // needs attention, with a reason naming the step, its attempts and its last
 // error.
 //
+// A step may loop (Snooze, Goto), wait for a signal or a time (Await,
+// Sleep), sit behind a circuit breaker shared by every worker
+// (CircuitBreaker), and say how to undo itself (Step.Compensate): with
+// Definition.OnFailure FailureCompensate, a run that fails for good runs the
+// compensations of its succeeded steps, last first, and ends compensated;
+// step groups (Step.Group) roll back a stretch of steps together. Runs may be
+// ordered by key and limited in number (StartOptions.OrderingKey,
+// Definition.MaxRunning).
+//
 // Execution is at least once per attempt: a step may run again after a
 // worker crash, so steps should pass StepContext.IdempotencyKey downstream.
 // Each attempt holds a fence, renewed while it runs, so two executions of one

@@ -60,6 +60,11 @@ type StepSpec struct {
 	AllowedHosts []string
 	// With is the step's "with" mapping, aliases resolved; nil when absent.
 	With *yaml.Node
+	// Compensation is true when the body to build is the compensation of
+	// the step Name (its compensate mapping; see workflow.Step.Compensate):
+	// Earlier then ends with Name, and the body's StepContext has
+	// Compensation set.
+	Compensation bool
 	// Options are the loader's options.
 	Options Options
 }

@@ -171,6 +171,10 @@ func (p *parser) parseCompensation(st *workflow.Step, c compensated, what string
 			what, article(c.typ), c.typ)
 		return
 	}
+	if isNull(c.node) {
+		p.errorf(c.key, "%s: empty: want a mapping with type and with, like {type: http, with: {method: ..., url: ...}}", what)
+		return
+	}
 	m, ok := p.asMapping(c.node, what)
 	if !ok {
 		return

@@ -558,7 +558,7 @@ func (p *parser) parseBody(m *mapping, spec StepSpec, st *workflow.Step, what st
 
 // article returns "an" or "a" for word.
 func article(word string) string {
-	if strings.ContainsRune("aeiou", rune(word[0])) {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
 		return "an"
 	}
 	return "a"

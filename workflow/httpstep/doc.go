@@ -13,6 +13,14 @@
 //	.step         this step's name
 //	.attempt      this step's attempt number, 1 for the first
 //
+// and, in the templates of a compensation (Spec.Compensation; see
+// workflow.Step.Compensate), whose .step is "compensate:NAME":
+//
+//	.compensation.step            the name of the step it undoes
+//	.compensation.output          that step's output (as .steps.NAME)
+//	.compensation.failure_code    the run's failure code, like permanent_error
+//	.compensation.failure_reason  the run's failure reason
+//
 // with the function json, which writes its argument as JSON. JSON numbers
 // stay as they were written (json.Number), so IDs never turn into 1e+06.
 // A reference to a missing key is an error, not an empty string.

@@ -14,6 +14,10 @@ var (
 	// ErrBadHeaderName is wrapped by the FieldError of a header name that
 	// is not an HTTP token.
 	ErrBadHeaderName = errors.New("is not a valid header name")
+	// ErrNotCompensation is the problem of the FieldError of a template
+	// that reads .compensation in a spec that is not a compensation's
+	// (Spec.Compensation).
+	ErrNotCompensation = errors.New("reads .compensation, which only the templates of a compensation can read")
 )
 
 // errTooLong: a template rendered more than its limit.

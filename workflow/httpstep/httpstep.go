@@ -91,6 +91,11 @@ type Spec struct {
 	// Poll, when set, repeats the request until a template over its
 	// response is true (see Poll).
 	Poll *Poll
+	// Compensation marks the spec as a compensation's
+	// (workflow.Step.Compensate): its templates may read .compensation
+	// (see the package documentation). Without it, New refuses a template
+	// that reads .compensation, which only a compensation's attempts have.
+	Compensation bool
 }
 
 // Poll repeats an http step's request until it reports done: after each
@@ -217,7 +222,9 @@ type header struct {
 // that is not an HTTP token, a URL whose literal scheme is not http(s) or
 // that has no host, a host-templated URL (wrapping ErrHostTemplated)
 // without AllowedHosts, a bad AllowedHosts entry, a bad header name, or a
-// template reading .steps.NAME for a NAME not in spec.Steps.
+// template reading .steps.NAME for a NAME not in spec.Steps, or reading
+// .compensation (wrapping ErrNotCompensation) when spec is not a
+// compensation's.
 func New(spec Spec, opts Options) (*Step, error) {
 	s := &Step{steps: slices.Clone(spec.Steps), opts: opts.withDefaults()}
 	var errs []error
@@ -232,6 +239,9 @@ func New(spec Spec, opts Options) (*Step, error) {
 			if !slices.Contains(spec.Steps, ref) {
 				bad(field, fmt.Errorf("reads .steps.%s, but %q is not an earlier step", ref, ref))
 			}
+		}
+		if !spec.Compensation && t.Reads("compensation") {
+			bad(field, ErrNotCompensation)
 		}
 		return t
 	}

@@ -437,6 +437,10 @@ func TestTemplate(t *testing.T) {
 	if tm.IsConstant() {
 		t.Error("a template with actions is constant")
 	}
+	if !tm.Reads("steps") || !tm.Reads("input") || tm.Reads("ignored") || tm.Reads("compensation") {
+		t.Errorf("Reads: steps %v, input %v, ignored %v, compensation %v; want only steps and input read",
+			tm.Reads("steps"), tm.Reads("input"), tm.Reads("ignored"), tm.Reads("compensation"))
+	}
 	if c, err := httpstep.ParseTemplate("url", "https://example.com/x"); err != nil || !c.IsConstant() || c.Text() != "https://example.com/x" {
 		t.Errorf("constant template: %v, %v", c, err)
 	}
@@ -509,5 +513,79 @@ func TestPollDone(t *testing.T) {
 		if _, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "http://x/", Poll: &p}, httpstep.Options{}); err == nil {
 			t.Errorf("New accepted poll %+v", p)
 		}
+	}
+}
+
+// TestCompensationTemplates: a compensation's templates read the step it
+// undoes, that step's output and the run's failure as .compensation; New
+// refuses .compensation in a spec that is not a compensation's, and an
+// attempt that is not a compensation's has no .compensation.
+func TestCompensationTemplates(t *testing.T) {
+	t.Parallel()
+	var rec recorder
+	srv := rec.server(t, func(http.ResponseWriter, *http.Request) {})
+	spec := httpstep.Spec{Method: "POST", URL: srv.URL + "/refunds/{{.compensation.output.body.id}}",
+		Headers: map[string]string{"X-Why": "{{.compensation.failure_code}}"},
+		Body: `{"step": {{json .compensation.step}}, "reason": {{json .compensation.failure_reason}}, ` +
+			`"same": {{eq (print .compensation.output.body.id) (print .steps.charge.body.id)}}, "as": {{json .step}}}`,
+		Steps: []string{"charge"}, Compensation: true}
+	s := mustNew(t, spec, httpstep.Options{})
+	a := attempt(`{}`, map[string]string{"charge": `{"status": 201, "body": {"id": 12345678901234567890}}`})
+	a.Step, a.IdempotencyKey = workflow.CompensationPrefix+"charge", "r:compensate:charge:1"
+	a.Compensation = &workflow.Compensation{Step: "charge", Output: json.RawMessage(`{"status": 201, "body": {"id": 12345678901234567890}}`),
+		FailureCode: "permanent_error", FailureReason: `step "ship": 400 Bad Request`}
+	if _, err := s.Do(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	want := `{"step": "charge", "reason": "step \"ship\": 400 Bad Request", "same": true, "as": "compensate:charge"}`
+	if r.path != "/refunds/12345678901234567890" || r.header.Get("X-Why") != "permanent_error" || r.body != want ||
+		r.header.Get("Idempotency-Key") != "r:compensate:charge:1" {
+		t.Errorf("request %s X-Why %q Idempotency-Key %q body\n got %s\nwant %s", r.path, r.header.Get("X-Why"),
+			r.header.Get("Idempotency-Key"), r.body, want)
+	}
+
+	// The same attempt, not a compensation's: no .compensation.
+	a.Compensation = nil
+	if _, err := s.Do(context.Background(), a); err == nil || workflow.Code(err) != httpstep.CodeTemplateError {
+		t.Errorf("Do without a compensation = %v, want a template_error", err)
+	}
+	// A compensation of a step without output (null) renders output as
+	// null; one whose output is not JSON is a permanent error.
+	a.Compensation = &workflow.Compensation{Step: "charge"}
+	if data, err := a.Data(); err != nil || data["compensation"].(map[string]any)["output"] != nil { //nolint:forcetypeassert // a failed assertion fails the test
+		t.Errorf("Data of a compensation without output: %v, %v", data, err)
+	}
+	a.Compensation.Output = json.RawMessage(`{`)
+	if _, err := a.Data(); err == nil || !workflow.IsPermanent(err) {
+		t.Errorf("Data of a compensation with a bad output: %v, want a permanent error", err)
+	}
+
+	// New: .compensation only in a compensation's spec, in any field, as
+	// .compensation or $.compensation.
+	for _, bad := range []httpstep.Spec{
+		{Method: "GET", URL: "http://x/{{.compensation.step}}"},
+		{Method: "GET", URL: "http://x/", Body: `{{range .input}}{{$.compensation.output}}{{end}}`},
+		{Method: "GET", URL: "http://x/", Headers: map[string]string{"X-A": "{{with .compensation}}{{.step}}{{end}}"}},
+		{Method: "GET", URL: "http://x/", Poll: &httpstep.Poll{Until: "{{.compensation.failure_code}}", Interval: time.Second}},
+	} {
+		_, err := httpstep.New(bad, httpstep.Options{})
+		if !errors.Is(err, httpstep.ErrNotCompensation) {
+			t.Errorf("New(%+v) = %v, want ErrNotCompensation", bad, err)
+		}
+		bad.Compensation = true
+		if _, err := httpstep.New(bad, httpstep.Options{}); err != nil {
+			t.Errorf("New(%+v) of a compensation: %v", bad, err)
+		}
+	}
+	// A .compensation inside a with or range body is the element's field,
+	// not the data's.
+	if _, err := httpstep.New(httpstep.Spec{Method: "GET", URL: "http://x/", Body: `{{range .input.items}}{{.compensation}}{{end}}`},
+		httpstep.Options{}); err != nil {
+		t.Errorf("New with .compensation of a range element: %v", err)
 	}
 }

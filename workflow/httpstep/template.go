@@ -158,6 +158,22 @@ func (t *Template) StepRefs() []string {
 	return slices.Compact(refs)
 }
 
+// Reads reports whether the template reads the top-level key of its data
+// named key, as .KEY (outside range and with bodies) or $.KEY. Reads
+// through index are not seen.
+func (t *Template) Reads(key string) bool {
+	found := false
+	walk(t.t.Root, true, func(n parse.Node, top bool) {
+		switch n := n.(type) {
+		case *parse.FieldNode:
+			found = found || (top && len(n.Ident) >= 1 && n.Ident[0] == key)
+		case *parse.VariableNode:
+			found = found || (len(n.Ident) >= 2 && n.Ident[0] == "$" && n.Ident[1] == key)
+		}
+	})
+	return found
+}
+
 // IsConstant reports whether the template has no actions: it always renders
 // its text.
 func (t *Template) IsConstant() bool {
@@ -213,13 +229,18 @@ type Attempt struct {
 	// Outputs are the outputs (JSON) of earlier steps, by step name; a
 	// step without one (skipped) is absent.
 	Outputs map[string]json.RawMessage
+	// Compensation is set for an attempt of a compensation
+	// (workflow.Step.Compensate): the step it undoes, that step's output
+	// and the run's failure. nil otherwise.
+	Compensation *workflow.Compensation
 }
 
 // AttemptOf returns the attempt sc describes, with the outputs of those of
 // the named steps that have one.
 func AttemptOf(sc *workflow.StepContext, steps []string) Attempt {
 	a := Attempt{RunID: sc.RunID, Workflow: sc.Workflow, Step: sc.Step, Attempt: sc.Attempt,
-		IdempotencyKey: sc.IdempotencyKey, Input: sc.Input, Outputs: make(map[string]json.RawMessage, len(steps))}
+		IdempotencyKey: sc.IdempotencyKey, Input: sc.Input, Outputs: make(map[string]json.RawMessage, len(steps)),
+		Compensation: sc.Compensation}
 	for _, name := range steps {
 		if raw, ok := sc.Output(name); ok {
 			a.Outputs[name] = raw
@@ -246,14 +267,29 @@ func (a Attempt) Data() (map[string]any, error) {
 		}
 		outs[name] = v
 	}
-	return map[string]any{
+	data := map[string]any{
 		"input":    input,
 		"steps":    outs,
 		"run_id":   a.RunID,
 		"workflow": a.Workflow,
 		"step":     a.Step,
 		"attempt":  a.Attempt,
-	}, nil
+	}
+	if c := a.Compensation; c != nil {
+		var out any
+		if len(bytes.TrimSpace(c.Output)) > 0 {
+			if err := decodeJSON(c.Output, &out); err != nil {
+				return nil, workflow.Permanent(fmt.Errorf("decode output of step %q (compensated): %w", c.Step, err))
+			}
+		}
+		data["compensation"] = map[string]any{
+			"step":           c.Step,
+			"output":         out,
+			"failure_code":   c.FailureCode,
+			"failure_reason": c.FailureReason,
+		}
+	}
+	return data, nil
 }
 
 // decodeJSON decodes one JSON value with numbers as json.Number.

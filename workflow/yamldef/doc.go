@@ -42,6 +42,72 @@
 //	          headers: {Authorization: "Bearer {{.input.token}}"}
 //	          body: '{{json .steps.fetch.body}}'
 //
+// # Compensations and step groups (sagas)
+//
+// A step with a body may declare a compensation, which undoes it; a
+// workflow's on_failure says what a run that fails for good does; steps may
+// form groups (see workflow.Step.Compensate, workflow.Definition.OnFailure
+// and workflow.Group):
+//
+//	workflows:
+//	  order:
+//	    on_failure: compensate       # stop (the default) or compensate
+//	    groups:                      # optional: settings of step groups
+//	      extras: {optional: true}   # a group not listed is required
+//	    steps:
+//	      - name: charge
+//	        type: http
+//	        with: {method: POST, url: "https://pay.example.com/charges"}
+//	        compensate:              # the shape of a step, without a name
+//	          type: http
+//	          retry: {max_attempts: 10}   # over the step's effective policy
+//	          timeout: 30s
+//	          with:
+//	            method: POST
+//	            url: "https://pay.example.com/refunds/{{.compensation.output.body.id}}"
+//	            body: '{"reason": {{json .compensation.failure_reason}}}'
+//	      - name: gift
+//	        type: http
+//	        group: extras            # a group's steps follow one another
+//	        with: {method: POST, url: "https://shop.example.com/gifts"}
+//	        compensate: {type: http, with: {method: DELETE, url: "https://shop.example.com/gifts/{{.steps.gift.body.id}}"}}
+//	      - name: wrap
+//	        type: http
+//	        group: extras
+//	        with: {method: POST, url: "https://shop.example.com/wrap"}
+//
+// With on_failure: compensate, a run that fails for good runs the
+// compensations of its succeeded steps, last first, and ends compensated,
+// keeping its failure code and reason. A step of a group that fails for
+// good compensates the group's succeeded steps; then an optional group's
+// run goes on after the group (its steps rolled_back), and a required
+// group's failure goes on to on_failure. ordering.on_failure (block or
+// release) is another setting: what a failed run does to its ordering key.
+//
+// compensate takes a step's keys but name, optional, group, compensate,
+// max_iterations and timeouts.total (a compensation is named
+// compensate:STEP, cannot be skipped, runs under no iteration ceiling and
+// no run deadline): type (any step type but await and sleep), with,
+// description, retry, timeout or timeouts.step, max_crashes,
+// circuit_breaker and allowed_hosts (which replaces the step's). Its
+// settings override, for the compensation's attempts, the step's
+// effective ones (step > workflow > worker). Its templates read what a
+// step's do, the step itself included (.steps.NAME), .step is
+// compensate:NAME, and:
+//
+//	.compensation.step            the name of the step it undoes
+//	.compensation.output          that step's output (as .steps.NAME)
+//	.compensation.failure_code    the run's failure code, like permanent_error
+//	.compensation.failure_reason  the run's failure reason
+//
+// A template of a step that is not a compensation cannot read
+// .compensation. A nameless circuit breaker in force for an http
+// compensation (its own, else its step's, the workflow's or the
+// worker's) is named after the compensation's own target host, as a
+// step's is after its host; under a breaker with a name, it shares that
+// breaker. A group name has 1-64 letters, digits, '.', '_' or '-'; a
+// group under groups that no step is in is an error.
+//
 // Every field is optional but a workflow's steps and each step's name and
 // type. A setting on a step beats the workflow's, which beats the worker's
 // defaults (the CAIRN_* environment), which beat the built-in defaults;
@@ -59,9 +125,9 @@
 //	    steps: [{name: ping, type: http, with: {method: GET, url: "https://example.com/"}}]
 //
 // The "with" mapping of an http step has method and url (required),
-// headers (name: value) and body; each value is a template, described in
-// package httpstep. A template may read only earlier steps' outputs. Other
-// step types can be added with Options.StepTypes.
+// headers (name: value), body and poll; each value is a template, described
+// in package httpstep. A template may read only earlier steps' outputs.
+// Other step types can be added with Options.StepTypes.
 //
 // allowed_hosts lists the hosts, besides its URL's literal one, an http
 // step may reach: the hosts a URL whose host comes from a template may
@@ -82,8 +148,12 @@
 // errors, which have no column): unknown keys (with a suggestion), values of
 // the wrong type, bad durations and numbers, duplicate workflow names, step
 // names and keys, unknown step types, missing fields, templates that do not
-// parse or read a step that does not come earlier, URLs whose host comes
-// from a template without allowed_hosts, bad or repeated allowed_hosts
-// entries, checkpoint settings Cairn does not support, and policies that
-// are invalid alone or once combined with the worker's defaults.
+// parse or read a step that does not come earlier (or .compensation outside
+// a compensation), URLs whose host comes from a template without
+// allowed_hosts, bad or repeated allowed_hosts entries, checkpoint settings
+// Cairn does not support, policies that are invalid alone or once combined
+// with the worker's defaults, bad group names, groups whose steps do not
+// follow one another (at the group of the step out of place) or that no
+// step is in, a compensate on an await or a sleep, and compensations that
+// are an await or a sleep or have a key a compensation cannot have.
 package yamldef

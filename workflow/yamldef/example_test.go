@@ -73,3 +73,56 @@ func ExampleParse_errors() {
 	// workflows.yaml:7:42: workflow "sync-invoices": step "notify": with.method: missing (GET, POST, ...)
 	// workflows.yaml:7:48: workflow "sync-invoices": step "notify": with.url: template: url:1: unclosed action
 }
+
+// A saga: compensations undo the succeeded steps of a run that fails for
+// good, last first; a failure in the optional group extras rolls back only
+// the group, and the run goes on after it.
+func ExampleParse_saga() {
+	defs, err := yamldef.Parse("workflows.yaml", []byte(`
+workflows:
+  order:
+    on_failure: compensate
+    groups:
+      extras: {optional: true}
+    steps:
+      - name: charge
+        type: http
+        with: {method: POST, url: "https://pay.example.com/charges"}
+        compensate:
+          type: http
+          retry: {max_attempts: 10}
+          timeout: 30s
+          with:
+            method: POST
+            url: "https://pay.example.com/refunds/{{.compensation.output.body.id}}"
+            body: '{"reason": {{json .compensation.failure_reason}}}'
+      - name: gift
+        type: http
+        group: extras
+        with: {method: POST, url: "https://shop.example.com/gifts"}
+        compensate: {type: http, with: {method: DELETE, url: "https://shop.example.com/gifts/{{.steps.gift.body.id}}"}}
+      - name: wrap
+        type: http
+        group: extras
+        with: {method: POST, url: "https://shop.example.com/wrap"}
+`), yamldef.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := defs[0]
+	fmt.Println(d.Name, "on_failure:", d.OnFailure, "groups:", d.Groups)
+	for _, s := range d.Steps {
+		p, err := json.Marshal(s.CompensatePolicy)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("  %s group=%q compensation=%v %s\n", s.Name, s.Group, s.Compensate != nil, p)
+	}
+	// Output:
+	// order on_failure: compensate groups: map[extras:{true}]
+	//   charge group="" compensation=true {"max_attempts":10,"step_timeout":"30s"}
+	//   gift group="extras" compensation=true {}
+	//   wrap group="extras" compensation=false {}
+}

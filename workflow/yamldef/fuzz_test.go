@@ -31,6 +31,9 @@ func FuzzParse(f *testing.F) {
 		"workflows:\n  w:\n    allowed_hosts: [api.example.com, '*.svc.example.net:8443', '[::1]']\n    steps:\n      - {name: a, type: http, allowed_hosts: [], with: {method: GET, url: 'https://{{.input.h}}/x'}}\n",
 		"workflows:\n  w:\n    resiliency: {checkpoint: {enabled: true, interval: after_each_step}}\n    steps: [{name: a, type: http, with: {method: GET, url: 'http://x'}}]\n",
 		"workflows:\n  w:\n    steps:\n      - name: a\n        type: http\n        with:\n          method: POST\n          url: http://x\n          body: |\n            {{range .input.items}}{{json .}}{{end}}\n",
+		fmt.Sprintf(sagaFile, "http://127.0.0.1:1"),
+		"workflows:\n  w:\n    on_failure: compensate\n    groups: {g: {optional: true}, h: }\n    steps:\n      - {name: a, type: http, group: g, with: {method: GET, url: 'http://x'}, compensate: {type: http, retry: {max_attempts: 2}, with: {method: DELETE, url: 'http://x/{{.compensation.output.body.id}}'}}}\n      - {name: b, type: sleep, group: h, with: {duration: 1m}, compensate: {type: sleep}}\n      - {name: c, type: http, group: g, with: {method: GET, url: 'http://x'}}\n",
+		"x-c: &c {type: http, name: n, compensate: *c, with: {method: GET, url: 'http://x/{{.steps.a.body}}'}}\nworkflows:\n  w:\n    resiliency: {circuit_breaker: {cooldown: 1s}}\n    steps: [{name: a, type: http, with: {method: GET, url: 'http://x'}, compensate: *c}]\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -92,6 +92,9 @@ func (p *parser) parseWait(st *workflow.Step, typ string, with, typeNode *yaml.N
 				p.errorf(until, "%s: with.until reads .steps.%s, which is not an earlier step", what, ref)
 			}
 		}
+		if tpl.Reads("compensation") {
+			p.errorf(until, "%s: with.until %v", what, httpstep.ErrNotCompensation)
+		}
 		if tpl.IsConstant() {
 			if _, err := parseUntil(text); err != nil {
 				p.errorf(until, "%s: with.until: %v", what, err)

@@ -16,7 +16,8 @@ import (
 
 // The keys each mapping allows.
 var (
-	workflowKeys   = []string{"description", "resiliency", "allowed_hosts", "ordering", "max_running", "steps"}
+	workflowKeys = []string{"description", "resiliency", "allowed_hosts", "ordering", "max_running", "on_failure",
+		"groups", "steps"}
 	orderingKeys   = []string{"concurrency", "on_failure"}
 	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "circuit_breaker", "checkpoint"}
 	breakerKeys    = []string{"name", "failure_threshold", "window", "cooldown", "max_cooldown"}
@@ -25,7 +26,7 @@ var (
 		"unknown_errors", "non_retryable_codes"}
 	timeoutKeys = []string{"step", "total"}
 	stepKeys    = []string{"name", "type", "description", "optional", "retry", "timeout", "timeouts", "max_iterations",
-		"max_crashes", "circuit_breaker", "allowed_hosts", "with"}
+		"max_crashes", "circuit_breaker", "allowed_hosts", "group", "compensate", "with"}
 	httpKeys = []string{"method", "url", "headers", "body", "poll"}
 	pollKeys = []string{"until", "interval"}
 )
@@ -83,6 +84,16 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		}
 	}
 
+	// on_failure is the workflow's; ordering.on_failure is what a failed
+	// run of an ordering key does to the key.
+	if n := m.get("on_failure"); n != nil {
+		def.OnFailure = p.parseOnFailure(n, what+": on_failure")
+	}
+	var groupNodes map[string]*yaml.Node // the groups' keys
+	if n := m.get("groups"); n != nil {
+		def.Groups, groupNodes = p.parseGroups(n, what+": groups")
+	}
+
 	var hosts []string // nil: not set
 	if n := m.get("allowed_hosts"); n != nil {
 		hosts = p.allowedHosts(n, what+": allowed_hosts")
@@ -104,8 +115,11 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 	}
 	seen := map[string]*yaml.Node{}
 	var earlier []string
+	places := &groupPlaces{what: what, last: map[string]int{}}
 	for i, sn := range seq.Content {
-		st, nameNode := p.parseStep(def, i, sn, earlier, hosts, wfBreaker)
+		st, nodes := p.parseStep(def, i, sn, earlier, hosts, wfBreaker)
+		p.addPlace(places, sn, st, nodes)
+		nameNode := nodes.name
 		if nameNode == nil {
 			continue
 		}
@@ -117,6 +131,7 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		earlier = append(earlier, st.Name)
 		def.Steps = append(def.Steps, st)
 	}
+	p.unusedGroups(places, groupNodes)
 	if len(p.errs) > before {
 		return nil
 	}
@@ -337,17 +352,23 @@ func (p *parser) parseRetry(n *yaml.Node, pol *workflow.Policy, what string) {
 	}
 }
 
+// stepNodes are the nodes of a step that its workflow checks further: its
+// name's (nil when the step has no usable name) and its group's (nil: no
+// usable group).
+type stepNodes struct {
+	name, group *yaml.Node
+}
+
 // parseStep parses step i of def; hosts is the workflow's allowed_hosts
-// (nil: not set), wfBreaker its circuit_breaker's node (nil: none). It
-// returns the step and its name's node (nil when the step has no usable
-// name).
+// (nil: not set), wfBreaker its circuit_breaker's node (nil: none).
 func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier, hosts []string,
-	wfBreaker *yaml.Node) (workflow.Step, *yaml.Node) {
+	wfBreaker *yaml.Node) (workflow.Step, stepNodes) {
 	var st workflow.Step
+	var nodes stepNodes
 	what := fmt.Sprintf("workflow %q: step %d", def.Name, i+1)
 	m, ok := p.asMapping(n, what)
 	if !ok {
-		return st, nil
+		return st, nodes
 	}
 	nameNode := m.get("name")
 	if nameNode == nil {
@@ -363,6 +384,7 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	} else {
 		nameNode = nil
 	}
+	nodes.name = nameNode
 	p.unknown(m, what, stepKeys...)
 	if v := m.get("description"); v != nil {
 		p.scalar(v, what+": description")
@@ -370,49 +392,21 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	if v := m.get("optional"); v != nil {
 		st.Optional, _ = p.boolean(v, what+": optional")
 	}
+	if v := m.get("group"); v != nil {
+		if g, ok := p.scalar(v, what+": group"); ok {
+			if msg := groupNameError(g); msg != "" {
+				p.errorf(v, "%s: %s", what, msg)
+			} else {
+				st.Group, nodes.group = g, v
+			}
+		}
+	}
 	// The step's list replaces the workflow's, as its other settings do.
 	if v := m.get("allowed_hosts"); v != nil {
 		hosts = p.allowedHosts(v, what+": allowed_hosts")
 	}
 	before := len(p.errs)
-	var polNode *yaml.Node
-	if v := m.get("retry"); v != nil {
-		polNode = v
-		p.parseRetry(v, &st.Policy, what+": retry")
-	}
-	if v := m.get("timeout"); v != nil {
-		polNode = cmpNode(polNode, v)
-		st.Policy.StepTimeout, _ = p.duration(v, what+": timeout")
-	}
-	if t := m.get("timeouts"); t != nil {
-		polNode = cmpNode(polNode, t)
-		if tm, ok := p.asMapping(t, what+": timeouts"); ok {
-			p.unknown(tm, what+": timeouts", timeoutKeys...)
-			if v := tm.get("step"); v != nil {
-				if m.get("timeout") != nil {
-					p.errorf(v, "%s: timeouts.step and timeout both set the step timeout; keep one", what)
-				}
-				st.Policy.StepTimeout, _ = p.duration(v, what+": timeouts.step")
-			}
-			// A step's total is the run's deadline while the step is current
-			// (the most specific run timeout wins).
-			if v := tm.get("total"); v != nil {
-				st.Policy.RunTimeout, _ = p.duration(v, what+": timeouts.total")
-			}
-		}
-	}
-	if v := m.get("max_iterations"); v != nil {
-		polNode = cmpNode(polNode, v)
-		st.Policy.MaxIterations, _ = p.positiveInt(v, what+": max_iterations")
-	}
-	if v := m.get("max_crashes"); v != nil {
-		polNode = cmpNode(polNode, v)
-		st.Policy.MaxCrashes, _ = p.positiveInt(v, what+": max_crashes")
-	}
-	if v := m.get("circuit_breaker"); v != nil {
-		polNode = cmpNode(polNode, v)
-		st.Policy.CircuitBreaker = p.parseBreaker(v, what+": circuit_breaker")
-	}
+	polNode := p.parsePolicyKeys(m, &st.Policy, what, false)
 	if polNode != nil && len(p.errs) == before {
 		eff := st.Policy.Or(def.Policy).Or(p.opts.Defaults).Or(workflow.DefaultPolicy())
 		if err := forCheck(eff).Validate(); err != nil {
@@ -420,63 +414,154 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 		}
 	}
 
-	typeNode := m.get("type")
-	types := p.stepTypes()
-	var typ string
-	var built bool         // the step's body, or its wait, was built
-	var hs *httpstep.Step  // the built-in http step's
-	var urlNode *yaml.Node // its with.url (or what stands for it)
-	switch typeNode {
-	case nil:
-		p.errorf(m.node, "%s: missing key type (want one of %s)", what, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
-	default:
-		var ok bool
-		if typ, ok = p.scalar(typeNode, what+": type"); !ok {
-			break
-		}
-		if typ == typeAwait || typ == typeSleep { // no body (waits.go)
-			waitErrs := len(p.errs)
-			p.parseWait(&st, typ, resolve(m.get("with")), typeNode, earlier, what)
-			built = len(p.errs) == waitErrs
-			break
-		}
-		build, known := types[typ]
-		if !known {
-			p.errorf(typeNode, "%s: unknown step type %q (want one of %s)", what, typ,
-				strings.Join(slices.Sorted(maps.Keys(types)), ", "))
-			break
-		}
-		withNode := m.get("with")
-		if withNode != nil && isNull(withNode) {
-			withNode = nil
-		}
-		spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: slices.Clone(earlier),
-			AllowedHosts: slices.Clone(hosts), With: resolve(withNode), Options: p.opts}
-		at := withNode
-		if at == nil {
-			at = typeNode
-		}
-		var fn workflow.StepFunc
-		var err error
-		if _, replaced := p.opts.StepTypes[typeHTTP]; typ == typeHTTP && !replaced {
-			if hs, err = httpStep(spec); err == nil {
-				fn = hs.Run
-				urlNode = withKey(spec.With, "url", at)
+	spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: slices.Clone(earlier),
+		AllowedHosts: slices.Clone(hosts), Options: p.opts}
+	b := p.parseBody(m, spec, &st, what)
+	st.Run = b.fn
+	written := st.Policy.CircuitBreaker // before nameBreaker names it
+	if b.built {
+		chain := append([]breakerSource{{cb: written}}, p.inheritedBreakers(def, wfBreaker)...)
+		p.nameBreaker(&st.Policy.CircuitBreaker, chain, m.get("circuit_breaker"), b, "step", what)
+	}
+	if c := m.get("compensate"); c != nil {
+		p.parseCompensation(&st, compensated{def: def, index: i, node: c, key: m.keyNode("compensate"),
+			earlier: earlier, hosts: hosts, typ: b.typ, breaker: written, breakerNode: m.get("circuit_breaker"),
+			wfBreaker: wfBreaker}, what)
+	}
+	return st, nodes
+}
+
+// parsePolicyKeys parses the policy keys of a step's mapping m (retry,
+// timeout, timeouts, max_iterations, max_crashes, circuit_breaker), or of a
+// compensation's (comp: no max_iterations, no timeouts.total), into pol.
+// It returns the node of the first of them in the file (nil: none).
+func (p *parser) parsePolicyKeys(m *mapping, pol *workflow.Policy, what string, comp bool) *yaml.Node {
+	var polNode *yaml.Node
+	if v := m.get("retry"); v != nil {
+		polNode = v
+		p.parseRetry(v, pol, what+": retry")
+	}
+	if v := m.get("timeout"); v != nil {
+		polNode = cmpNode(polNode, v)
+		pol.StepTimeout, _ = p.duration(v, what+": timeout")
+	}
+	if t := m.get("timeouts"); t != nil {
+		polNode = cmpNode(polNode, t)
+		if tm, ok := p.asMapping(t, what+": timeouts"); ok {
+			if comp {
+				p.unknownWhy(tm, what+": timeouts", "a compensation has no total: a compensating run has no deadline", "step")
+			} else {
+				p.unknown(tm, what+": timeouts", timeoutKeys...)
 			}
-		} else {
-			fn, err = build(spec)
+			if v := tm.get("step"); v != nil {
+				if m.get("timeout") != nil {
+					p.errorf(v, "%s: timeouts.step and timeout both set the step timeout; keep one", what)
+				}
+				pol.StepTimeout, _ = p.duration(v, what+": timeouts.step")
+			}
+			// A step's total is the run's deadline while the step is current
+			// (the most specific run timeout wins).
+			if v := tm.get("total"); v != nil && !comp {
+				pol.RunTimeout, _ = p.duration(v, what+": timeouts.total")
+			}
 		}
-		if err != nil {
-			p.stepTypeError(err, at, what)
-			break
+	}
+	if v := m.get("max_iterations"); v != nil && !comp {
+		polNode = cmpNode(polNode, v)
+		pol.MaxIterations, _ = p.positiveInt(v, what+": max_iterations")
+	}
+	if v := m.get("max_crashes"); v != nil {
+		polNode = cmpNode(polNode, v)
+		pol.MaxCrashes, _ = p.positiveInt(v, what+": max_crashes")
+	}
+	if v := m.get("circuit_breaker"); v != nil {
+		polNode = cmpNode(polNode, v)
+		pol.CircuitBreaker = p.parseBreaker(v, what+": circuit_breaker")
+	}
+	return polNode
+}
+
+// body is what parseBody built of a step's or a compensation's type and
+// with.
+type body struct {
+	typ      string
+	typeNode *yaml.Node
+	fn       workflow.StepFunc
+	built    bool           // the body, or a step's wait, was built
+	hs       *httpstep.Step // the built-in http step's
+	urlNode  *yaml.Node     // its with.url (or what stands for it)
+}
+
+// parseBody builds the body of a step (st set: an await or a sleep makes
+// st wait instead) or of a compensation (st nil: an await or a sleep is an
+// error) from m's type and with; spec is the StepSpec but its With.
+func (p *parser) parseBody(m *mapping, spec StepSpec, st *workflow.Step, what string) body {
+	var b body
+	b.typeNode = m.get("type")
+	types := p.stepTypes()
+	names := slices.Sorted(maps.Keys(types))
+	if st == nil {
+		names = slices.DeleteFunc(names, func(t string) bool { return t == typeAwait || t == typeSleep })
+	}
+	if b.typeNode == nil {
+		p.errorf(m.node, "%s: missing key type (want one of %s)", what, strings.Join(names, ", "))
+		return b
+	}
+	var ok bool
+	if b.typ, ok = p.scalar(b.typeNode, what+": type"); !ok {
+		return b
+	}
+	if b.typ == typeAwait || b.typ == typeSleep { // no body (waits.go)
+		if st == nil {
+			p.errorf(b.typeNode, "%s: type: a compensation cannot be %s %s: it must do something to undo the step "+
+				"(want one of %s)", what, article(b.typ), b.typ, strings.Join(names, ", "))
+			return b
 		}
-		st.Run, built = fn, true
+		waitErrs := len(p.errs)
+		p.parseWait(st, b.typ, resolve(m.get("with")), b.typeNode, spec.Earlier, what)
+		b.built = len(p.errs) == waitErrs
+		return b
 	}
-	if built {
-		p.nameBreaker(&st, def, breakerNodes{own: m.get("circuit_breaker"), workflow: wfBreaker, at: typeNode},
-			typ, hs, urlNode, what)
+	build, known := types[b.typ]
+	if !known {
+		p.errorf(b.typeNode, "%s: unknown step type %q (want one of %s)", what, b.typ, strings.Join(names, ", "))
+		return b
 	}
-	return st, nameNode
+	withNode := m.get("with")
+	if withNode != nil && isNull(withNode) {
+		withNode = nil
+	}
+	spec.With = resolve(withNode)
+	at := withNode
+	if at == nil {
+		at = b.typeNode
+	}
+	var err error
+	if _, replaced := p.opts.StepTypes[typeHTTP]; b.typ == typeHTTP && !replaced {
+		if b.hs, err = httpStep(spec); err == nil {
+			b.fn = b.hs.Run
+			b.urlNode = withKey(spec.With, "url", at)
+		}
+	} else {
+		b.fn, err = build(spec)
+	}
+	if err != nil {
+		p.stepTypeError(err, at, what)
+		return b
+	}
+	b.built = b.fn != nil
+	if !b.built {
+		p.errorf(at, "%s: step type %q built no body", what, b.typ)
+	}
+	return b
+}
+
+// article returns "an" or "a" for word.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // forCheck returns p with a stand-in name for a nameless circuit breaker,
@@ -490,71 +575,84 @@ func forCheck(p workflow.Policy) workflow.Policy {
 	return p
 }
 
-// breakerNodes are where a step's circuit breaker can come from: its own
-// circuit_breaker, its workflow's; at is where to report a problem with
-// an inherited one on a step that is not http.
-type breakerNodes struct {
-	own, workflow, at *yaml.Node
+// breakerSource is a circuit breaker that may be in force for a body: cb,
+// and from, which says where it is written ("" for the body's own).
+type breakerSource struct {
+	cb   *workflow.CircuitBreaker
+	from string
 }
 
-// nameBreaker names the nameless circuit breaker in force for step st, if
-// any (its own, else its workflow's, else the worker's default), after the
-// target host of the built-in http step hs: st gets a copy of it with that
-// name, so that each http step of a workflow gets its own host's breaker.
-// A nameless breaker on a step of another type is an error, as is one on
-// an http step whose host is known only at run time (reported at urlNode
-// when the breaker is inherited). An await or a sleep, which no breaker
-// holds back, keeps no inherited breaker.
-func (p *parser) nameBreaker(st *workflow.Step, def *workflow.Definition, nodes breakerNodes, typ string,
-	hs *httpstep.Step, urlNode *yaml.Node, what string) {
-	cb, from := st.Policy.CircuitBreaker, ""
-	switch {
-	case cb != nil:
-	case def.Policy.CircuitBreaker != nil:
-		cb, from = def.Policy.CircuitBreaker, "the workflow's circuit_breaker"
-		if nodes.workflow != nil {
-			from += fmt.Sprintf(" (line %d)", nodes.workflow.Line)
+// inheritedBreakers returns the circuit breakers a body inherits from its
+// workflow (whose circuit_breaker is at wfNode) and from the worker's
+// defaults, in that order.
+func (p *parser) inheritedBreakers(def *workflow.Definition, wfNode *yaml.Node) []breakerSource {
+	from := "the workflow's circuit_breaker"
+	if wfNode != nil {
+		from += fmt.Sprintf(" (line %d)", wfNode.Line)
+	}
+	return []breakerSource{{cb: def.Policy.CircuitBreaker, from: from},
+		{cb: p.opts.Defaults.CircuitBreaker, from: "the worker's default circuit_breaker"}}
+}
+
+// nameBreaker names the nameless circuit breaker in force for a body b (a
+// step's or a compensation's: whose), if any: the first of chain, after
+// the target host of the built-in http step b.hs. *dst (the body's own
+// breaker) gets a copy of it with that name, so that each http step of a
+// workflow, and each http compensation, gets its own host's breaker. A
+// nameless breaker on a body of another type is an error (at own, the
+// body's circuit_breaker, when it is the body's own, else at b.typeNode),
+// as is one on an http body whose host is known only at run time (at
+// b.urlNode when the breaker is inherited). An await or a sleep, which no
+// breaker holds back, keeps no inherited breaker. It returns the name
+// given ("" for none).
+func (p *parser) nameBreaker(dst **workflow.CircuitBreaker, chain []breakerSource, own *yaml.Node, b body,
+	whose, what string) string {
+	var cb *workflow.CircuitBreaker
+	from := ""
+	for _, s := range chain {
+		if s.cb != nil {
+			cb, from = s.cb, s.from
+			break
 		}
-	case p.opts.Defaults.CircuitBreaker != nil:
-		cb, from = p.opts.Defaults.CircuitBreaker, "the worker's default circuit_breaker"
 	}
 	if cb == nil || cb.Name != "" {
-		return
+		return ""
 	}
-	isWait := typ == typeAwait || typ == typeSleep
-	if hs == nil {
+	isWait := b.typ == typeAwait || b.typ == typeSleep
+	if b.hs == nil {
 		if isWait && from != "" {
-			return
+			return ""
 		}
 		only := "only http steps default it to the target host"
-		if typ == typeHTTP { // Options.StepTypes replaced the built-in one
+		if b.typ == typeHTTP { // Options.StepTypes replaced the built-in one
 			only = "only the built-in http step defaults it to the target host"
 		}
 		if from == "" {
-			p.errorf(nodes.own, "%s: circuit_breaker: name is required (%s)", what, only)
+			p.errorf(own, "%s: circuit_breaker: name is required (%s)", what, only)
 		} else {
-			p.errorf(nodes.at, "%s: %s has no name, and %s: name that breaker, or give this step a circuit_breaker "+
-				"with a name", what, from, only)
+			p.errorf(b.typeNode, "%s: %s has no name, and %s: name that breaker, or give this %s a circuit_breaker "+
+				"with a name", what, from, only, whose)
 		}
-		return
+		return ""
 	}
-	name, err := hs.BreakerName()
+	name, err := b.hs.BreakerName()
 	if err != nil {
 		why := err.Error()
 		if errors.Is(err, httpstep.ErrHostTemplated) {
 			why = "the URL's host is a template, known only at run time, so it cannot name the breaker"
 		}
 		if from == "" {
-			p.errorf(nodes.own, "%s: circuit_breaker: name is required: %s", what, why)
+			p.errorf(own, "%s: circuit_breaker: name is required: %s", what, why)
 		} else {
-			p.errorf(urlNode, "%s: with.url: %s has no name, and %s: name that breaker, or give this step a "+
-				"circuit_breaker with a name", what, from, why)
+			p.errorf(b.urlNode, "%s: with.url: %s has no name, and %s: name that breaker, or give this %s a "+
+				"circuit_breaker with a name", what, from, why, whose)
 		}
-		return
+		return ""
 	}
 	named := *cb
 	named.Name = name
-	st.Policy.CircuitBreaker = &named
+	*dst = &named
+	return name
 }
 
 // withKey returns the value of key in a with mapping, or else def.
@@ -697,6 +795,7 @@ func httpStep(spec StepSpec) (*httpstep.Step, error) {
 		return nil, hp.list()
 	}
 	hs.AllowedHosts = spec.AllowedHosts
+	hs.Compensation = spec.Compensation
 	step, err := httpstep.New(hs, httpstep.Options{Client: spec.Options.HTTPClient, MaxBodyBytes: spec.Options.MaxBodyBytes})
 	if err != nil {
 		var fes []*httpstep.FieldError

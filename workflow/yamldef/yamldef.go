@@ -44,7 +44,8 @@ type Options struct {
 // mapping.
 type StepType func(spec StepSpec) (workflow.StepFunc, error)
 
-// StepSpec is what a StepType gets to build a step.
+// StepSpec is what a StepType gets to build a step, or a step's
+// compensation (Compensation).
 type StepSpec struct {
 	// Workflow and Name name the step; Index is its position (from 0).
 	Workflow string
@@ -60,6 +61,12 @@ type StepSpec struct {
 	AllowedHosts []string
 	// With is the step's "with" mapping, aliases resolved; nil when absent.
 	With *yaml.Node
+	// Compensation is true when the body to build is the compensation of
+	// the step Name (its compensate mapping; see workflow.Step.Compensate):
+	// Earlier then ends with Name, AllowedHosts is the compensation's
+	// allowed_hosts or else the step's (as above), With is the
+	// compensation's, and the body's StepContext has Compensation set.
+	Compensation bool
 	// Options are the loader's options.
 	Options Options
 }

@@ -203,7 +203,7 @@ func TestParseErrors(t *testing.T) {
 		{"workflow name with space", "workflows:\n  bad name:\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n",
 			"bad name", `workflow "bad name": name must be 1-64 letters, digits, '.', '_' or '-'`},
 		{"workflow is a string", "workflows:\n  w: hello\n", "hello", `workflow "w": want a mapping (key: value), got the string "hello"`},
-		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, ordering, max_running, steps)`},
+		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, ordering, max_running, on_failure, groups, steps)`},
 		{"missing steps", "workflows:\n  w:\n    description: x\n", "w:", `workflow "w": missing key steps`},
 		{"no steps", "workflows:\n  w:\n    steps: []\n", "[]", `workflow "w": steps: no steps`},
 		{"steps is a mapping", "workflows:\n  w:\n    steps: {a: 1}\n", "{a: 1}", "steps: want a list of steps"},

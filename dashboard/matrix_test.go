@@ -47,7 +47,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
-	holding := func() *workflow.Run { return e.holdingRun("alice") }
+	holding := func() *workflow.Run { return e.holdingRun() }
 	const (
 		unauth    = 401
 		forbidden = 403

@@ -105,11 +105,11 @@ func sagaDefinitions() []workflow.Definition {
 	}
 }
 
-// holdingRun starts a sagaHoldWF run of owner and waits until its step
+// holdingRun starts a sagaHoldWF run of alice and waits until its step
 // "hold" runs (after "charge" succeeded); it returns the run as it runs.
-func (e *env) holdingRun(owner string) *workflow.Run {
+func (e *env) holdingRun() *workflow.Run {
 	e.t.Helper()
-	run := e.startWF(sagaHoldWF, owner, `{}`)
+	run := e.startWF(sagaHoldWF, "alice", `{}`)
 	testkit.Eventually(e.t, 20*time.Second, "step hold to run", func() bool {
 		r, err := e.client.Get(context.Background(), run.ID)
 		if err != nil || r.Step("hold").Status != workflow.StepRunning {
@@ -159,7 +159,7 @@ func TestCancelCompensateEndpoint(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	api := func(id string) string { return "/api/v1/workflows/" + id }
 
-	run := e.holdingRun("alice")
+	run := e.holdingRun()
 	before := e.snapshot(run.ID)
 	for _, tc := range []struct {
 		token, path string
@@ -233,7 +233,7 @@ func TestCancelCompensateEndpoint(t *testing.T) {
 
 	// An admin on alice's run: applied, and audited as a cancel with
 	// compensation.
-	other := e.holdingRun("alice")
+	other := e.holdingRun()
 	if resp := e.postAs(rootToken, api(other.ID)+"/cancel?compensate=true"); resp.status != 200 {
 		t.Fatalf("cancel?compensate=true as an admin: %d %s", resp.status, resp.body)
 	}
@@ -247,7 +247,7 @@ func TestCancelCompensateEndpoint(t *testing.T) {
 	}
 
 	// compensate=false is a plain cancel.
-	plain := e.holdingRun("alice")
+	plain := e.holdingRun()
 	if resp := e.postAs(aliceToken, api(plain.ID)+"/cancel?compensate=false"); resp.status != 200 {
 		t.Fatalf("cancel?compensate=false: %d %s", resp.status, resp.body)
 	}
@@ -406,7 +406,7 @@ func TestUISagaPages(t *testing.T) {
 	}
 
 	// Running, with a succeeded step to undo.
-	hold := e.holdingRun("alice")
+	hold := e.holdingRun()
 	resp := e.page("/runs/"+hold.ID, aliceToken)
 	want := []string{"cancel " + api(hold.ID) + "/cancel", "compensate " + api(hold.ID) + "/cancel?compensate=true"}
 	if got := actionsOf(resp); strings.Join(got, ",") != strings.Join(want, ",") {

@@ -394,11 +394,11 @@ func cancelLine(run *workflow.Run, compensate bool) string {
 	if !compensate {
 		return "cancelled " + run.ID
 	}
-	switch run.Status {
-	case workflow.StatusCompensating:
+	if run.Status == workflow.StatusCompensating {
 		return fmt.Sprintf("cancelled %s: compensating (its succeeded steps are undone, last first; see: enqueue status %s)",
 			run.ID, run.ID)
-	case workflow.StatusCancelled:
+	}
+	if run.Status == workflow.StatusCancelled {
 		return fmt.Sprintf("cancelled %s (nothing to compensate)", run.ID)
 	}
 	return fmt.Sprintf("cancelled %s: %s", run.ID, run.Status)

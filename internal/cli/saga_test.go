@@ -412,7 +412,7 @@ func TestOptionalGroupRolledBackShown(t *testing.T) {
 	e.startSagaWorker()
 	r := e.run("start", promoWF, "--wait")
 	mustSucceed(t, r)
-	id := strings.SplitN(r.stdout, "\n", 2)[0]
+	id, _, _ := strings.Cut(r.stdout, "\n")
 	inOrder(t, "start --wait's progress", r.stderr,
 		`compensating after step gift (group "promo"): `,
 		"coupon: compensated",

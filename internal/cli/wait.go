@@ -256,7 +256,7 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		}
 		return line
 	case workflow.EventAttemptSucceeded:
-		return fmt.Sprintf("%s: attempt %d succeeded%s", ev.Step, ev.Attempt, msSuffix(" in ", d["duration_ms"]))
+		return fmt.Sprintf("%s: attempt %d succeeded%s", ev.Step, ev.Attempt, msSuffix(d["duration_ms"]))
 	case workflow.EventAttemptFailed:
 		how := "failed"
 		if d["class"] == workflow.ClassPermanent {
@@ -270,9 +270,9 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		return fmt.Sprintf("%s: attempt %d was interrupted: its worker could not reach Redis and handed it back",
 			ev.Step, ev.Attempt)
 	case workflow.EventRetryScheduled:
-		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(d["delay_ms"]))
 	case workflow.EventStepSnoozed:
-		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(d["delay_ms"]))
 	case workflow.EventStepGoto:
 		return fmt.Sprintf("%s: goto %s", ev.Step, cell(d["to"], 0))
 	case workflow.EventStepSuperseded:
@@ -299,7 +299,7 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 	case workflow.EventCompensationStarted:
 		return fmt.Sprintf("%s: compensation started (attempt %d)", dash(ev.Step), ev.Attempt)
 	case workflow.EventCompensationSucceeded:
-		return fmt.Sprintf("%s: compensated%s", dash(ev.Step), msSuffix(" in ", d["duration_ms"]))
+		return fmt.Sprintf("%s: compensated%s", dash(ev.Step), msSuffix(d["duration_ms"]))
 	case workflow.EventCompensationFailed:
 		return fmt.Sprintf("%s: compensation failed for good: %s", dash(ev.Step), reasonCode(d["reason"], d["code"]))
 	case workflow.EventGroupRolledBack:
@@ -333,13 +333,13 @@ func reasonCode(reason, code string) string {
 	return dash(cell(code, 0))
 }
 
-// msSuffix returns prefix and the duration of ms milliseconds, or "".
-func msSuffix(prefix, ms string) string {
+// msSuffix returns " in " and the duration of ms milliseconds, or "".
+func msSuffix(ms string) string {
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil {
 		return ""
 	}
-	return prefix + fmtDuration(time.Duration(n)*time.Millisecond)
+	return " in " + fmtDuration(time.Duration(n)*time.Millisecond)
 }
 
 // compareStreamIDs compares two Redis stream entry IDs ("ms-seq").

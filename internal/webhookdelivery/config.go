@@ -139,7 +139,7 @@ func (c Config) withDefaults() Config {
 		c.MaxRetry = tasks.DefaultWebhookMaxRetry
 	}
 	if c.HTTPClient == nil {
-		var transport http.RoundTripper = http.DefaultTransport
+		transport := http.DefaultTransport
 		if t, ok := http.DefaultTransport.(*http.Transport); ok {
 			transport = t.Clone()
 		}

@@ -338,13 +338,14 @@ func TestHandlerDropsMalformedTask(t *testing.T) {
 
 var queues atomic.Int64
 
-// addNotification appends a notification to the queue's stream as the
-// state scripts do (retrystate/lua/common.lua, notify).
-func addNotification(t *testing.T, rdb *redis.Client, queue, typ, runID string) string {
+// addNotification appends a notification of type typ, of run r1, to the
+// queue's stream as the state scripts do (retrystate/lua/common.lua,
+// notify).
+func addNotification(t *testing.T, rdb *redis.Client, queue, typ string) string {
 	t.Helper()
 	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{
 		Stream: "cairn:{" + queue + "}:notifications",
-		Values: []any{"type", typ, "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", runID, "workflow", "wf", "owner", ""},
+		Values: []any{"type", typ, "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", "r1", "workflow", "wf", "owner", ""},
 	}).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -451,8 +452,8 @@ func TestNotifierSkipsUnwantedEvents(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	skipped := addNotification(t, rdb, queue, "step_failed", "r1")
-	wanted := addNotification(t, rdb, queue, "run_failed", "r1")
+	skipped := addNotification(t, rdb, queue, "step_failed")
+	wanted := addNotification(t, rdb, queue, "run_failed")
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	eventually(t, "the run_failed delivery to be enqueued and both entries acknowledged", func() bool {
 		_, err := insp.GetTaskInfo(queue, tasks.WebhookID(wanted))
@@ -486,11 +487,11 @@ func TestNotifierDeliversSagaEventsByDefault(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	wanted := map[string]string{}
 	for _, typ := range []string{"run_compensating", "run_compensated", "group_rolled_back"} {
-		wanted[typ] = addNotification(t, rdb, queue, typ, "r1")
+		wanted[typ] = addNotification(t, rdb, queue, typ)
 	}
 	skipped := map[string]string{}
 	for _, typ := range []string{"step_failed", "retry_scheduled", "run_waiting"} {
-		skipped[typ] = addNotification(t, rdb, queue, typ, "r1")
+		skipped[typ] = addNotification(t, rdb, queue, typ)
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	eventually(t, "the saga deliveries to be enqueued and every entry acknowledged", func() bool {

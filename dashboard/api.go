@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -310,9 +311,15 @@ const (
 type emptyBody struct{}
 
 // compensateParam reads the query parameter compensate of an action: of
-// cancel only, once, "true" or "false" (or "1" or "0"); absent is false.
+// cancel only, once, "true" or "false" (or "1" or "0"); absent is false. A
+// malformed query string is refused, rather than read without the pairs it
+// garbles (a cancel meant to compensate would otherwise just cancel).
 func compensateParam(r *http.Request, action string) (bool, error) {
-	vs, ok := r.URL.Query()["compensate"]
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false, problemf(http.StatusBadRequest, ProblemInvalidRequest, "malformed query string: %v", err)
+	}
+	vs, ok := q["compensate"]
 	switch {
 	case !ok:
 		return false, nil

@@ -44,8 +44,8 @@
 // POST /api/v1/workflows/{id}/cancel?compensate=true cancels a run and then
 // runs the compensations of its succeeded steps, last first (it also takes
 // a failed run, which keeps its failure code); compensate is true or false
-// (1 or 0), given once, and only on cancel: anything else is 400 before the
-// run is looked up. A run stopped at a compensation that failed for good
+// (1 or 0), given once, and only on cancel: anything else, or a malformed
+// query string, is 400 before the run is looked up. A run stopped at a compensation that failed for good
 // is 409: POST .../steps/compensate:<step>/retry (or .../recover) runs that
 // compensation again. The run JSON carries the saga (on_failure,
 // compensating, each step's group and compensation).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -309,12 +310,53 @@ const (
 // emptyBody is the body of an action: none, or an empty JSON object.
 type emptyBody struct{}
 
+// compensateParam reads the query parameter compensate of an action: of
+// cancel only, once, "true" or "false" (or "1" or "0"); absent is false. A
+// malformed query string is refused, rather than read without the pairs it
+// garbles (a cancel meant to compensate would otherwise just cancel).
+func compensateParam(r *http.Request, action string) (bool, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false, problemf(http.StatusBadRequest, ProblemInvalidRequest, "malformed query string: %v", err)
+	}
+	vs, ok := q["compensate"]
+	switch {
+	case !ok:
+		return false, nil
+	case action != actionCancel:
+		return false, problemf(http.StatusBadRequest, ProblemInvalidRequest,
+			"query parameter \"compensate\" applies to cancel only")
+	case len(vs) != 1:
+		return false, problemf(http.StatusBadRequest, ProblemInvalidRequest,
+			"query parameter \"compensate\" given %d times: give it once", len(vs))
+	}
+	switch vs[0] {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	v := vs[0]
+	if len(v) > 32 {
+		v = v[:32] + "..."
+	}
+	return false, problemf(http.StatusBadRequest, ProblemInvalidRequest,
+		"query parameter \"compensate\" is %q: want true or false", v)
+}
+
 // action returns the handler of an operator action on a run. The actor is
 // the caller; an admin's action on another subject's run is also recorded
-// in the audit stream.
+// in the audit stream. Cancel takes the query parameter compensate=true:
+// cancel, then run the compensations of the run's succeeded steps
+// (workflow.ActionOptions.Compensate).
 func (s *Server) action(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := decodeBody(w, r, &emptyBody{}, false); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		compensate, err := compensateParam(r, name)
+		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -329,7 +371,7 @@ func (s *Server) action(name string) http.HandlerFunc {
 			return
 		}
 		p := principal(r)
-		opts := &workflow.ActionOptions{Actor: p.Subject}
+		opts := &workflow.ActionOptions{Actor: p.Subject, Compensate: compensate}
 		ctx := r.Context()
 		var after *workflow.Run
 		switch name {
@@ -347,10 +389,14 @@ func (s *Server) action(name string) http.HandlerFunc {
 			return
 		}
 		reqLog(r).Info("operator action applied", workflow.AttrRunID, run.ID, workflow.AttrActor, p.Subject,
-			"action", name, workflow.AttrStep, step)
+			"action", name, workflow.AttrStep, step, "compensate", compensate)
 		if p.IsAdmin() && run.Owner != p.Subject {
+			detail := "action on another subject's run"
+			if compensate {
+				detail += "; compensate: its compensations run"
+			}
 			s.recordAudit(r, workflow.AuditEntry{Actor: p.Subject, Action: name, RunID: run.ID, Workflow: run.Workflow,
-				Owner: run.Owner, Step: step, Detail: "action on another subject's run"})
+				Owner: run.Owner, Step: step, Detail: detail})
 		}
 		writeJSON(w, http.StatusOK, after)
 	}

@@ -39,12 +39,26 @@
 // run; 404 is kept for resources in the URL). An action the run's state
 // refuses is 409, with the reason.
 //
+// # Sagas
+//
+// POST /api/v1/workflows/{id}/cancel?compensate=true cancels a run and then
+// runs the compensations of its succeeded steps, last first (it also takes
+// a failed run, which keeps its failure code); compensate is true or false
+// (1 or 0), given once, and only on cancel: anything else, or a malformed
+// query string, is 400 before the run is looked up. A run stopped at a compensation that failed for good
+// is 409: POST .../steps/compensate:<step>/retry (or .../recover) runs that
+// compensation again. The run JSON carries the saga (on_failure,
+// compensating, each step's group and compensation).
+//
 // # Event stream
 //
 // GET /api/v1/events streams the queue's notifications (see
 // workflow.Notification) of the caller's runs: step_failed (with can_retry
 // and can_skip), run_failed, retry_scheduled, run_recovered, run_succeeded,
-// run_cancelled, run_needs_attention, run_waiting. One goroutine per server waits on the
+// run_cancelled, run_needs_attention, run_waiting, and a saga's
+// run_compensating (its failure: step, code, reason, group),
+// run_compensated (code, reason) and group_rolled_back (group, step, code,
+// reason). One goroutine per server waits on the
 // stream (XREAD BLOCK) and wakes the open streams, so a transition reaches
 // clients within milliseconds, and an open stream costs no Redis connection
 // of its own. Last-Event-ID resumes a stream, replaying at most the newest

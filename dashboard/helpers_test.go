@@ -154,7 +154,7 @@ func (e *env) publish(log *slog.Logger) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := eng.Register(demo.Definition(demoPolicy), approvalDefinition()); err != nil {
+	if err := eng.Register(append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)...); err != nil {
 		e.t.Fatal(err)
 	}
 	if err := eng.Publish(context.Background()); err != nil {
@@ -166,7 +166,8 @@ func (e *env) publish(log *slog.Logger) {
 // retries and a budget of two attempts, until the test ends.
 func (e *env) startWorker(log *slog.Logger) {
 	e.t.Helper()
-	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log), demo.Definition(demoPolicy), approvalDefinition())
+	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log),
+		append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)...)
 }
 
 // workerConfig is the configuration of the tests' workers: a short

@@ -47,6 +47,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
+	holding := func() *workflow.Run { return e.holdingRun() }
 	const (
 		unauth    = 401
 		forbidden = 403
@@ -65,6 +66,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
 		{method: "POST", path: "/api/v1/workflows/{id}/cancel", run: running, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/cancel?compensate=true", run: holding, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// A failed run with a compensation: compensated, keeping its code.
+		{method: "POST", path: "/api/v1/workflows/{id}/cancel?compensate=true", run: e.compensableFailedRun, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// A malformed compensate is refused before the run is looked up.
+		{method: "POST", path: "/api/v1/workflows/{id}/cancel?compensate=yes", run: holding,
+			want: [5]int{unauth, unauth, 400, 400, 400}},
+		// The demo's failed run has nothing to compensate: it has ended.
+		{method: "POST", path: "/api/v1/workflows/{id}/cancel?compensate=true", run: sharedRun,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry", run: failed, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
 		// transform is not optional: the owner and the admin are refused

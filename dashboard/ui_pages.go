@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -26,13 +27,14 @@ func (u *webUI) funcs() template.FuncMap {
 			}
 			return ""
 		},
-		"dur":     stepDuration,
-		"until":   secondsUntil,
-		"details": sortedDetails,
-		"json":    prettyJSON,
-		"runURL":  func(id string) string { return "/runs/" + url.PathEscape(id) },
-		"apiRun":  func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
-		"stepAPI": stepActionURL,
+		"dur":      stepDuration,
+		"until":    secondsUntil,
+		"details":  sortedDetails,
+		"json":     prettyJSON,
+		"runURL":   func(id string) string { return "/runs/" + url.PathEscape(id) },
+		"apiRun":   func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
+		"stepAPI":  stepActionURL,
+		"thenText": compensationThen,
 	}
 }
 
@@ -117,6 +119,20 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// compensationThen says what follows a run's compensations
+// (Compensating.Then).
+func compensationThen(c *workflow.Compensating) string {
+	switch c.Then {
+	case "compensated":
+		return "then the run ends compensated"
+	case "failed":
+		return "then the run fails (its required group " + c.Group + " was rolled back)"
+	case "continue":
+		return "then the run goes on after its optional group " + c.Group
+	}
+	return "then: " + c.Then
 }
 
 func stepActionURL(id, step, action string) string {
@@ -219,11 +235,31 @@ type stepView struct {
 	CanSkip  bool
 	// MaxAttempts is the step's attempt budget (0: not known).
 	MaxAttempts int
+	// Comp is the step's compensation, when the page shows it: once it
+	// has started, and while the run's compensations are to undo the step
+	// (nil otherwise; Compensable then tells whether the step has one).
+	Comp        *compView
+	Compensable bool
 }
 
 // Scheduled reports whether the step waits for a scheduled retry.
 func (s stepView) Scheduled() bool {
 	return s.RetryState == workflow.RetryScheduled && s.NextAttemptAt != nil
+}
+
+// compView is the compensation of a step on the run page (its name is
+// "compensate:<step>").
+type compView struct {
+	workflow.StepState
+	Current bool
+	// CanRetry: the compensation failed for good and the run waits for it
+	// to be retried (POST .../steps/compensate:<step>/retry).
+	CanRetry bool
+}
+
+// Scheduled reports whether the compensation waits for a scheduled retry.
+func (c compView) Scheduled() bool {
+	return c.RetryState == workflow.RetryScheduled && c.NextAttemptAt != nil
 }
 
 // runData is the data of the run page.
@@ -234,8 +270,18 @@ type runData struct {
 	MoreEvents int              // older entries not shown
 	CanRecover bool
 	CanCancel  bool
-	// Next is the step waiting for a scheduled retry, if any.
-	Next *stepView
+	// CanCompensate: the run can be cancelled (or, failed, given up) and
+	// its succeeded steps compensated (POST .../cancel?compensate=true):
+	// it is pending, running or failed, not stopped at a failed
+	// compensation, and a succeeded step has a compensation.
+	CanCompensate bool
+	// CompensationStopped: the run failed at its compensation of a step
+	// (workflow.CodeCompensationFailed), named here; retrying it, or
+	// recovering the run, goes on with the saga.
+	CompensationStopped string
+	// Next is the step (or compensation) waiting for a scheduled retry,
+	// if any.
+	Next *workflow.StepState
 	// Waiting is what the run waits for while its current step awaits a
 	// signal or sleeps (nil otherwise), and WaitLeft how long until it
 	// times out or fires. Signal is the signal the page's form sends (the
@@ -265,19 +311,40 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	d := runData{Run: run,
 		CanRecover: run.Status == workflow.StatusFailed || (run.NeedsAttention && !run.Terminal()),
-		CanCancel:  run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning}
+		CanCancel: run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning ||
+			run.Status == workflow.StatusCompensating}
+	atCompensation := strings.HasPrefix(run.CurrentStep, workflow.CompensationPrefix)
+	if run.Status == workflow.StatusFailed && atCompensation {
+		d.CompensationStopped = strings.TrimPrefix(run.CurrentStep, workflow.CompensationPrefix)
+	}
+	from, to := compensationRange(run)
 	for i, st := range run.Steps {
 		sv := stepView{StepState: st, Index: i, Current: st.Name == run.CurrentStep && !run.Terminal()}
 		if st.EffectivePolicy != nil {
 			sv.MaxAttempts = st.EffectivePolicy.MaxAttempts
 		}
-		sv.CanRetry = run.Status == workflow.StatusFailed && st.Status == workflow.StepFailed
+		sv.CanRetry = run.Status == workflow.StatusFailed && st.Status == workflow.StepFailed && !atCompensation
 		sv.CanSkip = sv.CanRetry && st.Optional
+		if c := st.Compensation; c != nil {
+			sv.Compensable = true
+			if compensationShown(st, i, from, to) {
+				sv.Comp = &compView{StepState: *c, Current: c.Name == run.CurrentStep && !run.Terminal(),
+					CanRetry: run.Status == workflow.StatusFailed && c.Name == run.CurrentStep && c.Status == workflow.StepFailed}
+			}
+			if st.Status == workflow.StepSucceeded && !atCompensation &&
+				(run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning || run.Status == workflow.StatusFailed) {
+				d.CanCompensate = true
+			}
+		}
 		d.Steps = append(d.Steps, sv)
 	}
 	for i := range d.Steps {
 		if d.Steps[i].Scheduled() {
-			d.Next = &d.Steps[i]
+			d.Next = &d.Steps[i].StepState
+			break
+		}
+		if c := d.Steps[i].Comp; c != nil && c.Scheduled() {
+			d.Next = &c.StepState
 			break
 		}
 	}
@@ -293,6 +360,30 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	v.Live = "/runs/" + url.PathEscape(run.ID) + "?" + fragmentParam + "=1"
 	v.Data = d
 	u.render(w, r, http.StatusOK, v)
+}
+
+// compensationRange returns the indexes of the first and last steps the
+// run's compensations undo (Compensating.FromStep and ToStep), or -1, -1.
+func compensationRange(run *workflow.Run) (from, to int) {
+	c := run.Compensating
+	if c == nil {
+		return -1, -1
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(run.Steps, func(st workflow.StepState) bool { return st.Name == name })
+	}
+	return index(c.FromStep), index(c.ToStep)
+}
+
+// compensationShown tells whether the run page shows the compensation of
+// step st (index i): once it has started (or failed), and while the run's
+// compensations are to undo the step.
+func compensationShown(st workflow.StepState, i, from, to int) bool {
+	c := st.Compensation
+	if c.Status != workflow.StepPending || c.Attempts > 0 || c.LastError != "" || c.RetryState == workflow.RetryScheduled {
+		return true
+	}
+	return from >= 0 && i >= from && i <= to && st.Status == workflow.StepSucceeded
 }
 
 // attentionData is the data of the needs-attention page.

@@ -7,9 +7,13 @@
 // workers):
 //
 //	cairn_runs_started_total{workflow}                  first attempt of a run began
-//	cairn_runs_finished_total{workflow,status,code}     succeeded, failed (code: the failure code), cancelled
+//	cairn_runs_finished_total{workflow,status,code}     succeeded, failed (code: the failure code), cancelled,
+//	                                                    compensated (code: the failure that started its
+//	                                                    compensations)
 //	cairn_step_attempts_total{workflow,step,outcome}    succeeded, failed_transient, failed_permanent,
-//	                                                    exhausted, crashed, ignored, discarded, interrupted
+//	                                                    exhausted, crashed, ignored, discarded, interrupted,
+//	                                                    deferred, snoozed, goto; a compensation's attempts
+//	                                                    under step "compensate:<step>"
 //	cairn_retries_scheduled_total{workflow,step}
 //	cairn_retry_delay_seconds{workflow}                 histogram of scheduled retry delays
 //	cairn_step_duration_seconds{workflow,step}          histogram of step body run times
@@ -19,7 +23,9 @@
 // that fails or times out is left out of the scrape and counted in
 // cairn_metrics_collect_errors_total{source}):
 //
-//	cairn_runs{status}                                  runs retained, by status
+//	cairn_runs{status}                                  runs retained, by status: pending, running,
+//	                                                    succeeded, failed, cancelled, compensating,
+//	                                                    compensated
 //	cairn_runs_needing_attention                        runs an operator must look at
 //	asynq_tasks_enqueued_total{queue,state}             asynq tasks by state (pending, active,
 //	                                                    scheduled, retry, archived, completed)

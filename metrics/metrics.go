@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -100,17 +101,21 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		}, []string{"workflow"}),
 		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_runs_finished_total",
-			Help: "Runs that ended, by status (succeeded, failed, cancelled) and failure code.",
+			Help: "Runs that ended, by status (succeeded, failed, cancelled, compensated) and failure code " +
+				"(of a compensated run: the failure that started its compensations; compensation_failed: " +
+				"a compensation failed for good).",
 		}, []string{"workflow", "status", "code"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_step_attempts_total",
 			Help: "Step attempt deliveries by outcome: succeeded, failed_transient, failed_permanent, exhausted, " +
 				"crashed, ignored (stale or duplicate delivery), discarded (result of an attempt that lost its step), " +
-				"interrupted (handed back by a worker that could not renew its fence), snoozed (Snooze: runs again later), " +
-				"goto (Goto: continues at a step).",
+				"interrupted (handed back by a worker that could not renew its fence), deferred (its circuit breaker was open), " +
+				"snoozed (Snooze: runs again later), " +
+				"goto (Goto: continues at a step). A compensation's attempts count under step compensate:<step>.",
 		}, []string{"workflow", "step", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cairn_retries_scheduled_total", Help: "Retries scheduled after a transient failure.",
+			Name: "cairn_retries_scheduled_total",
+			Help: "Retries scheduled after a transient failure (a compensation's under step compensate:<step>).",
 		}, []string{"workflow", "step"}),
 		retryDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cairn_retry_delay_seconds",
@@ -119,7 +124,7 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		}, []string{"workflow"}),
 		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "cairn_step_duration_seconds",
-			Help:    "Run time of step bodies (attempts that ran).",
+			Help:    "Run time of step bodies (attempts that ran; a compensation's under step compensate:<step>).",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900},
 		}, []string{"workflow", "step"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -202,7 +207,8 @@ type stateCollector struct {
 }
 
 var (
-	descRuns    = prometheus.NewDesc("cairn_runs", "Runs retained in Redis, by status.", []string{"status"}, nil)
+	descRuns = prometheus.NewDesc("cairn_runs",
+		"Runs retained in Redis, by status: "+strings.Join(statusNames(), ", ")+".", []string{"status"}, nil)
 	descWaiting = prometheus.NewDesc("cairn_runs_waiting",
 		"Runs waiting without a worker slot, by what they wait for: ordering_key, workflow_limit, signal, timer.",
 		[]string{"reason"}, nil)
@@ -230,6 +236,15 @@ var (
 )
 
 var runStatuses = workflow.RunStatuses
+
+// statusNames are the run statuses cairn_runs reports.
+func statusNames() []string {
+	out := make([]string, len(runStatuses))
+	for i, s := range runStatuses {
+		out[i] = string(s)
+	}
+	return out
+}
 
 var waitReasons = []workflow.WaitReason{workflow.WaitOrderingKey, workflow.WaitWorkflowLimit, workflow.WaitSignal,
 	workflow.WaitTimer}

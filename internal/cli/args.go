@@ -42,14 +42,14 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 				"--input JSON|@file\trun input: JSON text, @path to read a regular file, @- to read stdin; at most 1 MiB (default {})",
 				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
 				"--ordering-key K\trun after the earlier runs with key K, in start order (the workflow's ordering.concurrency at once)",
-				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds",
+				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds (failed, cancelled or compensated)",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
 			},
 			parse: parseStart,
 		},
 		{
 			name: "status", synopsis: "status <run-id> [flags]",
-			summary: "show a run and the progress of its steps",
+			summary: "show a run and the progress of its steps: their groups, and the compensations of a saga",
 			flags:   []string{"--json\tprint the run as JSON"},
 			parse:   parseStatus,
 		},
@@ -57,7 +57,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			name: "list", synopsis: "list [flags]",
 			summary: "list runs, newest first",
 			flags: []string{
-				"--status S\tonly runs in status S: pending, running, succeeded, failed or cancelled",
+				"--status S\tonly runs in status S: " + orList(statuses),
 				fmt.Sprintf("--limit N\tat most N runs, 1 to %d (default %d)", maxListLimit, defaultListLimit),
 				"--cursor C\tcontinue a listing where the previous page ended",
 				"--json\tprint a JSON array of runs",
@@ -71,9 +71,16 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			parse:   parseEvents,
 		},
 		{
-			name: "cancel", synopsis: "cancel <run-id>",
-			summary: "cancel a pending or running run (or a failed run that blocks its ordering key); cancelling a cancelled run is a no-op",
-			parse:   parseCancel,
+			name: "cancel", synopsis: "cancel <run-id> [flags]",
+			summary: "cancel a pending, running or compensating run (whose compensations then stop), or a failed run that " +
+				"blocks its ordering key; cancelling a cancelled run is a no-op",
+			flags: []string{
+				"--compensate\tcancel, then run the compensations of the run's succeeded steps, last first: the run is " +
+					"compensating, then compensated with code cancelled; a failed run can be compensated too (it keeps " +
+					"its failure code); a run with nothing to compensate is just cancelled; a repeat is a no-op",
+				"--json\tprint the run as JSON",
+			},
+			parse: parseCancel,
 		},
 		{
 			name: "recover", synopsis: "recover <run-id> [flags]",
@@ -83,13 +90,14 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		},
 		{
 			name: "retry", synopsis: "retry <run-id> --step NAME [flags]",
-			summary: "re-run the failed step of a failed run with a fresh budget",
-			flags:   []string{"--step NAME	the failed step (required)", "--json	print the run as JSON"},
-			parse:   parseOperator("retry"),
+			summary: "re-run the failed step of a failed run with a fresh budget (or its failed compensation, which then goes on with the saga)",
+			flags: []string{"--step NAME	the failed step, or compensate:STEP for the compensation of STEP that failed (required)",
+				"--json	print the run as JSON"},
+			parse: parseOperator("retry"),
 		},
 		{
 			name: "skip", synopsis: "skip <run-id> --step NAME [flags]",
-			summary: "skip the failed optional step of a failed run and continue with the next",
+			summary: "skip the failed optional step of a failed run and continue with the next (a compensation cannot be skipped)",
 			flags:   []string{"--step NAME	the failed optional step (required)", "--json	print the run as JSON"},
 			parse:   parseOperator("skip"),
 		},
@@ -195,9 +203,10 @@ Flags may come before or after the argument: "start demo --wait" and
 
 Exit codes:
   0  success
-  1  the run ended failed or cancelled (start --wait), or an operational
-     error: Redis unreachable, cancel of a finished run, a recover, retry
-     or skip the run's state refuses; validate found problems (each is a
+  1  the run ended failed, cancelled or compensated (start --wait: a
+     compensated run's steps were undone after a failure), or an operational
+     error: Redis unreachable, cancel of a finished run, a cancel, recover,
+     retry or skip the run's state refuses; validate found problems (each is a
      FILE:LINE:COL: line on stderr before the summary); interrupted by
      SIGINT or SIGTERM (start --wait leaves the run going)
   2  usage error or bad input: unknown command or flag, bad flag value,
@@ -279,6 +288,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // positional checks that exactly one positional argument, what, was given.

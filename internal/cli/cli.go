@@ -22,8 +22,9 @@ import (
 const (
 	// ExitOK: the command succeeded.
 	ExitOK = 0
-	// ExitFailure: the run ended failed or cancelled (start --wait), or an
-	// operational error (Redis unreachable, cancel of a finished run).
+	// ExitFailure: the run ended failed, cancelled or compensated (start
+	// --wait), or an operational error (Redis unreachable, cancel of a
+	// finished run, an action the run's state refuses).
 	ExitFailure = 1
 	// ExitUsage: a usage error or bad input.
 	ExitUsage = 2

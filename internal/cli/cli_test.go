@@ -575,6 +575,16 @@ func TestBadInput(t *testing.T) {
 			"--input @/dev/zero: /dev/zero is a character device, not a regular file"},
 		{"input file too large", []string{"start", "demo", "--input", "@" + big}, "", 2, "input larger than 1048576 bytes"},
 		{"retry without --step", []string{"retry", unknownID}, "", 2, "retry needs --step NAME"},
+		{"cancel with a bad --compensate", []string{"cancel", unknownID, "--compensate=maybe"}, "", 2,
+			`cancel: invalid boolean value "maybe" for -compensate`},
+		{"cancel with an unknown flag", []string{"cancel", unknownID, "--compensated"}, "", 2,
+			"cancel: flag provided but not defined: -compensated"},
+		{"cancel --compensate of an unknown run", []string{"cancel", "--compensate", unknownID}, "", 2, "run not found"},
+		{"cancel --compensate without a run", []string{"cancel", "--compensate"}, "", 2, "cancel: missing run ID"},
+		{"cancel --compensate with two runs", []string{"cancel", "--compensate", unknownID, unknownID}, "", 2,
+			"cancel: unexpected argument"},
+		{"list of a bad status", []string{"list", "--status", "compensate"}, "", 2,
+			`list: invalid --status "compensate": want pending, running, succeeded, failed, cancelled, compensating, compensated`},
 		{"recover with --step", []string{"recover", unknownID, "--step", "fetch"}, "", 2, "recover takes no --step"},
 		{"validate /dev/zero", []string{"validate", "/dev/zero"}, "", 2, "validate: /dev/zero is a character device, not a regular file"},
 		{"validate a named pipe", []string{"validate", fifo}, "", 2, "validate: " + fifo + " is a named pipe (FIFO)"},
@@ -673,8 +683,9 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v printed on stderr: %q", args, r.stderr)
 		}
 		for _, s := range []string{"Usage: enqueue <command>", "start <workflow>", "status <run-id>", "list",
-			"events <run-id>", "cancel <run-id>", "--input JSON|@file", "--idempotency-key", "--wait", "--json",
-			"--status S", "--limit N", "Exit codes:", "  2  usage error", "CAIRN_REDIS_URL", "CAIRN_QUEUE"} {
+			"events <run-id>", "cancel <run-id>", "--compensate", "compensate:STEP", "--input JSON|@file", "--idempotency-key", "--wait", "--json",
+			"--status S", "--limit N", "Exit codes:", "  2  usage error", "CAIRN_REDIS_URL", "CAIRN_QUEUE",
+			"compensating or compensated", "failed, cancelled or compensated"} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("%v: usage lacks %q", args, s)
 			}
@@ -687,8 +698,14 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v printed %v", args, r)
 		}
 	}
+	r := invoke(t, invocation{args: []string{"cancel", "--help"}})
+	mustSucceed(t, r)
+	if !strings.HasPrefix(r.stdout, "Usage: enqueue cancel <run-id> [flags]") || !strings.Contains(r.stdout, "--compensate") ||
+		!strings.Contains(r.stdout, "compensated with code cancelled") {
+		t.Errorf("cancel --help printed %v", r)
+	}
 	// No command: the usage, as an error.
-	r := invoke(t, invocation{})
+	r = invoke(t, invocation{})
 	if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "Usage: enqueue <command>") {
 		t.Errorf("no arguments: %v", r)
 	}

@@ -172,12 +172,16 @@ func (s *session) unknownWorkflow(ctx context.Context, name string) error {
 }
 
 // runResult is the outcome of start --wait: nil for a run that succeeded.
+// A compensated run is not a success: its compensations undid what its
+// steps did, after a failure (or a cancel), which the error names.
 func runResult(run *workflow.Run) error {
 	switch run.Status {
 	case workflow.StatusSucceeded:
 		return nil
 	case workflow.StatusFailed:
 		return failuref("run %s failed: %s", run.ID, failureText(run))
+	case workflow.StatusCompensated:
+		return failuref("run %s compensated (its succeeded steps were undone) after: %s", run.ID, failureText(run))
 	default:
 		return failuref("run %s %s: %s", run.ID, run.Status, failureText(run))
 	}
@@ -348,9 +352,11 @@ func parseEvents(_ context.Context, _ *CLI, args []string) (action, error) {
 	}, nil
 }
 
-// parseCancel parses "cancel <run-id>".
+// parseCancel parses "cancel <run-id> [--compensate] [--json]".
 func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
 	fs := newFlagSet("cancel")
+	compensate := fs.Bool("compensate", false, "")
+	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -360,7 +366,7 @@ func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, s *session) error {
-		run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli"})
+		run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli", Compensate: *compensate})
 		if errors.Is(err, workflow.ErrRunFinished) {
 			status := "finished"
 			if r, gerr := s.client.Get(ctx, id); gerr == nil {
@@ -368,12 +374,34 @@ func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
 			}
 			return failuref("run %s already finished (%s): there is nothing to cancel", id, status)
 		}
+		if errors.Is(err, workflow.ErrActionRefused) {
+			return failuref("cancel refused: %s", strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+		}
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(s.stdout(), "cancelled %s\n", run.ID)
+		if *asJSON {
+			return writeJSON(s.stdout(), run)
+		}
+		_, err = fmt.Fprintln(s.stdout(), cancelLine(run, *compensate))
 		return err
 	}, nil
+}
+
+// cancelLine is what cancel prints: the run, and with --compensate where
+// its compensations stand.
+func cancelLine(run *workflow.Run, compensate bool) string {
+	if !compensate {
+		return "cancelled " + run.ID
+	}
+	if run.Status == workflow.StatusCompensating {
+		return fmt.Sprintf("cancelled %s: compensating (its succeeded steps are undone, last first; see: enqueue status %s)",
+			run.ID, run.ID)
+	}
+	if run.Status == workflow.StatusCancelled {
+		return fmt.Sprintf("cancelled %s (nothing to compensate)", run.ID)
+	}
+	return fmt.Sprintf("cancelled %s: %s", run.ID, run.Status)
 }
 
 // parseOperator parses "recover <run-id>", "retry <run-id> --step NAME" and

@@ -50,11 +50,21 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		iters += fmt.Sprintf(" (%d gotos)", run.Gotos)
 	}
 	field("iterations", iters)
+	if run.OnFailure != "" {
+		field("on failure", string(run.OnFailure))
+	}
 	if run.FailureCode != "" || run.FailureReason != "" {
 		field("reason", failureText(run))
 	}
+	if c := run.Compensating; c != nil {
+		field("compensations", compensationsText(c))
+		field("started by", startedByText(c))
+	}
 	if !run.Terminal() && run.CurrentStep != "" {
 		field("current step", run.CurrentStep)
+	}
+	if run.Status == workflow.StatusFailed && strings.HasPrefix(run.CurrentStep, workflow.CompensationPrefix) {
+		field("resume with", fmt.Sprintf("enqueue retry %s --step %s (its compensation runs again)", run.ID, run.CurrentStep))
 	}
 	if run.OrderingKey != "" {
 		field("ordering key", strconv.Quote(run.OrderingKey))
@@ -75,28 +85,116 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 		return nil
 	}
 	fmt.Fprintln(w)
+	grouped := slices.ContainsFunc(run.Steps, func(st workflow.StepState) bool { return st.Group != "" })
 	tw = newTable(w)
-	fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
-	for _, st := range run.Steps {
+	if grouped {
+		fmt.Fprintln(tw, "STEP\tGROUP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
+	} else {
+		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
+	}
+	from, to := compensationRange(run)
+	for i, st := range run.Steps {
 		name := st.Name
 		if st.Optional {
 			name += " (optional)"
 		}
-		next := "-"
-		retry := string(st.RetryState)
-		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
-			next = inDuration(st.NextAttemptAt.Sub(now))
+		group := ""
+		if grouped {
+			group = dash(st.Group)
+			if st.GroupOptional {
+				group += " (optional)"
+			}
 		}
-		if st.Snoozed && st.Status == workflow.StepPending {
-			retry = fmt.Sprintf("snoozed (%d)", st.Snoozes)
+		writeStepRow(tw, name, group, grouped, st, now)
+		if c := st.Compensation; c != nil && showCompensation(run, i, from, to) {
+			writeStepRow(tw, "  "+c.Name, "", grouped, *c, now)
 		}
-		if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
-			next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", cell(name, 0), cell(string(st.Status), 0), st.Attempts,
-			cell(retry, 0), next, cell(dash(st.LastError), maxErrorWidth))
 	}
 	return tw.Flush()
+}
+
+// writeStepRow writes a row of the steps table: a step's, or (indented
+// under it) its compensation's.
+func writeStepRow(tw io.Writer, name, group string, grouped bool, st workflow.StepState, now time.Time) {
+	next := "-"
+	retry := string(st.RetryState)
+	if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
+		next = inDuration(st.NextAttemptAt.Sub(now))
+	}
+	if st.Snoozed && st.Status == workflow.StepPending {
+		retry = fmt.Sprintf("snoozed (%d)", st.Snoozes)
+	}
+	if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
+		next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
+	}
+	if grouped {
+		name = cell(name, 0) + "\t" + cell(group, 0)
+	} else {
+		name = cell(name, 0)
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", name, cell(string(st.Status), 0), st.Attempts,
+		cell(retry, 0), next, cell(dash(st.LastError), maxErrorWidth))
+}
+
+// compensationRange returns the indexes of the first and last steps the
+// run's compensations undo (Compensating.FromStep and ToStep), or -1, -1.
+func compensationRange(run *workflow.Run) (from, to int) {
+	c := run.Compensating
+	if c == nil {
+		return -1, -1
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(run.Steps, func(st workflow.StepState) bool { return st.Name == name })
+	}
+	return index(c.FromStep), index(c.ToStep)
+}
+
+// showCompensation tells whether the steps table shows the compensation of
+// step i: once it has started (or failed), and while the run's
+// compensations are to undo the step.
+func showCompensation(run *workflow.Run, i, from, to int) bool {
+	st := run.Steps[i]
+	c := st.Compensation
+	if c.Status != workflow.StepPending || c.Attempts > 0 || c.LastError != "" || c.RetryState == workflow.RetryScheduled {
+		return true
+	}
+	return from >= 0 && i >= from && i <= to && st.Status == workflow.StepSucceeded
+}
+
+// compensationsText says what a run's compensations undo and what follows
+// them.
+func compensationsText(c *workflow.Compensating) string {
+	what := fmt.Sprintf("undo the succeeded steps from %s to %s, last first", dash(c.FromStep), dash(c.ToStep))
+	if c.FromStep == c.ToStep {
+		what = "undo step " + dash(c.FromStep)
+	}
+	switch c.Then {
+	case "compensated":
+		return what + "; then the run ends compensated"
+	case "failed":
+		return what + "; then the run fails (its required group " + strconv.Quote(c.Group) + " was rolled back)"
+	case "continue":
+		return what + "; then the run goes on after its optional group " + strconv.Quote(c.Group)
+	}
+	return what + "; then " + dash(c.Then)
+}
+
+// startedByText says what started a run's compensations.
+func startedByText(c *workflow.Compensating) string {
+	var what string
+	switch {
+	case c.Reason != "" && c.Code != "":
+		what = c.Reason + " [" + c.Code + "]"
+	case c.Reason != "":
+		what = c.Reason
+	default:
+		what = dash(c.Code)
+	}
+	where := " at step " + dash(c.FailedStep)
+	if c.Group != "" {
+		where += " (group " + strconv.Quote(c.Group) + ")"
+	}
+	return what + where
 }
 
 // waitingText says what a waiting run or step waits for, or "".
@@ -172,7 +270,7 @@ func writeRunList(w io.Writer, runs []*workflow.Run) error {
 // detailOrder is the order in which the events table shows an event's
 // details; the others follow in alphabetical order.
 var detailOrder = []string{
-	"workflow", "owner", "actor", "class", "code", "error", "reason", "message",
+	"workflow", "owner", "actor", "group", "class", "code", "error", "reason", "message",
 	"delay_ms", "due_at", "duration_ms", "crashes", "resumed",
 }
 

@@ -191,9 +191,13 @@ func lines(s, substr string) []string {
 }
 
 // promptly bounds an invocation that must not wait for anything but a
-// closed port or a local file: refusing a named pipe, a device or input
-// over the limit, or stopping on a cancelled context.
-const promptly = 10 * time.Second
+// closed port, a local file or a few Redis round trips: refusing a named
+// pipe, a device or input over the limit, or stopping on a cancelled
+// context. It is generous: on a loaded machine (two cores shared with
+// other test binaries) a Redis command can outlast the CLI's 3s read
+// timeout and be retried, which took TestBadInput's cases that reach Redis
+// past 10s; a regression that blocks still fails rather than hangs.
+const promptly = 30 * time.Second
 
 // invokePromptly runs the CLI in-process through Main, as the binary does,
 // with stdin (if not nil) as its standard input, and fails the test if it has not

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -225,6 +226,28 @@ func TestProgressLines(t *testing.T) {
 		{workflow.Event{Type: workflow.EventStepSuperseded, Step: "fetch", Attempt: 1, Details: map[string]string{"by": "check"}},
 			"fetch: checkpoint of attempt 1 superseded by the goto"},
 		{workflow.Event{Type: workflow.EventRunFailed}, ""},
+		{workflow.Event{Type: workflow.EventRunCompensating, Step: "ship",
+			Details: map[string]string{"code": "permanent_error", "reason": "ship refused"}},
+			"compensating after step ship: ship refused [permanent_error]"},
+		{workflow.Event{Type: workflow.EventRunCompensating, Step: "gift",
+			Details: map[string]string{"code": "retries_exhausted", "reason": "out of stock", "group": "promo"}},
+			`compensating after step gift (group "promo"): out of stock [retries_exhausted]`},
+		{workflow.Event{Type: workflow.EventCompensationStarted, Step: "charge", Attempt: 1, Details: map[string]string{"task": "t1"}},
+			"charge: compensation started (attempt 1)"},
+		{workflow.Event{Type: workflow.EventAttemptFailed, Step: "compensate:charge", Attempt: 1,
+			Details: map[string]string{"class": "transient", "error": "503"}}, "compensate:charge: attempt 1 failed: 503"},
+		{workflow.Event{Type: workflow.EventCompensationSucceeded, Step: "charge", Attempt: 2,
+			Details: map[string]string{"duration_ms": "1500"}}, "charge: compensated in 1.5s"},
+		{workflow.Event{Type: workflow.EventCompensationFailed, Step: "charge",
+			Details: map[string]string{"code": "retries_exhausted", "reason": "refund\nrejected"}},
+			"charge: compensation failed for good: refund rejected [retries_exhausted]"},
+		{workflow.Event{Type: workflow.EventGroupRolledBack, Step: "gift",
+			Details: map[string]string{"group": "promo", "code": "permanent_error", "reason": "no gift"}},
+			`group "promo" rolled back after step gift failed: no gift [permanent_error]; the run goes on after the group`},
+		{workflow.Event{Type: workflow.EventRunCancelled, Step: "hold", Details: map[string]string{"actor": "ops", "compensate": "1"}},
+			"cancelled by ops at step hold: its compensations run"},
+		{workflow.Event{Type: workflow.EventRunCancelled, Step: "hold", Details: map[string]string{"actor": "ops"}}, ""},
+		{workflow.Event{Type: workflow.EventRunCompensated, Details: map[string]string{"code": "cancelled"}}, ""},
 		{workflow.Event{Type: "reconciler_repair", Step: "fetch", Details: map[string]string{"why": "task missing"}},
 			`fetch: reconciler_repair why="task missing"`},
 	} {
@@ -251,5 +274,90 @@ func TestWriteRunShowsLoops(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestWriteRunShowsSaga: status shows a compensating run's saga, the
+// groups, and the compensations that ran or are to run under their steps.
+func TestWriteRunShowsSaga(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	due := now.Add(3 * time.Second)
+	comp := func(name string, status workflow.StepStatus, attempts int) *workflow.StepState {
+		return &workflow.StepState{Name: "compensate:" + name, Status: status, Attempts: attempts, RetryState: workflow.RetryNone}
+	}
+	retrying := comp("debit", workflow.StepPending, 1)
+	retrying.RetryState, retrying.NextAttemptAt, retrying.LastError = workflow.RetryScheduled, &due, "bank\tdown"
+	run := &workflow.Run{ID: "r1", Workflow: "transfer", Status: workflow.StatusCompensating, OnFailure: "compensate",
+		FailureCode: "permanent_error", FailureReason: "credit refused", CurrentStep: "compensate:debit", CreatedAt: now,
+		Compensating: &workflow.Compensating{Then: "compensated", FailedStep: "credit", Group: "move", FromStep: "order",
+			ToStep: "credit", Code: "permanent_error", Reason: "credit refused"},
+		Steps: []workflow.StepState{
+			{Name: "order", Status: workflow.StepSucceeded, Attempts: 1, RetryState: workflow.RetryNone,
+				Compensation: comp("order", workflow.StepPending, 0)},
+			{Name: "debit", Status: workflow.StepSucceeded, Attempts: 1, RetryState: workflow.RetryNone, Group: "move",
+				Compensation: retrying},
+			{Name: "credit", Status: workflow.StepFailed, Attempts: 1, RetryState: workflow.RetryNone, Group: "move",
+				Compensation: comp("credit", workflow.StepPending, 0)},
+			{Name: "notify", Status: workflow.StepPending, RetryState: workflow.RetryNone,
+				Compensation: comp("notify", workflow.StepPending, 0)},
+		}}
+	var b strings.Builder
+	if err := writeRun(&b, run, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, re := range []string{
+		`(?m)^status:\s+compensating$`,
+		`(?m)^on failure:\s+compensate$`,
+		`(?m)^compensations:\s+undo the succeeded steps from order to credit, last first; then the run ends compensated$`,
+		`(?m)^started by:\s+credit refused \[permanent_error\] at step credit \(group "move"\)$`,
+		`(?m)^current step:\s+compensate:debit$`,
+		`(?m)^STEP\s+GROUP\s+STATUS\s+ATTEMPTS\s+RETRY\s+NEXT ATTEMPT\s+LAST ERROR$`,
+		`(?m)^order\s+-\s+succeeded\s+1\s+none\s+-\s+-$`,
+		`(?m)^  compensate:order\s+pending\s+0\s+none\s+-\s+-$`,
+		`(?m)^debit\s+move\s+succeeded\s+1\s`,
+		`(?m)^  compensate:debit\s+pending\s+1\s+scheduled\s+in 3.0s\s+bank down$`,
+		`(?m)^credit\s+move\s+failed\s+1\s`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("status lacks %s:\n%s", re, out)
+		}
+	}
+	// Nothing to undo for a step that failed or never ran.
+	if strings.Contains(out, "compensate:credit") || strings.Contains(out, "compensate:notify") || strings.Contains(out, "resume with") {
+		t.Errorf("status shows a compensation that will not run, or a resume hint of a live run:\n%s", out)
+	}
+	if st := scheduledStep(run); st == nil || st.Name != "compensate:debit" {
+		t.Errorf("scheduledStep = %+v, want the compensation's retry", st)
+	}
+
+	// The compensation fails for good: the run is failed, and status says
+	// how to resume it.
+	run.Status, run.FailureCode, run.NeedsAttention = workflow.StatusFailed, "compensation_failed", true
+	run.Steps[1].Compensation = comp("debit", workflow.StepFailed, 4)
+	b.Reset()
+	if err := writeRun(&b, run, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "resume with:      enqueue retry r1 --step compensate:debit (its compensation runs again)"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+	if strings.Contains(b.String(), "current step:") {
+		t.Errorf("status of a failed run shows a current step:\n%s", b.String())
+	}
+}
+
+// TestFingerprintSeesCompensations: start --wait reads the journal again
+// when a compensation's progress changes, the rest of the run alike.
+func TestFingerprintSeesCompensations(t *testing.T) {
+	t.Parallel()
+	run := &workflow.Run{ID: "r1", Status: workflow.StatusCompensating, Steps: []workflow.StepState{
+		{Name: "a", Status: workflow.StepSucceeded, Compensation: &workflow.StepState{Name: "compensate:a",
+			Status: workflow.StepRunning, Attempts: 1}}}}
+	before := fingerprint(run)
+	run.Steps[0].Compensation.LastError = "boom"
+	if fingerprint(run) == before {
+		t.Error("a compensation's new error leaves the fingerprint as it was")
 	}
 }

@@ -77,8 +77,8 @@ func (s *session) wait(ctx context.Context, run *workflow.Run) (*workflow.Run, e
 		}
 		fmt.Fprintf(p.w, "run %s succeeded%s\n", run.ID, took)
 	}
-	// A run that failed or was cancelled is reported by the caller, as the
-	// error line.
+	// A run that failed, was cancelled or compensated is reported by the
+	// caller, as the error line.
 	return run, nil
 }
 
@@ -200,12 +200,16 @@ func (p *progress) show(line string, redraw bool, now time.Time) {
 	}
 }
 
-// scheduledStep returns the step of run waiting for a scheduled retry, or nil.
+// scheduledStep returns the step (or compensation, named
+// "compensate:<step>") of run waiting for a scheduled retry, or nil.
 func scheduledStep(run *workflow.Run) *workflow.StepState {
 	for i := range run.Steps {
 		st := &run.Steps[i]
 		if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
 			return st
+		}
+		if c := st.Compensation; c != nil && c.RetryState == workflow.RetryScheduled && c.NextAttemptAt != nil {
+			return c
 		}
 	}
 	return nil
@@ -215,13 +219,19 @@ func scheduledStep(run *workflow.Run) *workflow.StepState {
 // journaled transition.
 func fingerprint(run *workflow.Run) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%d|%d", run.Status, run.Iterations, run.UpdatedAt.UnixNano())
-	for _, st := range run.Steps {
+	fmt.Fprintf(&b, "%s|%d|%d|%s", run.Status, run.Iterations, run.UpdatedAt.UnixNano(), run.CurrentStep)
+	step := func(st *workflow.StepState) {
 		next := int64(0)
 		if st.NextAttemptAt != nil {
 			next = st.NextAttemptAt.UnixNano()
 		}
 		fmt.Fprintf(&b, "|%s,%d,%s,%d,%d,%q", st.Status, st.Attempts, st.RetryState, next, st.Crashes, st.LastError)
+	}
+	for i := range run.Steps {
+		step(&run.Steps[i])
+		if c := run.Steps[i].Compensation; c != nil {
+			step(c)
+		}
 	}
 	return b.String()
 }
@@ -246,7 +256,7 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		}
 		return line
 	case workflow.EventAttemptSucceeded:
-		return fmt.Sprintf("%s: attempt %d succeeded%s", ev.Step, ev.Attempt, msSuffix(" in ", d["duration_ms"]))
+		return fmt.Sprintf("%s: attempt %d succeeded%s", ev.Step, ev.Attempt, msSuffix(d["duration_ms"]))
 	case workflow.EventAttemptFailed:
 		how := "failed"
 		if d["class"] == workflow.ClassPermanent {
@@ -260,9 +270,9 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		return fmt.Sprintf("%s: attempt %d was interrupted: its worker could not reach Redis and handed it back",
 			ev.Step, ev.Attempt)
 	case workflow.EventRetryScheduled:
-		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+		return fmt.Sprintf("%s: retry scheduled: next attempt %d%s", ev.Step, ev.Attempt, msSuffix(d["delay_ms"]))
 	case workflow.EventStepSnoozed:
-		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(" in ", d["delay_ms"]))
+		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(d["delay_ms"]))
 	case workflow.EventStepGoto:
 		return fmt.Sprintf("%s: goto %s", ev.Step, cell(d["to"], 0))
 	case workflow.EventStepSuperseded:
@@ -275,7 +285,27 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		return fmt.Sprintf("waiting for %s: position %s in line", what, dash(d["position"]))
 	case workflow.EventRunAdmitted:
 		return "admitted: its turn came"
-	case workflow.EventRunSucceeded, workflow.EventRunFailed, workflow.EventRunCancelled:
+	case workflow.EventRunCancelled:
+		if d["compensate"] == "1" {
+			return fmt.Sprintf("cancelled by %s at step %s: its compensations run", dash(d["actor"]), dash(ev.Step))
+		}
+		return ""
+	case workflow.EventRunCompensating:
+		where := "step " + dash(ev.Step)
+		if d["group"] != "" {
+			where += " (group " + strconv.Quote(d["group"]) + ")"
+		}
+		return fmt.Sprintf("compensating after %s: %s", where, reasonCode(d["reason"], d["code"]))
+	case workflow.EventCompensationStarted:
+		return fmt.Sprintf("%s: compensation started (attempt %d)", dash(ev.Step), ev.Attempt)
+	case workflow.EventCompensationSucceeded:
+		return fmt.Sprintf("%s: compensated%s", dash(ev.Step), msSuffix(d["duration_ms"]))
+	case workflow.EventCompensationFailed:
+		return fmt.Sprintf("%s: compensation failed for good: %s", dash(ev.Step), reasonCode(d["reason"], d["code"]))
+	case workflow.EventGroupRolledBack:
+		return fmt.Sprintf("group %s rolled back after step %s failed: %s; the run goes on after the group",
+			strconv.Quote(d["group"]), dash(ev.Step), reasonCode(d["reason"], d["code"]))
+	case workflow.EventRunSucceeded, workflow.EventRunFailed, workflow.EventRunCompensated:
 		return ""
 	}
 	if line, ok := waitProgressLine(ev); ok { // an await or a sleep (waits.go)
@@ -292,13 +322,24 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 	return line
 }
 
-// msSuffix returns prefix and the duration of ms milliseconds, or "".
-func msSuffix(prefix, ms string) string {
+// reasonCode shows a failure as "reason [code]".
+func reasonCode(reason, code string) string {
+	switch {
+	case reason != "" && code != "":
+		return cell(reason, 0) + " [" + cell(code, 0) + "]"
+	case reason != "":
+		return cell(reason, 0)
+	}
+	return dash(cell(code, 0))
+}
+
+// msSuffix returns " in " and the duration of ms milliseconds, or "".
+func msSuffix(ms string) string {
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil {
 		return ""
 	}
-	return prefix + fmtDuration(time.Duration(n)*time.Millisecond)
+	return " in " + fmtDuration(time.Duration(n)*time.Millisecond)
 }
 
 // compareStreamIDs compares two Redis stream entry IDs ("ms-seq").

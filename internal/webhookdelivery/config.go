@@ -29,10 +29,30 @@ import (
 // webhook delivery reads with.
 const DefaultGroup = "webhooks"
 
+// Notification types of sagas (compensations and step groups), as the
+// state scripts write them.
+const (
+	// eventRunCompensating: a saga's run failed (or was cancelled with
+	// compensation) and its compensations run: step, code, reason, group.
+	// A saga's failure sends it instead of run_failed.
+	eventRunCompensating = "run_compensating"
+	// eventRunCompensated: a saga's compensations all ran; the run ended
+	// compensated: code, reason (of the failure that started them).
+	eventRunCompensated = "run_compensated"
+	// eventGroupRolledBack: a step of an optional group failed, the group's
+	// succeeded steps were compensated, and the run went on after it:
+	// group, step, code, reason.
+	eventGroupRolledBack = "group_rolled_back"
+)
+
 // DefaultEvents are the notification types webhooks deliver unless
-// Config.Events says otherwise: the run-level events.
+// Config.Events says otherwise: the run-level events, and the saga events
+// that report a failure without a run_failed (run_compensating,
+// run_compensated, group_rolled_back). The step-level events (step_failed,
+// retry_scheduled, run_waiting) are delivered when configured.
 var DefaultEvents = []string{webhook.EventRunFailed, webhook.EventRunSucceeded, webhook.EventRunCancelled,
-	webhook.EventRunRecovered, webhook.EventRunNeedsAttention}
+	webhook.EventRunRecovered, webhook.EventRunNeedsAttention, eventRunCompensating, eventRunCompensated,
+	eventGroupRolledBack}
 
 // Clock tells the time: of the signature, of the notifier's claim and prune
 // schedule, of a Retry-After date. workflow.Clock values are Clocks.
@@ -47,7 +67,8 @@ func (systemClock) Now() time.Time { return time.Now() } //nolint:forbidigo // t
 
 // Config configures webhook notifications: each entry of the queue's
 // notification stream (run failed, recovered, succeeded, cancelled, needs
-// attention) is POSTed, signed, to URL. A zero field takes the default given
+// attention, compensating, compensated, group rolled back) is POSTed,
+// signed, to URL. A zero field takes the default given
 // in its comment.
 type Config struct {
 	// URL receives the notifications (http or https). Required.
@@ -62,7 +83,9 @@ type Config struct {
 	// tasks.DefaultWebhookMaxRetry (20: about 2 hours).
 	MaxRetry int
 	// HTTPClient sends the requests. Default: a client with a 10s timeout
-	// that does not follow redirects.
+	// that does not follow redirects, on a transport of its own (a clone
+	// of http.DefaultTransport: another part of the process closing the
+	// default transport's idle connections does not break a delivery).
 	HTTPClient *http.Client
 	// Group is the stream's consumer group. Default DefaultGroup
 	// (workflow.DefaultWebhookGroup).
@@ -116,8 +139,13 @@ func (c Config) withDefaults() Config {
 		c.MaxRetry = tasks.DefaultWebhookMaxRetry
 	}
 	if c.HTTPClient == nil {
+		transport := http.DefaultTransport
+		if t, ok := http.DefaultTransport.(*http.Transport); ok {
+			transport = t.Clone()
+		}
 		c.HTTPClient = &http.Client{
-			Timeout: 10 * time.Second,
+			Transport: transport,
+			Timeout:   10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse // a redirected POST would become a GET
 			},

@@ -11,6 +11,10 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,12 +78,13 @@ func TestConfigDefaults(t *testing.T) {
 	if since := time.Since(c.Clock.Now()).Abs(); since > time.Minute {
 		t.Errorf("the default clock is %s off the wall clock", since)
 	}
-	for _, ev := range []string{"run_failed", "run_succeeded", "run_cancelled", "run_recovered", "run_needs_attention"} {
+	for _, ev := range []string{"run_failed", "run_succeeded", "run_cancelled", "run_recovered", "run_needs_attention",
+		"run_compensating", "run_compensated", "group_rolled_back"} {
 		if !c.wants(ev) {
 			t.Errorf("%s is not delivered by default", ev)
 		}
 	}
-	if c.wants("step_failed") || c.wants("retry_scheduled") {
+	if c.wants("step_failed") || c.wants("retry_scheduled") || c.wants("run_waiting") {
 		t.Error("step-level events are delivered by default")
 	}
 	// The default client does not follow redirects: a redirected POST
@@ -93,6 +98,12 @@ func TestConfigDefaults(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusFound {
 		t.Errorf("status %d: the default client followed a redirect", resp.StatusCode)
+	}
+	// The default client has a transport of its own: closing the default
+	// transport's idle connections (as an httptest.Server's Close does)
+	// does not break its deliveries.
+	if tr := c.HTTPClient.Transport; tr == nil || tr == http.DefaultTransport {
+		t.Errorf("the default client's transport is %v, want its own", tr)
 	}
 	// Set fields are kept.
 	clock := &fakeClock{now: t0}
@@ -327,13 +338,14 @@ func TestHandlerDropsMalformedTask(t *testing.T) {
 
 var queues atomic.Int64
 
-// addNotification appends a notification to the queue's stream as the
-// state scripts do (retrystate/lua/common.lua, notify).
-func addNotification(t *testing.T, rdb *redis.Client, queue, typ, runID string) string {
+// addNotification appends a notification of type typ, of run r1, to the
+// queue's stream as the state scripts do (retrystate/lua/common.lua,
+// notify).
+func addNotification(t *testing.T, rdb *redis.Client, queue, typ string) string {
 	t.Helper()
 	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{
 		Stream: "cairn:{" + queue + "}:notifications",
-		Values: []any{"type", typ, "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", runID, "workflow", "wf", "owner", ""},
+		Values: []any{"type", typ, "at", strconv.FormatInt(t0.UnixMilli(), 10), "run", "r1", "workflow", "wf", "owner", ""},
 	}).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -440,8 +452,8 @@ func TestNotifierSkipsUnwantedEvents(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	skipped := addNotification(t, rdb, queue, "step_failed", "r1")
-	wanted := addNotification(t, rdb, queue, "run_failed", "r1")
+	skipped := addNotification(t, rdb, queue, "step_failed")
+	wanted := addNotification(t, rdb, queue, "run_failed")
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	eventually(t, "the run_failed delivery to be enqueued and both entries acknowledged", func() bool {
 		_, err := insp.GetTaskInfo(queue, tasks.WebhookID(wanted))
@@ -450,5 +462,93 @@ func TestNotifierSkipsUnwantedEvents(t *testing.T) {
 	})
 	if _, err := insp.GetTaskInfo(queue, tasks.WebhookID(skipped)); !errors.Is(err, asynq.ErrTaskNotFound) {
 		t.Errorf("step_failed delivery: %v, want no task", err)
+	}
+}
+
+// TestNotifierDeliversSagaEventsByDefault: with the default events, a
+// saga's run_compensating and run_compensated and an optional group's
+// group_rolled_back are delivered (a saga's failure sends no run_failed),
+// and the step-level events are not.
+func TestNotifierDeliversSagaEventsByDefault(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb := redistest.Shared(t).Client(t)
+	queue := fmt.Sprintf("whd%d_%d", time.Now().UnixNano(), queues.Add(1))
+	store := retrystate.New(rdb, queue)
+	n := NewNotifier(store, asynq.NewClientFromRedisClient(rdb), queue, Config{URL: "http://127.0.0.1:1/hook", Secret: secret},
+		slog.New(slog.DiscardHandler))
+	n.block = 10 * time.Millisecond
+	if err := store.CreateNotifyGroup(ctx, DefaultGroup); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wanted := map[string]string{}
+	for _, typ := range []string{"run_compensating", "run_compensated", "group_rolled_back"} {
+		wanted[typ] = addNotification(t, rdb, queue, typ)
+	}
+	skipped := map[string]string{}
+	for _, typ := range []string{"step_failed", "retry_scheduled", "run_waiting"} {
+		skipped[typ] = addNotification(t, rdb, queue, typ)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	eventually(t, "the saga deliveries to be enqueued and every entry acknowledged", func() bool {
+		for _, id := range wanted {
+			if _, err := insp.GetTaskInfo(queue, tasks.WebhookID(id)); err != nil {
+				return false
+			}
+		}
+		k, err := store.NotifyPending(ctx, DefaultGroup)
+		return err == nil && k == 0
+	})
+	for typ, id := range wanted {
+		info, err := insp.GetTaskInfo(queue, tasks.WebhookID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var note webhook.Payload
+		if err := json.Unmarshal(info.Payload, &note); err != nil || note.Type != typ || note.ID != id {
+			t.Errorf("delivery of %s: %s (%v)", typ, info.Payload, err)
+		}
+	}
+	for typ, id := range skipped {
+		if _, err := insp.GetTaskInfo(queue, tasks.WebhookID(id)); !errors.Is(err, asynq.ErrTaskNotFound) {
+			t.Errorf("%s delivery: %v, want no task", typ, err)
+		}
+	}
+}
+
+// TestDefaultEventsAreWritten: every default event type is one the state
+// scripts write (a misspelt type would deliver nothing), and every
+// run-level type the scripts write is delivered by default.
+func TestDefaultEventsAreWritten(t *testing.T) {
+	t.Parallel()
+	scripts, err := filepath.Glob("../../retrystate/lua/*.lua")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no state scripts found: %v", err)
+	}
+	written := map[string]bool{}
+	re := regexp.MustCompile(`notify\("([a-z_]+)"`)
+	for _, path := range scripts {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(src, -1) {
+			written[string(m[1])] = true
+		}
+	}
+	for _, typ := range DefaultEvents {
+		if !written[typ] {
+			t.Errorf("default event %q is not written by any script", typ)
+		}
+	}
+	stepLevel := map[string]bool{"step_failed": true, "retry_scheduled": true, "run_waiting": true}
+	for typ := range written {
+		if !stepLevel[typ] && !slices.Contains(DefaultEvents, typ) {
+			t.Errorf("the scripts write %q, which is not delivered by default", typ)
+		}
 	}
 }

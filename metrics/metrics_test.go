@@ -494,12 +494,11 @@ func TestSagaMetrics(t *testing.T) {
 		expectation{"cairn_runs", []string{"status", "running"}, 0},
 		expectation{"cairn_runs_needing_attention", nil, 1},
 	)
-	// The run whose compensation failed for good is counted failed, once.
-	// (Its code should be the run's, compensation_failed; the engine
-	// reports the compensation's own failure code, retries_exhausted, for
-	// now: see the saga-ops report.)
-	if n := sumSamples(fams, "cairn_runs_finished_total", "workflow", "stuck", "status", "failed"); n != 1 {
-		t.Errorf("%v runs of stuck finished failed, want 1", n)
+	// The run whose compensation failed for good is counted failed, once,
+	// with the run's code.
+	if n, _, ok := sample(fams, "cairn_runs_finished_total", "workflow", "stuck", "status", "failed", "code",
+		workflow.CodeCompensationFailed); !ok || n != 1 {
+		t.Errorf("%v runs of stuck finished failed with compensation_failed, want 1", n)
 	}
 	if n := sumSamples(fams, "cairn_runs_finished_total", "workflow", "stuck"); n != 1 {
 		t.Errorf("%v runs of stuck finished, want 1 (failed)", n)

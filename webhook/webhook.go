@@ -30,8 +30,9 @@ import (
 // The headers of a delivery. The body is the JSON of a Payload.
 const (
 	// HeaderEvent is the notification type (Payload.Type): run_failed,
-	// run_succeeded, run_cancelled, run_recovered, run_needs_attention, or
-	// another Event* type the sender was configured to deliver.
+	// run_succeeded, run_cancelled, run_recovered, run_needs_attention,
+	// run_compensating, run_compensated, group_rolled_back, or another
+	// Event* type the sender was configured to deliver.
 	HeaderEvent = "X-Cairn-Event"
 	// HeaderDelivery identifies the notification (its stream entry ID,
 	// Payload.ID); it is the same on every attempt to deliver it.
@@ -50,13 +51,25 @@ const (
 const SignaturePrefix = "sha256="
 
 // Notification types (Payload.Type). A sender delivers the run-level ones,
-// EventRunFailed to EventRunNeedsAttention, unless configured otherwise.
+// EventRunFailed to EventGroupRolledBack, unless configured otherwise.
 const (
 	EventRunFailed         = "run_failed"
 	EventRunSucceeded      = "run_succeeded"
 	EventRunCancelled      = "run_cancelled"
 	EventRunRecovered      = "run_recovered"
 	EventRunNeedsAttention = "run_needs_attention"
+	// EventRunCompensating: a run whose workflow compensates (a saga)
+	// failed for good, or was cancelled with compensation, and the
+	// compensations of its succeeded steps run: "step", "code", "reason",
+	// "group". A saga's failure sends it instead of run_failed.
+	EventRunCompensating = "run_compensating"
+	// EventRunCompensated: a saga's compensations all ran; the run ended
+	// compensated: "code" and "reason" of the failure that started them.
+	EventRunCompensated = "run_compensated"
+	// EventGroupRolledBack: a step of an optional group failed, the group's
+	// succeeded steps were compensated, and the run goes on after the
+	// group: "group", "step", "code", "reason".
+	EventGroupRolledBack = "group_rolled_back"
 	// EventStepFailed is the step that failed a run (sent just before the
 	// run's run_failed).
 	EventStepFailed = "step_failed"

@@ -503,7 +503,13 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 		}
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		// (The attempt's own outcome: a compensation's failure fails the run
+		// with compensation_failed.)
+		outcome := OutcomeExhausted
+		if class == retrystate.ClassPermanent {
+			outcome = OutcomeFailedPermanent
+		}
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, outcome, elapsed)
 		e.runFailed(log, p.Workflow, res, "step failed", AttrError, runErr, AttrClass, class, AttrDuration, elapsed)
 		return nil
 	}

@@ -312,7 +312,8 @@ const (
 	EventDeliveryIgnored    = retrystate.EventDeliveryIgnored
 	EventRunWaiting         = retrystate.EventRunWaiting
 	EventRunAdmitted        = retrystate.EventRunAdmitted
-	// Compensations and step groups (Step.Compensate, Step.Group).
+	// EventRunCompensating and the five after it are journaled by
+	// compensations and step groups (Step.Compensate, Step.Group).
 	EventRunCompensating       = retrystate.EventRunCompensating
 	EventCompensationStarted   = retrystate.EventCompensationStarted
 	EventCompensationSucceeded = retrystate.EventCompensationSucceeded

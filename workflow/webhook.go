@@ -44,6 +44,9 @@ const (
 	NotifyRunCancelled      = webhook.EventRunCancelled
 	NotifyRunRecovered      = webhook.EventRunRecovered
 	NotifyRunNeedsAttention = webhook.EventRunNeedsAttention
+	NotifyRunCompensating   = webhook.EventRunCompensating
+	NotifyRunCompensated    = webhook.EventRunCompensated
+	NotifyGroupRolledBack   = webhook.EventGroupRolledBack
 )
 
 // DefaultWebhookEvents are the notification types webhooks deliver unless
@@ -52,7 +55,8 @@ var DefaultWebhookEvents = webhookdelivery.DefaultEvents
 
 // WebhookConfig configures webhook notifications: each entry of the queue's
 // notification stream (run failed, recovered, succeeded, cancelled, needs
-// attention) is POSTed, signed, to URL. Its Validate method checks it.
+// attention, compensating, compensated, group rolled back) is POSTed,
+// signed, to URL. Its Validate method checks it.
 //
 // URL (http or https) and Secret (the key of the HMAC-SHA256 signatures)
 // are required. The other fields default when zero: Events (the types

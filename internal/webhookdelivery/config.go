@@ -29,30 +29,14 @@ import (
 // webhook delivery reads with.
 const DefaultGroup = "webhooks"
 
-// Notification types of sagas (compensations and step groups), as the
-// state scripts write them.
-const (
-	// eventRunCompensating: a saga's run failed (or was cancelled with
-	// compensation) and its compensations run: step, code, reason, group.
-	// A saga's failure sends it instead of run_failed.
-	eventRunCompensating = "run_compensating"
-	// eventRunCompensated: a saga's compensations all ran; the run ended
-	// compensated: code, reason (of the failure that started them).
-	eventRunCompensated = "run_compensated"
-	// eventGroupRolledBack: a step of an optional group failed, the group's
-	// succeeded steps were compensated, and the run went on after it:
-	// group, step, code, reason.
-	eventGroupRolledBack = "group_rolled_back"
-)
-
 // DefaultEvents are the notification types webhooks deliver unless
 // Config.Events says otherwise: the run-level events, and the saga events
 // that report a failure without a run_failed (run_compensating,
 // run_compensated, group_rolled_back). The step-level events (step_failed,
 // retry_scheduled, run_waiting) are delivered when configured.
 var DefaultEvents = []string{webhook.EventRunFailed, webhook.EventRunSucceeded, webhook.EventRunCancelled,
-	webhook.EventRunRecovered, webhook.EventRunNeedsAttention, eventRunCompensating, eventRunCompensated,
-	eventGroupRolledBack}
+	webhook.EventRunRecovered, webhook.EventRunNeedsAttention, webhook.EventRunCompensating,
+	webhook.EventRunCompensated, webhook.EventGroupRolledBack}
 
 // Clock tells the time: of the signature, of the notifier's claim and prune
 // schedule, of a Retry-After date. workflow.Clock values are Clocks.

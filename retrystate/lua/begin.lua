@@ -131,8 +131,8 @@ if st_status == "running" and not again then
   if crashes > max_crashes then
     local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
       st_name, crashes, num(st_attempt), max_crashes)
-    local after = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
-    return {"failed", "crash_budget_exhausted", reason, after}
+    local after, f_code, f_reason = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
+    return {"failed", f_code, f_reason, after}
   end
 end
 
@@ -156,8 +156,8 @@ else
   if deadline > 0 and NOW >= deadline then
     local reason = string.format("run passed its deadline (%s) before step %q attempt %d", timeout_limit(idx), st_name,
       num(st_attempt))
-    local after = fail_run(idx, "run_timeout", reason, "run timed out", retention)
-    return {"failed", "run_timeout", reason, after}
+    local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", retention)
+    return {"failed", f_code, f_reason, after}
   end
   -- The most specific iteration ceiling wins: the step's, else the run's.
   local max_iter = st_max_iterations ~= "0" and num(st_max_iterations) or 0
@@ -170,8 +170,8 @@ else
   if max_iter > 0 and iterations >= max_iter then
     local reason = string.format("run reached max_iterations %d before step %q attempt %d", max_iter, st_name,
       num(st_attempt))
-    local after = fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
-    return {"failed", "max_iterations_exceeded", reason, after}
+    local after, f_code, f_reason = fail_run(idx, "max_iterations_exceeded", reason, "run reached its iteration ceiling", retention)
+    return {"failed", f_code, f_reason, after}
   end
 
   if st_breaker and st_breaker ~= "" then
@@ -185,8 +185,8 @@ else
       if deadline > 0 and until_ms >= deadline then
         local reason = string.format("circuit breaker %q is open until after the run's deadline (%s); step %q attempt %d",
           bname, timeout_limit(idx), st_name, num(st_attempt))
-        local after = fail_run(idx, "run_timeout", reason, "run timed out", retention)
-        return {"failed", "run_timeout", reason, after}
+        local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", retention)
+        return {"failed", f_code, f_reason, after}
       end
       local gen = step_incr(idx, "gen", "1")
       local id = task_id(idx, num(st_attempt), gen)

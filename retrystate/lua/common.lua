@@ -783,7 +783,9 @@ local COMP_BASE = 1000
 -- run failed), "compensating" (its last compensation's task is written),
 -- "compensated" (nothing to compensate), "continued" (an optional group
 -- with nothing to undo was rolled back; the next step's task is written) or
--- "succeeded" (that group ended the run). (The sagas' own calls pass w, the
+-- "succeeded" (that group ended the run); then the run's failure code and
+-- reason, which are code and reason but for a compensation's failure (the
+-- run fails with compensation_failed). (The sagas' own calls pass w, the
 -- failed step's fields already made, and plain: no saga.)
 --
 -- The sagas' helpers live inside it, made only on a saga's path: begin.lua
@@ -945,13 +947,13 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
       local rep = saga_start(ending, lo, idx, hi, group, code, reason, retention_ms, w)
       if rep[1] == "next" then
         if num(rep[2]) >= COMP_BASE then
-          return "compensating"
+          return "compensating", code, reason
         end
-        return "continued"
+        return "continued", code, reason
       elseif rep[1] == "failed" then
-        return ""
+        return "", code, reason
       end
-      return rep[1]
+      return rep[1], code, reason
     end
   end
   local r = redis.call("HMGET", RUN, "status", "workflow")
@@ -982,7 +984,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
   if not block then
     expire_run(retention_ms)
   end
-  return ""
+  return "", code, reason
 end
 
 -- ---- end of sagas ----

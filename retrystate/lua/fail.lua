@@ -72,21 +72,21 @@ journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", cla
 
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d: %s", st_name, used, msg)
-  local after = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
-  return {"failed", "permanent_error", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
+  return {"failed", f_code, f_reason, after}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", st_name, used, max_attempts,
     msg)
-  local after = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
-  return {"failed", "retries_exhausted", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
+  return {"failed", f_code, f_reason, after}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
     st_name, used, timeout_limit(idx), msg)
-  local after = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
-  return {"failed", "run_timeout", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
+  return {"failed", f_code, f_reason, after}
 end
 
 local next_attempt = step_incr(idx, "attempt", "1")

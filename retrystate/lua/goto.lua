@@ -67,8 +67,8 @@ if not target then
   local reason = string.format("step %q: goto %q: no such step at or before it", st_name, target_name)
   journal("attempt_failed", "step", st_name, "attempt", st_attempt, "class", "permanent", "code", "invalid_goto",
     "error", reason, "duration_ms", int(NOW - num(st_attempt_started_at)))
-  local after = fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", ARGV[9], DONE)
-  return {"failed", "invalid_goto", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", ARGV[9], DONE)
+  return {"failed", f_code, f_reason, after}
 end
 
 journal("step_goto", "step", st_name, "attempt", st_attempt, "from", st_name, "to", target_name,

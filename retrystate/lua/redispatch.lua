@@ -45,8 +45,8 @@ journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_
 if crashes > num(st_max_crashes) then
   local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
     st_name, crashes, attempt, num(st_max_crashes))
-  local after = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
-  return {"failed", "crash_budget_exhausted", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
+  return {"failed", f_code, f_reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, attempt, gen)

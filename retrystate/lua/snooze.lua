@@ -64,8 +64,8 @@ end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q snoozed for %dms, past the run's deadline (%s)", st_name, delay,
     timeout_limit(idx))
-  local after = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
-  return {"failed", "run_timeout", reason, after}
+  local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
+  return {"failed", f_code, f_reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, st_attempt, gen)

@@ -91,8 +91,8 @@ if action == "wake" then
   step_set(idx, "last_error", msg, "last_error_class", "permanent", "last_error_code", "signal_timeout",
     "last_error_at", NOWS)
   local why = string.format("step %q: %s (its await timeout)", st_name, msg)
-  local after = fail_run(idx, "signal_timeout", why, "step timed out waiting for a signal", retention)
-  return {"failed", "signal_timeout", why, after}
+  local after, f_code, f_reason = fail_run(idx, "signal_timeout", why, "step timed out waiting for a signal", retention)
+  return {"failed", f_code, f_reason, after}
 end
 
 -- start
@@ -117,8 +117,8 @@ end
 if ARGV[9] ~= "" then
   local why = string.format("step %q: cannot tell when to sleep until: %s", st_name, ARGV[9])
   step_set(idx, "last_error", ARGV[9], "last_error_class", "permanent", "last_error_code", "", "last_error_at", NOWS)
-  local after = fail_run(idx, "permanent_error", why, "step failed with a permanent error", retention)
-  return {"failed", "permanent_error", why, after}
+  local after, f_code, f_reason = fail_run(idx, "permanent_error", why, "step failed with a permanent error", retention)
+  return {"failed", f_code, f_reason, after}
 end
 
 local due = NOW + num(st_wait_ms)

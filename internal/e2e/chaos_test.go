@@ -78,7 +78,7 @@ func TestChaos(t *testing.T) {
 			var in any = demo.ChaosInput{FailRate: failRate, SleepMS: 20 + rng.IntN(180)}
 			name := demo.ChaosName
 			if submitted%4 == 3 {
-				name, in = demo.SagaName, sagaInput(rng)
+				name, in = demo.SagaName, sagaInput(submitted/4, rng)
 			}
 			r, err := client.Start(ctxb, name, in, &workflow.StartOptions{IdempotencyKey: fmt.Sprint("chaos-", submitted)})
 			if err != nil {
@@ -188,20 +188,31 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// sagaInput is the input of a saga run of the chaos suite: transient
-// failures as the chaos runs' (more at charge, behind the breaker), and
-// for some runs a step that fails permanently, one that exhausts its
-// retries, or a compensation that exhausts its own.
-func sagaInput(rng *rand.Rand) demo.SagaInput {
-	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.35, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180)}
-	if rng.IntN(4) == 0 {
-		in.PermanentStep = demo.SagaSteps[rng.IntN(len(demo.SagaSteps))]
-	}
-	if rng.IntN(5) == 0 {
-		in.ExhaustStep = demo.SagaSteps[rng.IntN(len(demo.SagaSteps))]
-	}
-	if rng.IntN(4) == 0 {
-		in.CompExhaustStep = []string{demo.SagaReserve, demo.SagaCharge}[rng.IntN(2)]
+// sagaInput is the input of the n-th saga run of the chaos suite:
+// transient failures as the chaos runs' (more at charge, behind the
+// breaker, so that it opens now and then), and, in turn, a run left to
+// those alone, a step that fails permanently, one that exhausts its
+// retries, and a compensation made to exhaust its own, so that every
+// ending comes up even in the short suite.
+func sagaInput(n int, rng *rand.Rand) demo.SagaInput {
+	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.4, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180)}
+	pick := func(steps ...string) string { return steps[rng.IntN(len(steps))] }
+	switch n % 6 {
+	case 1: // compensated (or nothing to undo)
+		in.PermanentStep = pick(demo.SagaSteps...)
+	case 2: // compensated after exhausted retries
+		in.ExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip)
+	case 3: // compensation_failed at reserve's compensation
+		in.PermanentStep, in.CompExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip), demo.SagaReserve
+	case 4: // compensation_failed at charge's, behind the breaker
+		in.ExhaustStep, in.CompExhaustStep = demo.SagaShip, demo.SagaCharge
+	case 5: // anything
+		if rng.IntN(2) == 0 {
+			in.PermanentStep = pick(demo.SagaSteps...)
+		} else {
+			in.ExhaustStep = pick(demo.SagaSteps...)
+		}
+		in.CompExhaustStep = pick("", demo.SagaReserve, demo.SagaCharge)
 	}
 	return in
 }

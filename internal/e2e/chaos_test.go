@@ -190,23 +190,27 @@ func TestChaos(t *testing.T) {
 
 // sagaInput is the input of the n-th saga run of the chaos suite:
 // transient failures as the chaos runs' (more at charge, behind the
-// breaker, so that it opens now and then), and, in turn, a run left to
+// breaker, so that it opens now and then), and, in turn, runs left to
 // those alone, a step that fails permanently, one that exhausts its
 // retries, and a compensation made to exhaust its own, so that every
-// ending comes up even in the short suite.
+// ending comes up even in the short suite. Charge and its compensation are
+// quick: a worker killed during the breaker's probe holds the breaker
+// half-open for the probe's lease (demo.SagaChargeTimeout plus a minute),
+// which would stall every saga run.
 func sagaInput(n int, rng *rand.Rand) demo.SagaInput {
-	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.4, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180)}
+	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.3, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180),
+		ChargeSleepMS: rng.IntN(10)}
 	pick := func(steps ...string) string { return steps[rng.IntN(len(steps))] }
-	switch n % 6 {
-	case 1: // compensated (or nothing to undo)
+	switch n % 8 {
+	case 1, 5: // compensated (or, failing at reserve, nothing to undo)
 		in.PermanentStep = pick(demo.SagaSteps...)
 	case 2: // compensated after exhausted retries
 		in.ExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip)
-	case 3: // compensation_failed at reserve's compensation
+	case 4: // compensation_failed at reserve's compensation
 		in.PermanentStep, in.CompExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip), demo.SagaReserve
-	case 4: // compensation_failed at charge's, behind the breaker
+	case 6: // compensation_failed at charge's, behind the breaker
 		in.ExhaustStep, in.CompExhaustStep = demo.SagaShip, demo.SagaCharge
-	case 5: // anything
+	case 7: // anything
 		if rng.IntN(2) == 0 {
 			in.PermanentStep = pick(demo.SagaSteps...)
 		} else {
@@ -279,7 +283,8 @@ type chaosResult struct {
 	// the circuit breaker.
 	sagaRuns, sagaSucceeded, sagaCompensated, sagaCompFailed int
 	compensations, compAttempts, duplicateComps              int
-	breakerOpened, probes, deferrals                         int
+	breakerOpened, probes, crashedProbes, deferrals          int
+	longest, longestSaga                                     time.Duration
 	violationList
 }
 
@@ -298,6 +303,7 @@ func (c *chaosResult) table() string {
 	row("compensation attempts", c.compAttempts)
 	row("breaker openings", c.breakerOpened)
 	row("breaker probes", c.probes)
+	row("  probes whose worker died", c.crashedProbes)
 	row("attempts deferred (breaker)", c.deferrals)
 	row("steps succeeded", c.steps)
 	row("attempts", c.attempts)
@@ -311,6 +317,8 @@ func (c *chaosResult) table() string {
 	row("duplicate compensations", c.duplicateComps)
 	row("lost runs", c.lost)
 	row("invariant violations", len(c.violations))
+	row("longest run (chaos)", c.longest.Round(100*time.Millisecond))
+	row("longest run (saga)", c.longestSaga.Round(100*time.Millisecond))
 	row("time to finish", c.elapsed.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -330,6 +338,9 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			continue
 		}
 		budget := func(string) int { return chaosBudget }
+		if r.Workflow != demo.SagaName && r.FinishedAt != nil {
+			c.longest = max(c.longest, r.FinishedAt.Sub(r.CreatedAt))
+		}
 		if r.Workflow == demo.SagaName {
 			budget = sagaBudget // checkSagas checks how it ended
 		} else {

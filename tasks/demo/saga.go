@@ -32,13 +32,20 @@ func SagaCompensated(step string) bool { return step == SagaReserve || step == S
 
 // SagaBreaker is the circuit breaker of the saga's charge step (and of its
 // compensation, which inherits the step's policy): it opens after
-// SagaBreakerThreshold consecutive transient failures, for SagaBreakerCooldown
-// (doubling on a failed probe, up to a second).
+// SagaBreakerThreshold consecutive transient failures, for
+// SagaBreakerCooldown, doubling on a failed probe up to
+// SagaBreakerMaxCooldown.
 const (
-	SagaBreaker          = "chaos-payments"
-	SagaBreakerThreshold = 3
-	SagaBreakerCooldown  = 300 * time.Millisecond
+	SagaBreaker            = "chaos-payments"
+	SagaBreakerThreshold   = 3
+	SagaBreakerCooldown    = 100 * time.Millisecond
+	SagaBreakerMaxCooldown = 500 * time.Millisecond
 )
+
+// SagaChargeTimeout is the charge step's timeout (and its compensation's).
+// It bounds the lease of the breaker's probe: a half-open breaker whose
+// probe's worker died lets another attempt probe after this plus a minute.
+const SagaChargeTimeout = 10 * time.Second
 
 // SagaCompAttempts is the max attempts of the saga's compensations (their
 // own policy; the steps have the worker's).
@@ -70,8 +77,10 @@ type SagaInput struct {
 	// start, waits until the key SagaReleaseKey of the run exists (for a
 	// test that kills the worker running it).
 	BlockComp string `json:"block_comp,omitempty"`
-	// SleepMS is how long each body (steps and compensations) runs.
-	SleepMS int `json:"sleep_ms"`
+	// SleepMS is how long each body (steps and compensations) runs, but
+	// charge's and its compensation's, which run ChargeSleepMS.
+	SleepMS       int `json:"sleep_ms"`
+	ChargeSleepMS int `json:"charge_sleep_ms,omitempty"`
 }
 
 // SagaReleaseKey is the Redis key that releases the blocked compensation
@@ -120,8 +129,7 @@ const CodeBadCompensation = "bad_compensation_context"
 // body returns success or "fail" when it returns an error, then "end". So a
 // checker can tell from outside the engine which executions ran, which
 // succeeded, and when. Charge and its compensation are behind the circuit
-// breaker SagaBreaker, and charge has a short timeout (its probe's lease,
-// should its worker die, is that plus a minute).
+// breaker SagaBreaker, and charge has a short timeout (SagaChargeTimeout).
 func Saga(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
 	audit := auditor(rdb, queue)
 	body := func(ctx context.Context, sc *workflow.StepContext) (out any, err error) {
@@ -138,7 +146,11 @@ func Saga(rdb redis.UniversalClient, queue string, policy workflow.Policy) workf
 			}
 			audit(ctx, "end", sc)
 		}()
-		if err := pause(ctx, in.SleepMS); err != nil {
+		sleep := in.SleepMS
+		if sc.Step == SagaCharge || sc.Step == workflow.CompensationPrefix+SagaCharge {
+			sleep = in.ChargeSleepMS
+		}
+		if err := pause(ctx, sleep); err != nil {
 			return nil, err
 		}
 		if c := sc.Compensation; c != nil {
@@ -160,9 +172,9 @@ func Saga(rdb redis.UniversalClient, queue string, policy workflow.Policy) workf
 			{Name: SagaReserve, Run: body, Compensate: body, CompensatePolicy: compPolicy},
 			{Name: SagaQuote, Run: body},
 			{Name: SagaCharge, Run: body, Compensate: body, CompensatePolicy: compPolicy,
-				Policy: workflow.Policy{StepTimeout: 10 * time.Second, CircuitBreaker: &workflow.CircuitBreaker{
+				Policy: workflow.Policy{StepTimeout: SagaChargeTimeout, CircuitBreaker: &workflow.CircuitBreaker{
 					Name: SagaBreaker, FailureThreshold: SagaBreakerThreshold, Window: 10 * time.Second,
-					Cooldown: SagaBreakerCooldown, MaxCooldown: time.Second,
+					Cooldown: SagaBreakerCooldown, MaxCooldown: SagaBreakerMaxCooldown,
 				}}},
 			{Name: SagaShip, Run: body},
 		},

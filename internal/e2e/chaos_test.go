@@ -182,9 +182,9 @@ func TestChaos(t *testing.T) {
 	if kills == 0 || redisRestarts != 1 {
 		t.Errorf("the suite did not inject its faults: %d kills, %d Redis restarts", kills, redisRestarts)
 	}
-	if c.sagaCompensated == 0 || c.sagaCompFailed == 0 || c.compensations == 0 {
-		t.Errorf("the saga runs did not exercise their compensations: %d compensated, %d compensation_failed, %d compensations",
-			c.sagaCompensated, c.sagaCompFailed, c.compensations)
+	if c.sagaCompensated == 0 || c.sagaCompFailed == 0 || c.compensations == 0 || c.breakerOpened == 0 {
+		t.Errorf("the saga runs did not exercise their compensations and breaker: %d compensated, %d compensation_failed, %d compensations, %d breaker openings",
+			c.sagaCompensated, c.sagaCompFailed, c.compensations, c.breakerOpened)
 	}
 }
 

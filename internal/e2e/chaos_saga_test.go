@@ -362,7 +362,9 @@ func (c *chaosResult) checkSagas(s sagaRuns) {
 		switch a.Phase {
 		case "start":
 			if !isComp(a.Step) {
-				if at, ok := compensatingAt[a.RunID]; ok && a.At.After(at) {
+				// A journal entry's At is in whole milliseconds, cut down:
+				// the run started compensating within the millisecond after.
+				if at, ok := compensatingAt[a.RunID]; ok && !a.At.Before(at.Add(time.Millisecond)) {
 					c.violatef("saga run %s: a body of step %s started at %s, after the run started compensating at %s",
 						a.RunID, a.Step, a.At.Format(tsFormat), at.Format(tsFormat))
 				}
@@ -399,7 +401,7 @@ func (c *chaosResult) checkSagas(s sagaRuns) {
 			extra = list[:len(list)-1]
 		}
 		for _, a := range extra {
-			if kt, killed := s.killedAt[a.PID]; !killed || kt.Before(a.At) || (ok && kt.After(recorded)) {
+			if kt, killed := s.killedAt[a.PID]; !killed || kt.Before(a.At) || (ok && kt.After(recorded.Add(time.Millisecond))) {
 				c.violatef("saga run %s: a body of %s (attempt %d, pid %d) succeeded at %s, and its success is not the one recorded (%v at %s); its worker was not killed in between",
 					k.run, k.step, a.Attempt, a.PID, a.At.Format(tsFormat), ok, recorded.Format(tsFormat))
 				if isComp(k.step) {

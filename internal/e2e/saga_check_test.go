@@ -243,6 +243,16 @@ func TestCheckSagasCatches(t *testing.T) {
 				return b, 1, nil
 			},
 			counters: func(c *chaosResult) bool { return c.probes == 1 && c.deferrals == 1 && c.breakerOpened == 1 }},
+		{name: "same-millisecond", in: compensated,
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				// The failing body's start, by its clock, falls in the
+				// millisecond of the run_compensating entry (whose At is
+				// cut down to the millisecond).
+				at := s.evs[indexOf(s, workflow.EventRunCompensating, demo.SagaShip)].At
+				i := slices.IndexFunc(s.audit, func(a demo.AuditEntry) bool { return a.Step == demo.SagaShip && a.Phase == "start" })
+				s.audit[i].At = at.Add(999 * time.Microsecond)
+				return nil, 0, nil
+			}},
 		{name: "wrong-end", in: demo.SagaInput{PermanentStep: demo.SagaShip, CompExhaustStep: demo.SagaReserve},
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				s.run.Status, s.run.FailureCode = workflow.StatusCompensated, workflow.CodePermanentError
@@ -294,7 +304,7 @@ func TestCheckSagasCatches(t *testing.T) {
 		{name: "step-after-compensating", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				i := indexOf(s, workflow.EventRunCompensating, demo.SagaShip)
-				at := s.evs[i].At.Add(time.Microsecond)
+				at := s.evs[i].At.Add(time.Millisecond)
 				insert(s, i+1, workflow.Event{ID: "1-0", Type: workflow.EventAttemptStarted, At: at, Step: demo.SagaShip, Attempt: 2})
 				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaShip, Attempt: 2, At: at, PID: 1})
 				return nil, 0, nil

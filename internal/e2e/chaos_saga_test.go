@@ -348,10 +348,6 @@ func (c *chaosResult) checkSagas(s sagaRuns) {
 	}
 
 	// The bodies' own audit.
-	type pk struct {
-		k   key
-		pid int
-	}
 	oks := map[key][]demo.AuditEntry{}
 	for _, a := range s.audit {
 		r := s.runs[a.RunID]

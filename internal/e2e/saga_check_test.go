@@ -54,7 +54,7 @@ func (s *sagaSynth) attempts(step string, comp bool) (bool, string) {
 		name, budget = workflow.CompensationPrefix+step, demo.SagaCompAttempts
 	}
 	for a := 1; ; a++ {
-		fails, permanent := false, false
+		var fails, permanent bool
 		if comp {
 			fails = demo.SagaCompFails(s.id, step, a, s.in)
 		} else {
@@ -81,7 +81,7 @@ func (s *sagaSynth) attempts(step string, comp bool) (bool, string) {
 	}
 }
 
-// shift moves every journal entry and audit record from from on by d.
+// shift moves by d every journal entry and audit record at or after from.
 func (s *sagaSynth) shift(from time.Time, d time.Duration) {
 	for i := range s.evs {
 		if ev := &s.evs[i]; !ev.At.Before(from) {
@@ -102,8 +102,12 @@ func (s *sagaSynth) shift(from time.Time, d time.Duration) {
 
 // synthSaga makes a saga run that goes as its input says (its failure
 // rates must be 0).
-func synthSaga(t0 time.Time, id string, in demo.SagaInput) *sagaSynth {
-	raw, _ := json.Marshal(in)
+func synthSaga(t *testing.T, t0 time.Time, id string, in demo.SagaInput) *sagaSynth {
+	t.Helper()
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &sagaSynth{id: id, in: in, now: t0}
 	r := &workflow.Run{ID: id, Workflow: demo.SagaName, Input: raw, CreatedAt: t0, OnFailure: workflow.FailureCompensate}
 	for _, step := range demo.SagaSteps {
@@ -353,11 +357,11 @@ func TestCheckSagasCatches(t *testing.T) {
 				return append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At}), 1, nil
 			}, want: []string{"charge attempt 1 deferred at 00:00:00.011 until 00:00:01.311; the breaker was open until 00:00:00.311"}},
 		{name: "deferral-count", in: compensated,
-			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+			mutate: func(*sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				return nil, 5, nil
 			}, want: []string{"breaker chaos-payments counts 5 deferrals; the journals have 0"}},
 	} {
-		s := synthSaga(t0, "saga-"+tc.name, tc.in)
+		s := synthSaga(t, t0, "saga-"+tc.name, tc.in)
 		var (
 			breaker  []breakerEvent
 			deferred int64

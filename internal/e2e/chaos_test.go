@@ -445,11 +445,15 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		case "start":
 			c.executions++
 			started[p] = append(started[p], a.At)
-			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && a.At.After(*r.FinishedAt) {
+			// Journal times (a step's success, a run's end) are whole
+			// milliseconds, cut down: the moment itself may be up to 1ms
+			// later, so a body that started within that millisecond (a
+			// quick body, by its worker's nanosecond clock) started before.
+			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && !a.At.Before(r.FinishedAt.Add(time.Millisecond)) {
 				c.violatef("run %s step %s: a body started at %s, after the run ended at %s", a.RunID, a.Step, a.At, *r.FinishedAt)
 				c.duplicates++
 			}
-			if s, ok := succeededAt[k]; ok && a.At.After(s) {
+			if s, ok := succeededAt[k]; ok && !a.At.Before(s.Add(time.Millisecond)) {
 				c.violatef("run %s step %s: a body started at %s, after the step succeeded at %s", a.RunID, a.Step, a.At, s)
 				c.duplicates++
 			}

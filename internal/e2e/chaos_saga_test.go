@@ -491,6 +491,8 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 		case workflow.EventAttemptCrashed:
 			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {
 				c.crashedProbes++ // its lease holds the breaker half-open
+				c.notes = append(c.notes, fmt.Sprintf("the probe %s attempt %d of run %s (started %s) crashed; its journal: %s",
+					a.step, a.attempt, a.run, p.a.at.Format(tsFormat), journalOf(s.journals[a.run], a.step)))
 			}
 		case workflow.EventAttemptFailed:
 			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {

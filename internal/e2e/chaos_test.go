@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
@@ -23,10 +25,14 @@ const chaosBudget = 4
 
 // TestChaos runs the chaos suite: three worker processes execute many runs
 // of the five-step chaos workflow with about 20% injected transient
-// failures, while a random worker is killed with SIGKILL every few seconds
-// and restarted, and redis-server is killed and restarted once. At the end it
-// checks, from Redis, the journals and the step bodies' own audit trail,
-// that nothing was lost and no invariant broke, and prints a table.
+// failures, and, for a quarter of the runs, of the saga workflow (demo.Saga:
+// compensations, a circuit breaker, permanent failures, exhausted retries
+// and compensations made to fail), while a random worker is killed with
+// SIGKILL every few seconds and restarted, and redis-server is killed and
+// restarted once. At the end it checks, from Redis, the journals, the
+// notification stream and the step bodies' own audit trail, that nothing
+// was lost and no invariant broke (checkChaos, checkSagas), and prints a
+// table.
 //
 // make test runs a short version; make chaos runs CAIRN_CHAOS_RUNS=2000.
 func TestChaos(t *testing.T) {
@@ -69,8 +75,12 @@ func TestChaos(t *testing.T) {
 	submitted := 0
 	submit := func() {
 		for submitted < runs && time.Since(start) >= spread*time.Duration(submitted)/time.Duration(runs) {
-			in := demo.ChaosInput{FailRate: failRate, SleepMS: 20 + rng.IntN(180)}
-			r, err := client.Start(ctxb, demo.ChaosName, in, &workflow.StartOptions{IdempotencyKey: fmt.Sprint("chaos-", submitted)})
+			var in any = demo.ChaosInput{FailRate: failRate, SleepMS: 20 + rng.IntN(180)}
+			name := demo.ChaosName
+			if submitted%4 == 3 {
+				name, in = demo.SagaName, sagaInput(submitted/4, rng)
+			}
+			r, err := client.Start(ctxb, name, in, &workflow.StartOptions{IdempotencyKey: fmt.Sprint("chaos-", submitted)})
 			if err != nil {
 				return // Redis is restarting: try again on the next tick
 			}
@@ -88,9 +98,13 @@ func TestChaos(t *testing.T) {
 	for {
 		submit()
 		counts, err := client.Counts(ctxb)
-		if err == nil && submitted == runs &&
-			counts[string(workflow.StatusSucceeded)]+counts[string(workflow.StatusFailed)]+
-				counts[string(workflow.StatusCancelled)] == int64(runs) {
+		ended := int64(0)
+		for _, st := range workflow.RunStatuses {
+			if st.Terminal() {
+				ended += counts[string(st)]
+			}
+		}
+		if err == nil && submitted == runs && ended == int64(runs) {
 			break
 		}
 		if redisRestarts == 0 && submitted >= runs*4/10 {
@@ -155,9 +169,13 @@ func TestChaos(t *testing.T) {
 
 	c := checkChaos(all, journals, audit, killedAt, failRate)
 	c.kills, c.redisRestarts, c.elapsed = kills, redisRestarts, elapsed
+	c.checkSagas(readSagas(t, rdb, queue, all, journals, audit, killedAt))
 	table := c.table()
 	t.Log("\n" + table)
 	fmt.Println(table)
+	for _, n := range c.notes {
+		t.Log(n)
+	}
 	for _, v := range c.violations {
 		t.Error(v)
 	}
@@ -167,12 +185,115 @@ func TestChaos(t *testing.T) {
 	if kills == 0 || redisRestarts != 1 {
 		t.Errorf("the suite did not inject its faults: %d kills, %d Redis restarts", kills, redisRestarts)
 	}
+	if c.sagaCompensated == 0 || c.sagaCompFailed == 0 || c.compensations == 0 || c.breakerOpened == 0 {
+		t.Errorf("the saga runs did not exercise their compensations and breaker: %d compensated, %d compensation_failed, %d compensations, %d breaker openings",
+			c.sagaCompensated, c.sagaCompFailed, c.compensations, c.breakerOpened)
+	}
+}
+
+// sagaInput is the input of the n-th saga run of the chaos suite:
+// transient failures as the chaos runs' (more at charge, behind the
+// breaker, so that it opens now and then), and, in turn, runs left to
+// those alone, a step that fails permanently, one that exhausts its
+// retries, and a compensation made to exhaust its own, so that every
+// ending comes up even in the short suite. The breaker opens a few times
+// (some 5 to 15 in the short suite, mostly after charge's compensation is
+// made to fail), and charge and its compensation are quick: a worker
+// killed during the breaker's probe holds the breaker half-open for the
+// probe's lease (demo.SagaChargeTimeout plus a minute), which stalls every
+// saga run at charge, so the fewer probes, the rarer that is.
+func sagaInput(n int, rng *rand.Rand) demo.SagaInput {
+	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.25, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180),
+		ChargeSleepMS: rng.IntN(5)}
+	pick := func(steps ...string) string { return steps[rng.IntN(len(steps))] }
+	switch n % 8 {
+	case 1, 5: // compensated (or, failing at reserve, nothing to undo)
+		in.PermanentStep = pick(demo.SagaSteps...)
+	case 2: // compensated after exhausted retries
+		in.ExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip)
+	case 4: // compensation_failed at reserve's compensation
+		in.PermanentStep, in.CompExhaustStep = pick(demo.SagaQuote, demo.SagaCharge, demo.SagaShip), demo.SagaReserve
+	case 6: // compensation_failed at charge's, behind the breaker (or reserve's)
+		in.ExhaustStep, in.CompExhaustStep = demo.SagaShip, demo.SagaCharge
+		if n/8%2 == 1 {
+			in.CompExhaustStep = demo.SagaReserve
+		}
+	case 7: // anything
+		if rng.IntN(2) == 0 {
+			in.PermanentStep = pick(demo.SagaSteps...)
+		} else {
+			in.ExhaustStep = pick(demo.SagaSteps...)
+		}
+		in.CompExhaustStep = pick("", demo.SagaReserve, demo.SagaCharge)
+	}
+	return in
+}
+
+// readSagas reads from Redis what checkSagas needs beyond the runs,
+// journals and audit: the saga breaker's history (its breaker_opened and
+// breaker_closed notifications) and totals.
+func readSagas(t *testing.T, rdb *redis.Client, queue string, all map[string]*workflow.Run,
+	journals map[string][]workflow.Event, audit []demo.AuditEntry, killedAt map[int]time.Time) sagaRuns {
+	t.Helper()
+	s := sagaRuns{runs: map[string]*workflow.Run{}, journals: map[string][]workflow.Event{}, audit: audit, killedAt: killedAt}
+	for id, r := range all {
+		if r.Workflow == demo.SagaName {
+			s.runs[id], s.journals[id] = r, journals[id]
+		}
+	}
+	prefix := "cairn:{" + queue + "}:"
+	xs, err := rdb.XRange(ctxb, prefix+"notifications", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream keeps its last 100000 entries (NOTIFY_MAXLEN): it is
+	// whole when shorter.
+	s.complete = len(xs) < 90000
+	for _, x := range xs {
+		typ, _ := x.Values["type"].(string)
+		if (typ != "breaker_opened" && typ != "breaker_closed") || x.Values["breaker"] != demo.SagaBreaker {
+			continue
+		}
+		id, ok := parseStreamID(x.ID)
+		at, err1 := strconv.ParseInt(fmt.Sprint(x.Values["at"]), 10, 64)
+		if !ok || err1 != nil {
+			t.Fatalf("notification %+v", x)
+		}
+		b := breakerEvent{id: id, opened: typ == "breaker_opened", at: time.UnixMilli(at)}
+		if b.opened {
+			until, err := strconv.ParseInt(fmt.Sprint(x.Values["open_until"]), 10, 64)
+			if err != nil {
+				t.Fatalf("notification %+v", x)
+			}
+			b.openUntil = time.UnixMilli(until)
+		}
+		s.breaker = append(s.breaker, b)
+	}
+	h, err := rdb.HMGet(ctxb, prefix+"breaker:"+demo.SagaBreaker, "opened", "deferred").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []*int64{&s.opened, &s.deferred} {
+		if v, ok := h[i].(string); ok {
+			if *p, err = strconv.ParseInt(v, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return s
 }
 
 type chaosResult struct {
 	runs, succeeded, failed, steps, attempts, resumes, crashes, repairs int
 	kills, redisRestarts, duplicates, lost, executions                  int
 	elapsed                                                             time.Duration
+	// The saga runs (checkSagas): how they ended, their compensations and
+	// the circuit breaker.
+	sagaRuns, sagaSucceeded, sagaCompensated, sagaCompFailed int
+	compensations, compAttempts, duplicateComps              int
+	breakerOpened, probes, crashedProbes, deferrals          int
+	longest, longestSaga                                     time.Duration
+	notes                                                    []string // logged, not violations
 	violationList
 }
 
@@ -183,6 +304,16 @@ func (c *chaosResult) table() string {
 	row("runs", c.runs)
 	row("  succeeded", c.succeeded)
 	row("  failed (injected > budget)", c.failed)
+	row("  saga runs", c.sagaRuns)
+	row("    succeeded", c.sagaSucceeded)
+	row("    compensated", c.sagaCompensated)
+	row("    compensation_failed", c.sagaCompFailed)
+	row("compensations succeeded", c.compensations)
+	row("compensation attempts", c.compAttempts)
+	row("breaker openings", c.breakerOpened)
+	row("breaker probes", c.probes)
+	row("  probes whose worker died", c.crashedProbes)
+	row("attempts deferred (breaker)", c.deferrals)
 	row("steps succeeded", c.steps)
 	row("attempts", c.attempts)
 	row("resumes after a crash", c.resumes)
@@ -192,8 +323,11 @@ func (c *chaosResult) table() string {
 	row("Redis restarts", c.redisRestarts)
 	row("reconciler repairs", c.repairs)
 	row("duplicate executions", c.duplicates)
+	row("duplicate compensations", c.duplicateComps)
 	row("lost runs", c.lost)
 	row("invariant violations", len(c.violations))
+	row("longest run (chaos)", c.longest.Round(100*time.Millisecond))
+	row("longest run (saga)", c.longestSaga.Round(100*time.Millisecond))
 	row("time to finish", c.elapsed.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -212,26 +346,23 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			c.violatef("run %s is %s, not terminal", id, r.Status)
 			continue
 		}
-		wantFail := ""
-		for _, step := range demo.ChaosSteps {
-			all := true
-			for a := 1; a <= chaosBudget; a++ {
-				all = all && demo.Injected(id, step, a, failRate)
-			}
-			if all {
-				wantFail = step
-				break
-			}
+		budget := func(string) int { return chaosBudget }
+		if r.Workflow != demo.SagaName && r.FinishedAt != nil {
+			c.longest = max(c.longest, r.FinishedAt.Sub(r.CreatedAt))
 		}
-		switch {
-		case r.Status == workflow.StatusSucceeded && wantFail == "":
-			c.succeeded++
-		case r.Status == workflow.StatusFailed && wantFail != "" && r.FailureCode == workflow.CodeRetriesExhausted &&
-			r.Step(wantFail).Status == workflow.StepFailed:
-			c.failed++
-		default:
-			c.violatef("run %s ended %s (%s: %s); its injected failures say it should fail at %q", id, r.Status,
-				r.FailureCode, r.FailureReason, wantFail)
+		if r.Workflow == demo.SagaName {
+			budget = sagaBudget // checkSagas checks how it ended
+		} else {
+			switch wantFail := chaosExpect(id, failRate); {
+			case r.Status == workflow.StatusSucceeded && wantFail == "":
+				c.succeeded++
+			case r.Status == workflow.StatusFailed && wantFail != "" && r.FailureCode == workflow.CodeRetriesExhausted &&
+				r.Step(wantFail).Status == workflow.StepFailed:
+				c.failed++
+			default:
+				c.violatef("run %s ended %s (%s: %s); its injected failures say it should fail at %q", id, r.Status,
+					r.FailureCode, r.FailureReason, wantFail)
+			}
 		}
 
 		evs := journals[id]
@@ -295,8 +426,8 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 			}
 		}
 		for step, a := range maxAttempt {
-			if a > chaosBudget {
-				c.violatef("run %s step %s reached attempt %d, over its budget of %d", id, step, a, chaosBudget)
+			if a > budget(step) {
+				c.violatef("run %s step %s reached attempt %d, over its budget of %d", id, step, a, budget(step))
 			}
 		}
 	}
@@ -323,11 +454,15 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		case "start":
 			c.executions++
 			started[p] = append(started[p], a.At)
-			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && a.At.After(*r.FinishedAt) {
+			// Journal times (a step's success, a run's end) are whole
+			// milliseconds, cut down: the moment itself may be up to 1ms
+			// later, so a body that started within that millisecond (a
+			// quick body, by its worker's nanosecond clock) started before.
+			if r := runs[a.RunID]; r != nil && r.FinishedAt != nil && !a.At.Before(r.FinishedAt.Add(time.Millisecond)) {
 				c.violatef("run %s step %s: a body started at %s, after the run ended at %s", a.RunID, a.Step, a.At, *r.FinishedAt)
 				c.duplicates++
 			}
-			if s, ok := succeededAt[k]; ok && a.At.After(s) {
+			if s, ok := succeededAt[k]; ok && !a.At.Before(s.Add(time.Millisecond)) {
 				c.violatef("run %s step %s: a body started at %s, after the step succeeded at %s", a.RunID, a.Step, a.At, s)
 				c.duplicates++
 			}
@@ -360,6 +495,21 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		}
 	}
 	return c
+}
+
+// chaosExpect is the step at which a chaos run must fail, as its injected
+// failures say ("" when it succeeds): the first whose every attempt fails.
+func chaosExpect(id string, failRate float64) string {
+	for _, step := range demo.ChaosSteps {
+		all := true
+		for a := 1; a <= chaosBudget; a++ {
+			all = all && demo.Injected(id, step, a, failRate)
+		}
+		if all {
+			return step
+		}
+	}
+	return ""
 }
 
 // journalOf summarises a step's journal entries, for a violation message.

@@ -126,6 +126,11 @@ if st_status == "running" and not again then
   -- its own budget and never consumes a retry.
   crashed, resume = 1, 1
   crashes = step_incr(idx, "crashes", "1")
+  if st_breaker and st_breaker ~= "" then
+    -- A probe that died frees the breaker's probe slot (this attempt may
+    -- take it below).
+    breaker("crashed", st_breaker, RUN_ID .. ":" .. ARGV[7] .. ":" .. st_fence)
+  end
   local max_crashes = num(redis.call("HGET", RUN, p .. "max_crashes"))
   journal("attempt_crashed", "step", st_name, "attempt", st_attempt, "task", ARGV[4], "crashes", int(crashes))
   if crashes > max_crashes then

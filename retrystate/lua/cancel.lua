@@ -44,6 +44,7 @@ if compensate and (run_status == "failed" or not is_terminal(run_status)) then
     end
   end
   if any then
+    free_probe(cur)
     local st = step_get(cur, "status", "task", "name", "attempt")
     local code, reason = "cancelled", "cancelled by " .. ARGV[4]
     local w = {}
@@ -75,6 +76,7 @@ if is_terminal(run_status) and not (run_status == "failed" and run_hold_k == "1"
 end
 local st = step_get(cur, "status", "task", "name", "attempt")
 local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
+free_probe(cur)
 set_status(run_status, "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
 if run_status == "failed" then
   -- The run failed before: its step keeps its failed status and record.

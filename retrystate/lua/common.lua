@@ -592,7 +592,10 @@ end
 --     opens the breaker at the threshold; a failed probe opens it again with
 --     the cooldown doubled;
 --   breaker("permanent", spec, who) (fail, permanent): a probe that failed
---     permanently says nothing of the dependency: the next attempt probes.
+--     permanently says nothing of the dependency: the next attempt probes;
+--   breaker("crashed", spec, who) (begin, redispatch): the same for a probe
+--     whose worker died: its resumed attempt, under a new fence token, may
+--     probe at once rather than wait out the probe's lease.
 -- who identifies the attempt: "<run>:<step index>:<fence token>".
 local function breaker(op, spec, who, arg)
   local PREFIX, NOW, NOWS = ARGV[2], tonumber(ARGV[3]), ARGV[3]
@@ -667,12 +670,23 @@ local function breaker(op, spec, who, arg)
         open(base, string.format("%d consecutive transient failures", failures))
       end
     end
-  elseif op == "permanent" then
+  elseif op == "permanent" or op == "crashed" then
     if state == "half_open" and probe == who then
       redis.call("HSET", bk, "probe", "", "probe_until", "0")
     end
   end
   return nil
+end
+
+-- free_probe gives up the breaker probe slot that the running attempt of
+-- step idx may hold, when that attempt stops without an answer from the
+-- dependency: handed back (release.lua), or its run cancelled or timed out.
+-- (begin.lua and redispatch.lua do the same for a crashed one.)
+local function free_probe(idx)
+  local s = step_get(idx, "status", "breaker", "fence")
+  if s[1] == "running" and s[2] and s[2] ~= "" then
+    breaker("crashed", s[2], RUN_ID .. ":" .. int(idx) .. ":" .. (s[3] or ""))
+  end
 end
 
 -- ---- signals and durable timers (wait.lua, signal.lua) ----

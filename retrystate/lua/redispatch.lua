@@ -20,7 +20,7 @@ if not run_status or is_terminal(run_status) then
 end
 local idx = num(run_current)
 local st = step_get(idx, "status", "fence_expires_at", "crashes", "max_crashes", "name", "attempt",
-  "timeout_ms", "task")
+  "timeout_ms", "task", "fence", "breaker")
 -- (st_crashes is unused: step_incr below counts this crash and returns the total.)
 local st_status, st_fence_expires_at, st_crashes, st_max_crashes = st[1], st[2], st[3], st[4]
 local st_name, st_attempt, st_timeout_ms, st_task = st[5], st[6], st[7], st[8]
@@ -40,6 +40,11 @@ end
 
 local attempt = num(st_attempt)
 local crashes = step_incr(idx, "crashes", "1")
+if st[10] and st[10] ~= "" then
+  -- The dead attempt may have been its breaker's probe: free the slot for
+  -- the resumed attempt (common.lua's breaker).
+  breaker("crashed", st[10], RUN_ID .. ":" .. int(idx) .. ":" .. (st[9] or ""))
+end
 journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_task, "crashes", int(crashes),
   "detected_by", "reconciler")
 if crashes > num(st_max_crashes) then

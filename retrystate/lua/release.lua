@@ -29,6 +29,7 @@ local st_status, st_fence, st_name, st_attempt, st_timeout_ms = st[1], st[2], st
 if st_status ~= "running" or st_fence ~= ARGV[4] then
   return {"fenced", "fence lost"}
 end
+free_probe(idx) -- the resumed attempt may probe the step's breaker at once
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, st_attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "interrupted")

@@ -27,5 +27,6 @@ local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local reason = string.format("run passed its deadline (%s) during step %q (attempt %d)", timeout_limit(cur), st_name,
   num(st_attempt))
 journal("repair", "kind", "deadline", "step", st_name, "attempt", st_attempt)
+free_probe(cur)
 local after = fail_run(cur, "run_timeout", reason, "run timed out", ARGV[4])
 return {"failed", st_task or "", st_status or "", reason, after}

@@ -527,30 +527,27 @@ func TestDuplicateDeliveries(t *testing.T) {
 func TestEarlyDelivery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	// The engines' clock runs with real time, shifted by the test: the
+	// retry is due an hour after the failure, so a delivery is early
+	// however slow the machine, until the test moves the clock to just
+	// before the due time.
+	clock := &shiftClock{}
 	var starts []time.Time
 	var mu sync.Mutex
 	var calls atomic.Int32
 	def := workflow.Definition{Name: "early",
-		Policy: workflow.Policy{InitialInterval: 1200 * time.Millisecond, MaxInterval: 2 * time.Second, Jitter: workflow.JitterNone},
+		Policy: workflow.Policy{InitialInterval: time.Hour, MaxInterval: 2 * time.Hour, Jitter: workflow.JitterNone},
 		Steps: []workflow.Step{{Name: "s", Run: func(context.Context, *workflow.StepContext) (any, error) {
 			mu.Lock()
-			starts = append(starts, time.Now())
+			starts = append(starts, clock.Now())
 			mu.Unlock()
 			if calls.Add(1) == 1 {
 				return nil, errors.New("transient")
 			}
 			return nil, nil
 		}}}}
-	eng, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, MaxEarlyWait: 1500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Register(def); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Publish(ctxb); err != nil {
-		t.Fatal(err)
-	}
+	eng := publishedEngine(t, e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, Clock: clock,
+		MaxEarlyWait: 1500 * time.Millisecond}, def)
 	run := mustStart(t, e.client, "early", nil)
 	a1 := tasks.Step{RunID: run.ID, Workflow: "early", Index: 0, Name: "s", Attempt: 1}
 	if err := eng.ProcessTask(ctxb, asynq.NewTask(tasks.TypeStep, a1.Encode())); err != nil {
@@ -560,22 +557,31 @@ func TestEarlyDelivery(t *testing.T) {
 	due := *r.Step("s").NextAttemptAt
 	a2 := asynq.NewTask(tasks.TypeStep, tasks.Step{RunID: run.ID, Workflow: "early", Index: 0, Name: "s", Attempt: 2}.Encode())
 
-	// Far too early (engine's MaxEarlyWait shorter than the wait): handed back.
-	strict, _ := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, MaxEarlyWait: time.Millisecond})
+	// Far too early (an hour; more than either engine's MaxEarlyWait):
+	// handed back, for the time left before due.
+	strict, err := workflow.NewEngine(e.rdb, workflow.EngineConfig{Queue: e.queue, Logger: e.log, Clock: clock,
+		MaxEarlyWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := strict.Register(def); err != nil {
 		t.Fatal(err)
 	}
-	err = strict.ProcessTask(ctxb, a2)
-	if err == nil || workflow.IsFailure(err) {
-		t.Fatalf("early delivery: %v, want a redelivery", err)
-	}
-	if d := workflow.RetryDelay(0, err, a2); d <= 0 || d > 1200*time.Millisecond {
-		t.Errorf("early delivery asks to come back in %s; want the time left before due", d)
+	for _, eg := range []*workflow.Engine{strict, eng} {
+		err := eg.ProcessTask(ctxb, a2)
+		if err == nil || workflow.IsFailure(err) {
+			t.Fatalf("early delivery: %v, want a redelivery", err)
+		}
+		if d := workflow.RetryDelay(0, err, a2); d <= 59*time.Minute || d > time.Hour {
+			t.Errorf("early delivery asks to come back in %s; want the time left before due (about 1h)", d)
+		}
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("early delivery ran the step")
 	}
-	// Slightly early: the engine waits for the due time, then runs.
+	// Slightly early (within MaxEarlyWait): the engine waits for the due
+	// time, then runs.
+	clock.Set(due.Add(-300 * time.Millisecond))
 	if err := eng.ProcessTask(ctxb, a2); err != nil {
 		t.Fatal(err)
 	}
@@ -587,6 +593,27 @@ func TestEarlyDelivery(t *testing.T) {
 	if r, _ := e.client.Get(ctxb, run.ID); r.Status != workflow.StatusSucceeded {
 		t.Errorf("status %s", r.Status)
 	}
+}
+
+// shiftClock is real time moved by a shift the test sets: it runs at real
+// speed (an engine that waits for a due time sees it come), from where the
+// test puts it.
+type shiftClock struct {
+	mu    sync.Mutex
+	shift time.Duration
+}
+
+func (c *shiftClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.shift)
+}
+
+// Set makes the clock read t now.
+func (c *shiftClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shift = time.Until(t)
 }
 
 // TestIdempotentStart: the same idempotency key returns the same run, also

@@ -317,7 +317,6 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	if run.Status == workflow.StatusFailed && atCompensation {
 		d.CompensationStopped = strings.TrimPrefix(run.CurrentStep, workflow.CompensationPrefix)
 	}
-	from, to := compensationRange(run)
 	for i, st := range run.Steps {
 		sv := stepView{StepState: st, Index: i, Current: st.Name == run.CurrentStep && !run.Terminal()}
 		if st.EffectivePolicy != nil {
@@ -327,7 +326,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		sv.CanSkip = sv.CanRetry && st.Optional
 		if c := st.Compensation; c != nil {
 			sv.Compensable = true
-			if compensationShown(st, i, from, to) {
+			if run.CompensationInPlay(i) {
 				sv.Comp = &compView{StepState: *c, Current: c.Name == run.CurrentStep && !run.Terminal(),
 					CanRetry: run.Status == workflow.StatusFailed && c.Name == run.CurrentStep && c.Status == workflow.StepFailed}
 			}
@@ -360,30 +359,6 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	v.Live = "/runs/" + url.PathEscape(run.ID) + "?" + fragmentParam + "=1"
 	v.Data = d
 	u.render(w, r, http.StatusOK, v)
-}
-
-// compensationRange returns the indexes of the first and last steps the
-// run's compensations undo (Compensating.FromStep and ToStep), or -1, -1.
-func compensationRange(run *workflow.Run) (from, to int) {
-	c := run.Compensating
-	if c == nil {
-		return -1, -1
-	}
-	index := func(name string) int {
-		return slices.IndexFunc(run.Steps, func(st workflow.StepState) bool { return st.Name == name })
-	}
-	return index(c.FromStep), index(c.ToStep)
-}
-
-// compensationShown tells whether the run page shows the compensation of
-// step st (index i): once it has started (or failed), and while the run's
-// compensations are to undo the step.
-func compensationShown(st workflow.StepState, i, from, to int) bool {
-	c := st.Compensation
-	if c.Status != workflow.StepPending || c.Attempts > 0 || c.LastError != "" || c.RetryState == workflow.RetryScheduled {
-		return true
-	}
-	return from >= 0 && i >= from && i <= to && st.Status == workflow.StepSucceeded
 }
 
 // attentionData is the data of the needs-attention page.

@@ -689,22 +689,13 @@ func decodeComplete(res []string) (Result, error) {
 func decodeCompDone(res []string) (Result, error) {
 	r := newReply("compdone", res)
 	switch r.word() {
-	case "next":
-		r.want(nextLen)
-		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
-	case "succeeded":
-		r.want(1)
-		return r.result(Result{Outcome: OutcomeRunSucceeded})
 	case "compensated":
 		r.want(2)
 		return r.result(Result{Outcome: OutcomeCompensated, Code: r.str(failedCode)})
 	case "failed":
 		return decodeFailed(r)
-	case "fenced":
-		return decodeFenced(r)
-	case "done":
-		r.want(2)
-		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+	case "next", "succeeded", "fenced", "done":
+		return decodeComplete(res) // (a malformed one is named complete's)
 	}
 	r.unknown()
 	return r.result(Result{})

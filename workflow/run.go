@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -180,6 +181,30 @@ type StepState struct {
 	// (Step.Compensate), named "compensate:<step>": pending until it runs,
 	// then as a step's. Nil for a step without one.
 	Compensation *StepState `json:"compensation,omitempty"`
+}
+
+// CompensationInPlay reports whether the compensation of step i has a part
+// in the run: it has started (or failed, or waits for a retry), or the
+// run's current compensations are still to undo the step. A view of the run
+// shows such compensations, and leaves the others (pending, with nothing to
+// undo) out.
+func (r *Run) CompensationInPlay(i int) bool {
+	if i < 0 || i >= len(r.Steps) || r.Steps[i].Compensation == nil {
+		return false
+	}
+	st := r.Steps[i]
+	c := st.Compensation
+	if c.Status != StepPending || c.Attempts > 0 || c.LastError != "" || c.RetryState == RetryScheduled {
+		return true
+	}
+	if r.Compensating == nil || st.Status != StepSucceeded {
+		return false
+	}
+	index := func(name string) int {
+		return slices.IndexFunc(r.Steps, func(s StepState) bool { return s.Name == name })
+	}
+	from, to := index(r.Compensating.FromStep), index(r.Compensating.ToStep)
+	return from >= 0 && i >= from && i <= to
 }
 
 // Terminal reports whether the run has ended.

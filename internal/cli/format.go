@@ -92,7 +92,6 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	} else {
 		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
 	}
-	from, to := compensationRange(run)
 	for i, st := range run.Steps {
 		name := st.Name
 		if st.Optional {
@@ -106,7 +105,7 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 			}
 		}
 		writeStepRow(tw, name, group, grouped, st, now)
-		if c := st.Compensation; c != nil && showCompensation(run, i, from, to) {
+		if c := st.Compensation; c != nil && run.CompensationInPlay(i) {
 			writeStepRow(tw, "  "+c.Name, "", grouped, *c, now)
 		}
 	}
@@ -134,31 +133,6 @@ func writeStepRow(tw io.Writer, name, group string, grouped bool, st workflow.St
 	}
 	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", name, cell(string(st.Status), 0), st.Attempts,
 		cell(retry, 0), next, cell(dash(st.LastError), maxErrorWidth))
-}
-
-// compensationRange returns the indexes of the first and last steps the
-// run's compensations undo (Compensating.FromStep and ToStep), or -1, -1.
-func compensationRange(run *workflow.Run) (from, to int) {
-	c := run.Compensating
-	if c == nil {
-		return -1, -1
-	}
-	index := func(name string) int {
-		return slices.IndexFunc(run.Steps, func(st workflow.StepState) bool { return st.Name == name })
-	}
-	return index(c.FromStep), index(c.ToStep)
-}
-
-// showCompensation tells whether the steps table shows the compensation of
-// step i: once it has started (or failed), and while the run's
-// compensations are to undo the step.
-func showCompensation(run *workflow.Run, i, from, to int) bool {
-	st := run.Steps[i]
-	c := st.Compensation
-	if c.Status != workflow.StepPending || c.Attempts > 0 || c.LastError != "" || c.RetryState == workflow.RetryScheduled {
-		return true
-	}
-	return from >= 0 && i >= from && i <= to && st.Status == workflow.StepSucceeded
 }
 
 // compensationsText says what a run's compensations undo and what follows

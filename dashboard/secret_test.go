@@ -12,7 +12,7 @@ import (
 )
 
 // replica returns another server of e's deployment (the same client,
-// Redis, tokens and web UI) with the CSRF key key (nil: a random one), as
+// Redis, tokens and web UI) with the given CSRF key (nil: a random one), as
 // a second process behind the same address would be.
 func (e *env) replica(key []byte) *env {
 	e.t.Helper()

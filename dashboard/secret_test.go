@@ -62,7 +62,7 @@ func TestSharedSecretSharesCSRFTokens(t *testing.T) {
 	}
 	start := func(r *env) response {
 		return r.do(req{method: "POST", path: "/api/v1/workflows", cookie: aliceToken,
-			body: `{"workflow":"demo","input":{}}`,
+			body:   `{"workflow":"demo","input":{}}`,
 			header: map[string]string{dashboard.CSRFHeader: csrf, "Content-Type": "application/json"}})
 	}
 	for name, r := range map[string]*env{"a1": a1, "a2, the same secret": a2} {

@@ -559,7 +559,9 @@ func call(t *testing.T, method, u string, header map[string]string, body string)
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-func bearer(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+func bearer(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
+}
 
 // TestComposeServicesStart runs what `docker compose up --scale worker=2`
 // runs, as processes: a redis-server with the redis service's arguments,

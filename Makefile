@@ -23,6 +23,16 @@ test: ## Run every test with the race detector (needs redis-server on PATH), the
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=5s ./workflow/yamldef/
 	$(GO) test -run='^$$' -fuzz=FuzzRender -fuzztime=5s ./workflow/httpstep/
 
+.PHONY: compose-check
+compose-check: ## Check docker-compose.yml with docker-compose (apt-get install docker-compose; no daemon needed)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && touch "$$tmp/env" && \
+	echo "docker-compose -f docker-compose.yml config -q   (CAIRN_DASHBOARD_SECRET set to a placeholder)" && \
+	CAIRN_DASHBOARD_SECRET=placeholder-of-compose-check docker-compose --env-file "$$tmp/env" -f docker-compose.yml config -q && \
+	echo "docker-compose -f docker-compose.yml config -q   (CAIRN_DASHBOARD_SECRET unset: must be refused)" && \
+	if env -u CAIRN_DASHBOARD_SECRET docker-compose --env-file "$$tmp/env" -f docker-compose.yml config -q 2>"$$tmp/err"; then \
+		echo "docker-compose.yml: accepted without CAIRN_DASHBOARD_SECRET; it must require it"; exit 1; fi && \
+	{ grep -q CAIRN_DASHBOARD_SECRET "$$tmp/err" || { cat "$$tmp/err"; exit 1; }; }
+
 .PHONY: chaos
 chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (CHAOS_RUNS=n)
 	CAIRN_CHAOS_RUNS=$(or $(CHAOS_RUNS),2000) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./internal/e2e/

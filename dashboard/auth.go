@@ -244,8 +244,8 @@ func safeMethod(m string) bool {
 // CSRFToken returns the CSRF token that goes with a cookie token: an HMAC
 // of it under Config.CSRFKey, by default a random secret of this process
 // (tokens then change when it restarts; replicas behind one address need a
-// shared key). The web UI puts it in its pages and sends it back in the
-// X-CSRF-Token header.
+// shared key: see CSRFKeyFromSecret). The web UI puts it in its pages and
+// sends it back in the X-CSRF-Token header.
 func (s *Server) CSRFToken(token string) string {
 	m := hmac.New(sha256.New, s.csrfKey)
 	m.Write([]byte("cairn-csrf\x00"))

@@ -76,7 +76,9 @@ type Config struct {
 	// wins; a capped stream says so (see ReplayCapped). Default 24h.
 	EventReplayAge time.Duration
 	// CSRFKey is the secret of the CSRF tokens (see Server.CSRFToken).
-	// Default: 32 random bytes, new in each process.
+	// Replicas behind one address need the same key:
+	// CSRFKeyFromSecret derives one from a shared secret. Default: 32
+	// random bytes, new in each process.
 	CSRFKey []byte
 	// ShutdownTimeout bounds how long ListenAndServe waits for requests in
 	// flight once its context is done. Default 10s.

@@ -24,15 +24,19 @@ type options struct {
 	// dashboardOnly serves the HTTP API and dashboard alone: no asynq
 	// server, engine or reconciler (a separate deployment).
 	dashboardOnly bool
+	// healthcheck probes the HTTP server of a running worker or dashboard
+	// and exits (healthcheck.go).
+	healthcheck bool
 }
 
-const usage = "usage: worker [--dashboard-only]"
+const usage = "usage: worker [--dashboard-only | --healthcheck]"
 
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&o.dashboardOnly, "dashboard-only", false, "")
+	fs.BoolVar(&o.healthcheck, "healthcheck", false, "")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -82,6 +86,7 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Opt
 		Metrics:         metricsHandler,
 		Logger:          log,
 		UI:              dashboard.WebUI,
+		CSRFKey:         dashboardCSRFKey(cfg),
 	})
 	if _, ok := errors.AsType[*dashboard.ConfigError](err); ok {
 		return nil, &startError{err}
@@ -141,6 +146,7 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	warnUnsharedCSRF(cfg, true, log)
 	log.Info("serving the dashboard only", "redis", redactedAddr(opts), "queue", cfg.Queue, "addr", cfg.HTTPAddr)
 	return s.ListenAndServe(ctx)
 }

@@ -3,7 +3,9 @@
 // environment (see the README). With CAIRN_REDIS_URL unset it starts the
 // embedded, non-durable development store. It also serves the HTTP API and
 // dashboard (package dashboard) on CAIRN_HTTP_ADDR; with --dashboard-only
-// it serves only those.
+// it serves only those. With --healthcheck it asks the server of a running
+// worker or dashboard on this host whether it is ready, and exits 0 or 1
+// (a container's health check).
 package main
 
 import (
@@ -21,6 +23,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cairn worker: %v\n%s\n", err, usage)
 		os.Exit(2)
+	}
+	if opts.healthcheck {
+		os.Exit(runHealthcheck(context.Background(), os.Environ(), os.Stdout))
 	}
 	cfg, err := config.Load(os.Environ())
 	if err != nil {

@@ -59,6 +59,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		if httpSrv, err = newDashboard(cfg, rdb, opts, log, mx.Handler(), mx); err != nil {
 			return err
 		}
+		warnUnsharedCSRF(cfg, false, log)
 	}
 
 	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{

@@ -108,6 +108,11 @@ type Config struct {
 	// APITokensFile is the file of API tokens ("<token> <subject> <role>"
 	// per line); empty: authentication is disabled (loopback only).
 	APITokensFile string `env:"CAIRN_API_TOKENS_FILE"`
+	// DashboardSecret is the secret the dashboard's CSRF key is derived
+	// from (dashboard.CSRFKeyFromSecret), the same on every replica so
+	// that each accepts the others' CSRF tokens; at least
+	// MinDashboardSecretLength bytes. Empty: a random key per process.
+	DashboardSecret Secret `env:"CAIRN_DASHBOARD_SECRET"`
 	// MonitoringWrite lets admins change tasks and queues in asynqmon at
 	// /monitoring; default read-only.
 	MonitoringWrite bool `env:"CAIRN_MONITORING_WRITE" envDefault:"false"`
@@ -320,6 +325,7 @@ func (c Config) Validate() error {
 	if c.HTTPStepMaxBody < 1 {
 		bad("CAIRN_HTTP_STEP_MAX_BODY", "%d: want at least 1 (bytes)", c.HTTPStepMaxBody)
 	}
+	c.validateDashboardSecret(bad)
 	c.validateWebhook(bad)
 	c.validateHTTP(bad)
 	return errors.Join(errs...)
@@ -442,5 +448,56 @@ func (c Config) validateHTTP(bad func(v, format string, args ...any)) {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		bad("CAIRN_HTTP_ADDR", "%q: port %q is not a number from 0 to 65535", c.HTTPAddr, port)
+	}
+}
+
+// MinDashboardSecretLength is the length CAIRN_DASHBOARD_SECRET must have
+// at least, in bytes: 32, what `openssl rand -hex 16` prints (`openssl
+// rand -hex 32` is better).
+const MinDashboardSecretLength = 32
+
+// minSecretDistinct is how many different bytes a secret must hold at
+// least: a string of one character repeated, or a short pattern, is long
+// but not secret.
+const minSecretDistinct = 8
+
+// Secret is a configured secret. It prints as "[redacted]" (fmt, slog),
+// so that logging a Config does not reveal it; string(s) is its value.
+type Secret string
+
+// String returns "[redacted]" for a set secret and "" for an unset one.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString is String, for %#v.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue is String, for log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// validateDashboardSecret checks CAIRN_DASHBOARD_SECRET: unset, or long
+// and varied enough to be a random secret. The messages never quote it.
+func (c Config) validateDashboardSecret(bad func(v, format string, args ...any)) {
+	const v = "CAIRN_DASHBOARD_SECRET"
+	const hint = "generate one with: openssl rand -hex 32"
+	s := string(c.DashboardSecret)
+	if s == "" {
+		return
+	}
+	distinct := map[byte]bool{}
+	for i := range len(s) {
+		distinct[s[i]] = true
+	}
+	switch {
+	case len(s) < MinDashboardSecretLength:
+		bad(v, "too short (%d bytes): want at least %d random bytes; %s", len(s), MinDashboardSecretLength, hint)
+	case len(distinct) < minSecretDistinct:
+		bad(v, "too weak (%d distinct characters): want a random secret; %s", len(distinct), hint)
+	case strings.TrimSpace(s) != s:
+		bad(v, "starts or ends with white space: remove it (replicas must agree on every byte)")
 	}
 }

@@ -349,6 +349,7 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_HTTP_ADDR", "8080", "host:port"},
 		{"CAIRN_HTTP_ADDR", "127.0.0.1:http", "port"},
 		{"CAIRN_MONITORING_WRITE", "maybe", "true or false"},
+		{"CAIRN_DASHBOARD_SECRET", "s3cret", "too short"}, // more in secret_test.go
 	}
 
 	// Every variable with a rule is covered. CAIRN_EMBEDDED_ADDR has none;

@@ -456,3 +456,13 @@ func (b *Box) Stats() (Stats, error) {
 	})
 	return st, err
 }
+
+// Len returns the number of queued entries (one read of a counter).
+func (b *Box) Len() (int, error) {
+	var n int
+	err := b.db.View(func(tx *bolt.Tx) error {
+		n = int(getInt(tx.Bucket(bucketMeta), keyCount))
+		return nil
+	})
+	return n, err
+}

@@ -73,7 +73,7 @@ func TestOrderSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Entries != 5 || st.Bytes != 10 {
+	if n, _ := b.Len(); st.Entries != 5 || st.Bytes != 10 || n != 5 {
 		t.Fatalf("stats %+v; want 5 entries of 10 bytes", st)
 	}
 }

@@ -184,7 +184,7 @@ func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		if err == nil && cmd.Name() == "evalsha" && len(args) > 3 && fmt.Sprint(args[2]) == "3" &&
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && fmt.Sprint(args[2]) == "3" &&
 			strings.Contains(fmt.Sprint(args[3]), ":run:") && h.fired.CompareAndSwap(false, true) {
 			return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 		}

@@ -108,8 +108,10 @@ type OutboxStats struct {
 	MaxBytes   int64 `json:"max_bytes"`
 	// DeadLetters is the number of dead letters kept.
 	DeadLetters int `json:"dead_letters"`
-	// Oldest is when the oldest queued entry was queued (zero when none).
-	Oldest time.Time `json:"oldest,omitzero"`
+	// Oldest is when the oldest queued entry was queued, and OldestAge
+	// its age by the client's clock (zero when none).
+	Oldest    time.Time     `json:"oldest,omitzero"`
+	OldestAge time.Duration `json:"oldest_age,omitzero"`
 	// Flushed and DeadLettered count the entries this client applied and
 	// dead-lettered since it was opened.
 	Flushed      uint64 `json:"flushed"`
@@ -735,7 +737,7 @@ func (c *Client) OutboxStats() (OutboxStats, error) {
 		}
 		var e OutboxEntry
 		if json.Unmarshal(first.Value, &e) == nil {
-			st.Oldest = e.QueuedAt
+			st.Oldest, st.OldestAge = e.QueuedAt, c.cfg.Clock.Now().Sub(e.QueuedAt)
 		}
 		return nil
 	})

@@ -138,8 +138,8 @@ const (
 
 // The flusher's backoff while Redis stays unreachable.
 const (
-	outboxRetryMin = 200 * time.Millisecond
-	outboxRetryMax = 10 * time.Second
+	outboxBackoffShortest = 200 * time.Millisecond
+	outboxBackoffLongest  = 10 * time.Second
 )
 
 // clientOutbox is a client's open outbox and its flusher.
@@ -258,7 +258,7 @@ func (o *clientOutbox) append(e *OutboxEntry) error {
 
 // run is the background flusher: it flushes at once, then whenever an entry
 // is queued, and while Redis stays unreachable every so often, backing off
-// from outboxRetryMin to outboxRetryMax (with jitter).
+// from outboxBackoffShortest to outboxBackoffLongest (with jitter).
 func (o *clientOutbox) run(ctx context.Context) {
 	defer close(o.done)
 	delay := time.Duration(0)
@@ -271,8 +271,8 @@ func (o *clientOutbox) run(ctx context.Context) {
 		if err == nil {
 			delay = 0
 		} else {
-			delay = min(max(2*delay, outboxRetryMin), outboxRetryMax)
-			t := time.NewTimer(delay/2 + rand.N(delay/2+1)) //nolint:gosec // jitter
+			delay = min(max(2*delay, outboxBackoffShortest), outboxBackoffLongest)
+			t := time.NewTimer(delay/2 + rand.N(delay/2+1))
 			wait = t.C
 		}
 		select {

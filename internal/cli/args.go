@@ -218,7 +218,8 @@ Exit codes:
   0  success
   1  the run ended failed, cancelled or compensated (start --wait: a
      compensated run's steps were undone after a failure), or an operational
-     error: Redis unreachable, cancel of a finished run, a cancel, recover,
+     error: Redis unreachable (without CAIRN_OUTBOX), an outbox that is full
+     or in use by another process, cancel of a finished run, a cancel, recover,
      retry or skip the run's state refuses; validate found problems (each is a
      FILE:LINE:COL: line on stderr before the summary); interrupted by
      SIGINT or SIGTERM (start --wait leaves the run going)

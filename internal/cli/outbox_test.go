@@ -44,6 +44,9 @@ func TestOutboxCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || !run.Queued || run.Workflow != "demo" {
 		t.Fatalf("start --json while Redis is down: %v (%v)", r, err)
 	}
+	r = runDown("start", "nosuch")
+	mustSucceed(t, r)
+	unknownID := strings.TrimPrefix(strings.TrimSpace(r.stdout), "queued ")
 	r = runDown("start", "demo", "--wait")
 	if r.code != 1 || !strings.HasPrefix(r.stdout, "queued ") || !strings.Contains(r.stderr, "cannot --wait") {
 		t.Fatalf("start --wait while Redis is down: %v", r)
@@ -55,7 +58,7 @@ func TestOutboxCommands(t *testing.T) {
 
 	r = runDown("outbox")
 	mustSucceed(t, r)
-	for _, want := range []string{"4 queued", id, "signal", "approve", "k1", "no dead letters"} {
+	for _, want := range []string{"5 queued", id, "signal", "approve", "k1", "no dead letters"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("outbox: no %q in %v", want, r)
 		}
@@ -63,30 +66,35 @@ func TestOutboxCommands(t *testing.T) {
 	r = runDown("outbox", "--json")
 	mustSucceed(t, r)
 	var contents workflow.OutboxContents
-	if err := json.Unmarshal([]byte(r.stdout), &contents); err != nil || len(contents.Queued) != 4 ||
+	if err := json.Unmarshal([]byte(r.stdout), &contents); err != nil || len(contents.Queued) != 5 ||
 		contents.Queued[0].RunID != id || contents.Queued[1].Kind != workflow.OutboxSignal || contents.Queued[0].Attempts == 0 || contents.Queued[0].LastError == "" {
 		t.Fatalf("outbox --json: %v (%v)", r, err)
 	}
 
 	// Redis reachable: list sends the queue first. demo has no await: the
-	// signal is refused, a dead letter.
+	// signal is refused, a dead letter; so is the start of an unknown
+	// workflow.
 	e.startWorker(fastPolicy())
 	up := e.environ("CAIRN_OUTBOX=" + path)
 	r = e.invoke(invocation{args: []string{"list"}, environ: up})
 	mustSucceed(t, r)
-	if !strings.Contains(r.stderr, "outbox: sent 3 queued entries") || !strings.Contains(r.stderr, "1 queued entry was refused") ||
+	if !strings.Contains(r.stderr, "outbox: sent 3 queued entries") || !strings.Contains(r.stderr, "2 queued entries were refused") ||
 		!strings.Contains(r.stdout, id) {
 		t.Fatalf("list with a queued outbox: %v", r)
 	}
+	r = e.invoke(invocation{args: []string{"status", unknownID}, environ: up})
+	if r.code != 2 || !strings.Contains(r.stderr, "dead letter") || !strings.Contains(r.stderr, "unknown workflow") {
+		t.Fatalf("status of a dead-lettered start: %v", r)
+	}
 	r = e.invoke(invocation{args: []string{"outbox"}, environ: up})
 	mustSucceed(t, r)
-	if !strings.Contains(r.stdout, "nothing queued") || !strings.Contains(r.stdout, "1 dead letter") ||
-		!strings.Contains(r.stdout, "approve") {
+	if !strings.Contains(r.stdout, "nothing queued") || !strings.Contains(r.stdout, "2 dead letters") ||
+		!strings.Contains(r.stdout, "approve") || !strings.Contains(r.stdout, "nosuch") {
 		t.Fatalf("outbox after the flush: %v", r)
 	}
 	r = e.invoke(invocation{args: []string{"outbox", "--drop-dead"}, environ: up})
 	mustSucceed(t, r)
-	if !strings.Contains(r.stderr, "dropped 1 dead letter") || !strings.Contains(r.stdout, "no dead letters") {
+	if !strings.Contains(r.stderr, "dropped 2 dead letters") || !strings.Contains(r.stdout, "no dead letters") {
 		t.Fatalf("outbox --drop-dead: %v", r)
 	}
 	// start goes straight to Redis now.

@@ -431,3 +431,59 @@ func TestNewClientRefusesAnOutbox(t *testing.T) {
 	}()
 	workflow.NewClient(redistest.Shared(t).Client(t), workflow.ClientConfig{Outbox: "x"})
 }
+
+// TestOutboxConcurrentStarts: starts from several goroutines, while Redis
+// is down and then while the queue drains into it, keep each goroutine's
+// order and all arrive once.
+func TestOutboxConcurrentStarts(t *testing.T) {
+	t.Parallel()
+	r := newOBRig(t)
+	off := r.down(workflow.ClientConfig{})
+	const workers, each = 4, 10
+	ids := make([][]string, workers)
+	start := func(c *workflow.Client) {
+		t.Helper()
+		done := make(chan error, workers)
+		for w := range workers {
+			go func() {
+				for range each {
+					run, err := c.Start(ctxb, "ob", nil, &workflow.StartOptions{OrderingKey: fmt.Sprintf("w%d", w)})
+					if err != nil {
+						done <- err
+						return
+					}
+					ids[w] = append(ids[w], run.ID)
+				}
+				done <- nil
+			}()
+		}
+		for range workers {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start(off)
+	closeClient(t, off)
+	on := r.open(r.rdb, workflow.ClientConfig{}) // drains while more starts come
+	start(on)
+	if _, err := on.FlushOutbox(ctxb); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.count(); n != 2*workers*each {
+		t.Fatalf("%d runs; want %d", n, 2*workers*each)
+	}
+	for w := range workers {
+		line, err := on.OrderingKey(ctxb, fmt.Sprintf("w%d", w), "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, run := range append(line.Active, line.Waiting...) {
+			got = append(got, run.ID)
+		}
+		if strings.Join(got, " ") != strings.Join(ids[w], " ") {
+			t.Fatalf("key w%d's line\n%v\nwant\n%v", w, got, ids[w])
+		}
+	}
+}

@@ -20,6 +20,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require go.etcd.io/bbolt v1.5.0
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -33,6 +33,17 @@
 //	asynq_queue_memory_usage_approx_bytes{queue}, asynq_queue_paused_total{queue},
 //	asynq_tasks_processed_total{queue}, asynq_tasks_failed_total{queue}
 //
+// With Config.Outbox (a workflow.Client opened with an outbox), the outbox,
+// read from its local file at scrape time:
+//
+//	cairn_outbox_entries                                starts and signals queued, not yet sent
+//	cairn_outbox_bytes                                  their size
+//	cairn_outbox_capacity_entries                       the most it holds (workflow.ClientConfig.OutboxMaxEntries)
+//	cairn_outbox_oldest_age_seconds                     age of the oldest queued entry (0: empty)
+//	cairn_outbox_dead_letters                           entries Redis refused, kept as dead letters
+//	cairn_outbox_flushed_total                          entries this client applied
+//	cairn_outbox_dead_lettered_total                    entries this client moved to the dead letters
+//
 // The asynq metrics have the names and labels of asynq's own x/metrics
 // collector, so asynqmon's metrics view works on them.
 package metrics

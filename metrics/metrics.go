@@ -29,6 +29,12 @@ type BreakerReader interface {
 	Breakers(ctx context.Context) ([]workflow.BreakerState, error)
 }
 
+// OutboxReader reads the size of a client's outbox; a *workflow.Client
+// opened with an outbox (workflow.ClientConfig.Outbox) is one.
+type OutboxReader interface {
+	OutboxStats() (workflow.OutboxStats, error)
+}
+
 // Config configures the collectors that read Redis at scrape time. A zero
 // field takes the default given in its comment.
 type Config struct {
@@ -51,6 +57,10 @@ type Config struct {
 	Breakers BreakerReader
 	// Timeout bounds the Redis reads of one scrape. Default 2s.
 	Timeout time.Duration
+	// Outbox, when set, is the client whose outbox the cairn_outbox_*
+	// metrics describe (read from its local file at scrape time, without
+	// Redis).
+	Outbox OutboxReader
 }
 
 // Metrics holds Cairn's collectors. It implements workflow.Observer; its
@@ -142,6 +152,9 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 		m.stepDuration, m.repairs, m.collectErrors}
 	if cfg.Runs != nil || cfg.Inspector != nil {
 		cs = append(cs, &stateCollector{cfg: cfg, errors: m.collectErrors})
+	}
+	if cfg.Outbox != nil {
+		cs = append(cs, &outboxCollector{src: cfg.Outbox, errors: m.collectErrors})
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

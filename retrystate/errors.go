@@ -9,6 +9,11 @@ var (
 	ErrRunNotFound = errors.New("run not found")
 	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
 	ErrUnknownWorkflow = errors.New("unknown workflow")
+	// ErrRunIDCollision is returned by CreateRun when a run with the new
+	// run's ID exists already; nothing was written. Run IDs carry 80 random
+	// bits, so it means the same ID was created before: a create whose
+	// reply was lost, repeated (workflow's outbox relies on it).
+	ErrRunIDCollision = errors.New("run ID collision")
 	// ErrBadCursor is returned by ListRuns for a cursor it did not make.
 	ErrBadCursor = errors.New("malformed cursor")
 	// ErrUnexpectedReply: a script replied with something its decoder

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -181,6 +182,9 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
 	}
 	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem, legacy}, argv)
+	if rerr, ok := errors.AsType[redis.Error](err); ok && strings.Contains(rerr.Error(), "cairn: run ID collision") {
+		return Result{}, fmt.Errorf("create run %s: %w", r.ID, ErrRunIDCollision)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("create run: %w", err)
 	}

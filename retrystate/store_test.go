@@ -299,3 +299,20 @@ func mustJournal(t *testing.T, s *retrystate.Store, id string) []retrystate.Entr
 	}
 	return es
 }
+
+// A create of a run ID that exists writes nothing and says so with
+// ErrRunIDCollision (the outbox's replay of a create whose reply was lost).
+func TestCreateOfAnExistingRunID(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	id := runID(1)
+	create(t, s, id, t0, "a")
+	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "other", Input: "{}", Definition: "{}", Now: t0,
+		Steps: []retrystate.NewStep{{Name: "b", MaxAttempts: 1, MaxCrashes: 1, Timeout: time.Minute, Policy: "{}"}}})
+	if !errors.Is(err, retrystate.ErrRunIDCollision) {
+		t.Fatalf("second create: %v; want ErrRunIDCollision", err)
+	}
+	if wf, err := s.RunWorkflow(ctxb, id); err != nil || wf != "wf" {
+		t.Fatalf("the run is now of %q (%v); want it unchanged", wf, err)
+	}
+}

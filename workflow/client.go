@@ -33,6 +33,46 @@ type ClientConfig struct {
 	// Observer is told of the runs the client's actions end (cancel, skip
 	// of a last step), for metrics. Default NopObserver.
 	Observer Observer
+
+	// Outbox, when set, is the path of a local file (a bbolt database,
+	// created if needed) where Start and Signal are queued while Redis is
+	// unreachable; only OpenClient opens it (NewClient panics when it is
+	// set). Such a Start returns at once the run it will be, with
+	// Run.Queued set and the run ID the run will have; such a Signal
+	// returns SignalOutbox. While entries are queued, later Starts and
+	// Signals queue behind them, so that the order holds. A background
+	// flusher applies the entries in order when Redis answers again (see
+	// FlushOutbox), each exactly once even when the process is killed in
+	// the middle of a flush.
+	//
+	// Only errors that mean Redis was not reached (a failed dial, a
+	// refused or reset connection, a timeout, the client's pool timeout,
+	// LOADING and the like) queue; refusals (ErrInvalidInput,
+	// ErrUnknownWorkflow, ErrRunNotFound, ...) are returned as without an
+	// outbox, and so is everything when ctx is done. What Redis refuses
+	// when an entry is applied (a workflow no worker has published, a
+	// signal the run refuses) moves the entry to the outbox's dead letters,
+	// logged at error level and listed by Outbox.
+	//
+	// A queued Start with an IdempotencyKey that, when it is applied, names
+	// a run already creates nothing: the queued run ID then stands for that
+	// run (Get of it returns that run, whose ID differs; a queued Signal to
+	// it goes to that run).
+	//
+	// One process at a time may open the file: OpenClient waits up to
+	// OutboxLockTimeout for another one, then returns ErrOutboxLocked.
+	Outbox string
+	// OutboxMaxEntries bounds the entries queued; a Start or Signal that
+	// would queue one more returns ErrOutboxFull. Default
+	// DefaultOutboxMaxEntries (10,000).
+	OutboxMaxEntries int
+	// OutboxMaxBytes bounds the size of the entries queued (their input
+	// or payload, and some 300 bytes each): past it, ErrOutboxFull.
+	// Default DefaultOutboxMaxBytes (64 MiB).
+	OutboxMaxBytes int64
+	// OutboxLockTimeout bounds OpenClient's wait for another process that
+	// has the outbox open. Default DefaultOutboxLockTimeout (5s).
+	OutboxLockTimeout time.Duration
 }
 
 // Client starts runs and reads and steers them. It needs no workflow code:
@@ -43,10 +83,19 @@ type Client struct {
 	store *retrystate.Store
 	disp  *dispatcher
 	log   *slog.Logger
+	ob    *clientOutbox // nil without an outbox
 }
 
-// NewClient returns a client of the workflow state in rdb.
+// NewClient returns a client of the workflow state in rdb. It panics when
+// cfg.Outbox is set: OpenClient opens an outbox, and returns its errors.
 func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
+	if cfg.Outbox != "" {
+		panic("workflow: NewClient with ClientConfig.Outbox set; use OpenClient, which opens the outbox")
+	}
+	return newClient(rdb, cfg)
+}
+
+func newClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 	if cfg.Queue == "" {
 		cfg.Queue = DefaultQueue
 	}
@@ -94,6 +143,11 @@ type StartOptions struct {
 // nil input is {}. It returns ErrUnknownWorkflow for a workflow no worker has
 // published, ErrInvalidInput for input that is not JSON or is too large; in
 // either case nothing is written.
+//
+// With an outbox (ClientConfig.Outbox), a Start that cannot reach Redis, or
+// that comes while earlier entries are queued, is queued instead: it returns
+// the run it will be, pending with Queued set and the run ID the run will
+// have, or ErrOutboxFull.
 func (c *Client) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (*Run, error) {
 	if opts == nil {
 		opts = &StartOptions{}
@@ -113,50 +167,16 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	if err != nil {
 		return nil, err
 	}
-	def, err := c.store.Definition(ctx, workflow)
-	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
-		return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
+	req := startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: workflow, input: raw, owner: opts.Owner,
+		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey}
+	if c.ob != nil && c.ob.backlog() {
+		return c.queueStart(req, nil)
 	}
+	created, err := c.create(ctx, req)
 	if err != nil {
-		return nil, err
-	}
-	snap, err := parseSnapshot(def)
-	if err != nil {
-		return nil, err
-	}
-	now := c.cfg.Clock.Now()
-	nr := retrystate.NewRun{
-		ID: NewRunID(now), Workflow: workflow, Owner: opts.Owner, IdempotencyKey: opts.IdempotencyKey,
-		Input: string(raw), Definition: def, RunTimeout: snap.Policy.RunTimeout,
-		MaxIterations: snap.Policy.MaxIterations, Now: now, MaxRunning: snap.MaxRunning,
-	}
-	if opts.OrderingKey != "" {
-		ord := snap.Ordering.effective()
-		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = opts.OrderingKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
-	}
-	for _, s := range snap.Steps {
-		pol, err := json.Marshal(s.Policy)
-		if err != nil {
-			return nil, err
+		if c.shouldQueue(ctx, err) {
+			return c.queueStart(req, err)
 		}
-		ns := retrystate.NewStep{Name: s.Name, Optional: s.Optional,
-			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
-			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
-			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy),
-			Group: s.Group, GroupOptional: s.Group != "" && snap.Groups[s.Group].Optional}
-		if c := s.Compensate; c != nil {
-			cpol, err := json.Marshal(c)
-			if err != nil {
-				return nil, err
-			}
-			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
-				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
-		}
-		nr.Steps = append(nr.Steps, ns)
-	}
-	nr.Compensate = snap.OnFailure == FailureCompensate
-	created, err := c.store.CreateRun(ctx, nr)
-	if err != nil {
 		return nil, err
 	}
 	if created.Outcome == retrystate.OutcomeExists {
@@ -188,6 +208,60 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 	}
 	c.log.Info("run started", AttrRunID, created.RunID, AttrWorkflow, workflow)
 	return c.Get(ctx, created.RunID)
+}
+
+// startReq is a checked Start: the run to create.
+type startReq struct {
+	id, workflow, owner, idemKey, ordKey string
+	input                                json.RawMessage
+}
+
+// create reads the workflow's definition and creates the run (Start, and
+// the outbox's flush of a queued Start).
+func (c *Client) create(ctx context.Context, r startReq) (retrystate.Result, error) {
+	def, err := c.store.Definition(ctx, r.workflow)
+	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
+		return retrystate.Result{}, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, r.workflow)
+	}
+	if err != nil {
+		return retrystate.Result{}, err
+	}
+	snap, err := parseSnapshot(def)
+	if err != nil {
+		return retrystate.Result{}, err
+	}
+	now := c.cfg.Clock.Now()
+	nr := retrystate.NewRun{
+		ID: r.id, Workflow: r.workflow, Owner: r.owner, IdempotencyKey: r.idemKey,
+		Input: string(r.input), Definition: def, RunTimeout: snap.Policy.RunTimeout,
+		MaxIterations: snap.Policy.MaxIterations, Now: now, MaxRunning: snap.MaxRunning,
+	}
+	if r.ordKey != "" {
+		ord := snap.Ordering.effective()
+		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
+	}
+	for _, s := range snap.Steps {
+		pol, err := json.Marshal(s.Policy)
+		if err != nil {
+			return retrystate.Result{}, err
+		}
+		ns := retrystate.NewStep{Name: s.Name, Optional: s.Optional,
+			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
+			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
+			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy),
+			Group: s.Group, GroupOptional: s.Group != "" && snap.Groups[s.Group].Optional}
+		if c := s.Compensate; c != nil {
+			cpol, err := json.Marshal(c)
+			if err != nil {
+				return retrystate.Result{}, err
+			}
+			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
+				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
+		}
+		nr.Steps = append(nr.Steps, ns)
+	}
+	nr.Compensate = snap.OnFailure == FailureCompensate
+	return c.store.CreateRun(ctx, nr)
 }
 
 func (c *Client) ensureFirst(ctx context.Context, id string) error {
@@ -257,13 +331,21 @@ func mapNotFound(id string, err error) error {
 }
 
 // Get returns a run with the progress of each step. It returns
-// ErrInvalidRunID or ErrRunNotFound for a bad or unknown ID.
+// ErrInvalidRunID or ErrRunNotFound for a bad or unknown ID. With an outbox,
+// a run whose Start is still queued is returned as Start returned it
+// (Queued set), also while Redis is unreachable; a queued run ID that stands
+// for the run its idempotency key named returns that run.
 func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	rec, err := c.store.Run(ctx, id)
 	if err != nil {
+		if c.ob != nil && (errors.Is(err, retrystate.ErrRunNotFound) || redisUnreachable(err)) {
+			if run, ok, qerr := c.lookupQueued(ctx, id); ok {
+				return run, qerr
+			}
+		}
 		return nil, mapNotFound(id, err)
 	}
 	return runFromRecord(rec), nil

@@ -20,7 +20,10 @@
 // compensations of its succeeded steps, last first, and ends compensated;
 // step groups (Step.Group) roll back a stretch of steps together. Runs may be
 // ordered by key and limited in number (StartOptions.OrderingKey,
-// Definition.MaxRunning).
+// Definition.MaxRunning). A Client opened with an outbox (OpenClient,
+// ClientConfig.Outbox) keeps starting runs and sending signals while Redis
+// is unreachable: they queue in a local file and are sent in order, each
+// once, when Redis answers.
 //
 // Execution is at least once per attempt: a step may run again after a
 // worker crash, so steps should pass StepContext.IdempotencyKey downstream.

@@ -118,8 +118,13 @@ type Run struct {
 	// failed for good waits for an operator (CodeCompensationFailed); nil
 	// otherwise.
 	Compensating *Compensating `json:"compensating,omitempty"`
-	// Steps is empty for runs returned by List.
+	// Steps is empty for runs returned by List, and for a queued run.
 	Steps []StepState `json:"steps,omitempty"`
+	// Queued: the run's Start waits in the client's outbox
+	// (ClientConfig.Outbox) for Redis to be reachable; the run does not
+	// exist in Redis yet and will have this ID. Only the fields the Start
+	// gave are set, with CreatedAt the time it was queued.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Compensating is the state of a run's compensations (Run.Compensating).

@@ -39,6 +39,10 @@ const (
 	// SignalDuplicate: the run received a signal with this ID before;
 	// nothing was done.
 	SignalDuplicate SignalOutcome = "duplicate"
+	// SignalOutbox: Redis was unreachable (or earlier entries wait in the
+	// outbox): the signal was queued in the client's outbox
+	// (ClientConfig.Outbox), to be sent in order when Redis answers.
+	SignalOutbox SignalOutcome = "outbox"
 )
 
 // SignalResult is what Client.Signal did.
@@ -50,6 +54,9 @@ type SignalResult struct {
 	Pending int `json:"pending,omitempty"`
 	// RunSucceeded: the await was the run's last step (SignalDelivered).
 	RunSucceeded bool `json:"run_succeeded,omitempty"`
+	// ID is the signal's ID (SignalOutbox): the caller's, or the one
+	// generated for a signal queued without one.
+	ID string `json:"id,omitempty"`
 }
 
 // Signal sends the signal name with payload to a run. payload is any value
@@ -64,6 +71,11 @@ type SignalResult struct {
 // ended; ErrActionRefused when no step of the run awaits the signal from
 // its current step on; ErrMailboxFull when the run keeps MaxPendingSignals
 // signals already. In each of these cases nothing is written.
+//
+// With an outbox (ClientConfig.Outbox), a signal without an ID gets one
+// ("ob_" and 24 hex digits) before it is sent, and a signal that cannot
+// reach Redis, or that comes while earlier entries are queued, is queued:
+// SignalOutbox, or ErrOutboxFull.
 func (c *Client) Signal(ctx context.Context, runID, name string, payload any, opts *SignalOptions) (*SignalResult, error) {
 	if opts == nil {
 		opts = &SignalOptions{}
@@ -81,14 +93,32 @@ func (c *Client) Signal(ctx context.Context, runID, name string, payload any, op
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.store.Signal(ctx, retrystate.SignalArgs{RunID: runID, Name: name, Payload: string(raw), ID: opts.ID,
+	id, who := opts.ID, opts.Actor
+	if who == "" {
+		who = "client"
+	}
+	if c.ob != nil && id == "" {
+		// A signal whose reply is lost and that is then queued must not be
+		// applied twice.
+		id = newSignalID()
+	}
+	if c.ob != nil && c.ob.backlog() {
+		return c.queueSignal(runID, name, raw, id, who, nil)
+	}
+	out, err := c.signal(ctx, runID, name, raw, id, who)
+	if out == nil && err != nil && c.shouldQueue(ctx, err) {
+		return c.queueSignal(runID, name, raw, id, who, err)
+	}
+	return out, err
+}
+
+// signal sends a checked signal (Signal, and the outbox's flush of a queued
+// one). A non-nil result means the signal was applied, even with an error.
+func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMessage, id, who string) (*SignalResult, error) {
+	res, err := c.store.Signal(ctx, retrystate.SignalArgs{RunID: runID, Name: name, Payload: string(raw), ID: id,
 		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, mapNotFound(runID, err)
-	}
-	who := opts.Actor
-	if who == "" {
-		who = "client"
 	}
 	log := c.log.With(AttrRunID, runID, "signal", name, AttrActor, who)
 	switch res.Outcome {

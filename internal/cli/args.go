@@ -25,6 +25,9 @@ type command struct {
 	// offline: the action needs no Redis (its session has only the
 	// configuration).
 	offline bool
+	// queues: with CAIRN_OUTBOX, the action queues in the outbox when
+	// Redis cannot be reached (start, signal).
+	queues bool
 }
 
 // commands lists the subcommands in the order the usage shows them.
@@ -45,7 +48,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds (failed, cancelled or compensated)",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
 			},
-			parse: parseStart,
+			parse: parseStart, queues: true,
 		},
 		{
 			name: "status", synopsis: "status <run-id> [flags]",
@@ -109,7 +112,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 				"--id ID	make the signal idempotent: a second signal with this ID is a no-op",
 				"--json	print the outcome as JSON",
 			},
-			parse: parseSignal,
+			parse: parseSignal, queues: true,
 		},
 		{
 			name: "key", synopsis: "key <ordering-key> [flags]",
@@ -127,6 +130,16 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			name: "breaker", synopsis: "breaker reset <name>",
 			summary: "close a circuit breaker at once (its deferred attempts start at their scheduled time)",
 			parse:   parseBreaker,
+		},
+		{
+			name: "outbox", synopsis: "outbox [flags]",
+			summary: "show what the outbox (CAIRN_OUTBOX) holds: the starts and signals queued while Redis was unreachable, in the order they will be sent, and the dead letters Redis refused",
+			flags: []string{
+				"--json\tprint {\"queued\": [...], \"dead\": [...]} as JSON",
+				"--requeue-dead\tqueue the dead letters again, behind the queued entries, and send them if Redis is reachable",
+				"--drop-dead\tdelete the dead letters",
+			},
+			parse: parseOutbox, offline: true,
 		},
 		{
 			name: "validate", synopsis: "validate <file>",
@@ -205,7 +218,8 @@ Exit codes:
   0  success
   1  the run ended failed, cancelled or compensated (start --wait: a
      compensated run's steps were undone after a failure), or an operational
-     error: Redis unreachable, cancel of a finished run, a cancel, recover,
+     error: Redis unreachable (without CAIRN_OUTBOX), an outbox that is full
+     or in use by another process, cancel of a finished run, a cancel, recover,
      retry or skip the run's state refuses; validate found problems (each is a
      FILE:LINE:COL: line on stderr before the summary); interrupted by
      SIGINT or SIGTERM (start --wait leaves the run going)
@@ -231,6 +245,12 @@ Environment:
   CAIRN_LOG_LEVEL      the CLI shows the client's warnings and errors on
                        stderr; error hides the warnings (default info)
   CAIRN_LOG_FORMAT     text or json (default text)
+  CAIRN_OUTBOX         a file (created on first use) where start and signal
+                       queue while Redis is unreachable: they print "queued"
+                       and the run ID and exit 0. Every command that reaches
+                       Redis first sends what it holds, in order (at most
+                       10s; a failure is a warning on stderr); enqueue outbox
+                       shows it. Unset: no outbox.
 The other CAIRN_* variables of the worker are validated too.
 `)
 	return b.String()

@@ -65,6 +65,9 @@ type CLI struct {
 	PollInterval time.Duration
 	// Now tells the time for countdowns. Default workflow.SystemClock.Now.
 	Now func() time.Time
+	// OutboxLockTimeout bounds the wait for another process that has the
+	// outbox (CAIRN_OUTBOX) open. Default 15s.
+	OutboxLockTimeout time.Duration
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -113,6 +116,13 @@ func (c *CLI) pollInterval() time.Duration {
 	return DefaultPollInterval
 }
 
+func (c *CLI) outboxLockTimeout() time.Duration {
+	if c.OutboxLockTimeout > 0 {
+		return c.OutboxLockTimeout
+	}
+	return outboxLockTimeout
+}
+
 func (c *CLI) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
@@ -157,11 +167,25 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if cmd.offline {
 		return c.fail(act(ctx, &session{cli: c, cfg: cfg}))
 	}
+	if cfg.Outbox != "" && cmd.queues {
+		// No ping: a start or signal that cannot reach Redis queues.
+		s, err := c.connectOutbox(ctx, cfg)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer s.close()
+		return c.fail(act(ctx, s))
+	}
 	s, err := c.connect(ctx, cfg)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer s.close()
+	if cfg.Outbox != "" {
+		if err := s.openOutbox(ctx, false); err != nil {
+			return c.fail(err)
+		}
+	}
 	return c.fail(act(ctx, s))
 }
 
@@ -279,11 +303,12 @@ type session struct {
 	client *workflow.Client
 }
 
-// connect builds the Redis client and checks that Redis answers.
-func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) {
+// newRedis builds the Redis client of the configuration, with the CLI's
+// short timeouts.
+func (c *CLI) newRedis(cfg config.Config) (*redis.Client, *redis.Options, error) {
 	opts, err := cfg.RedisOptions()
 	if err != nil {
-		return nil, usageErrorf("bad configuration: %v", err)
+		return nil, nil, usageErrorf("bad configuration: %v", err)
 	}
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = dialTimeout
@@ -298,8 +323,15 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 		opts.DialerRetries = dialAttempts
 	}
 	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
+	return redis.NewClient(opts), opts, nil
+}
 
+// connect builds the Redis client and checks that Redis answers.
+func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) {
+	rdb, opts, err := c.newRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -316,23 +348,53 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 		}
 		return nil, failuref("cannot reach Redis at %s: %v (%s)", opts.Addr, err, hint)
 	}
-
-	level, _ := cfg.SlogLevel()
-	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
-	var h slog.Handler = slog.NewTextHandler(c.Stderr, hopts)
-	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(c.Stderr, hopts)
-	}
-	client := workflow.NewClient(rdb, workflow.ClientConfig{
-		Queue:         cfg.Queue,
-		Retention:     cfg.Retention,
-		MaxInputBytes: maxInputBytes,
-		Logger:        slog.New(h),
-	})
-	return &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb, client: client}, nil
+	s := &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb}
+	s.client = workflow.NewClient(rdb, s.clientConfig(""))
+	return s, nil
 }
 
-func (s *session) close() { _ = s.rdb.Close() }
+// connectOutbox builds the Redis client, without checking that Redis
+// answers, and a client with the outbox, which it flushes.
+func (c *CLI) connectOutbox(ctx context.Context, cfg config.Config) (*session, error) {
+	rdb, opts, err := c.newRedis(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb}
+	if err := s.openOutbox(ctx, true); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// clientConfig is the workflow client's configuration, with the outbox
+// file outbox ("" for none).
+func (s *session) clientConfig(outbox string) workflow.ClientConfig {
+	level, _ := s.cfg.SlogLevel()
+	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
+	var h slog.Handler = slog.NewTextHandler(s.cli.Stderr, hopts)
+	if s.cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(s.cli.Stderr, hopts)
+	}
+	return workflow.ClientConfig{
+		Queue:             s.cfg.Queue,
+		Retention:         s.cfg.Retention,
+		MaxInputBytes:     maxInputBytes,
+		Logger:            slog.New(h),
+		Outbox:            outbox,
+		OutboxLockTimeout: s.cli.outboxLockTimeout(),
+	}
+}
+
+func (s *session) close() {
+	if s.client != nil {
+		_ = s.client.Close() // the outbox, if any
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+}
 
 // stdout and stderr are the invocation's streams.
 func (s *session) stdout() io.Writer { return s.cli.Stdout }

@@ -72,6 +72,13 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 		if err != nil {
 			return err
 		}
+		if run.Queued {
+			return queuedStart(s, run, *asJSON, *wait)
+		}
+		if *wait {
+			// Waiting may take long: let other commands use the outbox.
+			s.closeOutbox()
+		}
 		if !*wait {
 			if *asJSON {
 				return writeJSON(s.stdout(), run)
@@ -96,6 +103,26 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 		}
 		return runResult(run)
 	}, nil
+}
+
+// queuedStart reports a start queued in the outbox: "queued <run-id>" (or
+// the run as JSON, with "queued": true). --wait cannot wait for a run that
+// is not in Redis yet: an error after the ID.
+func queuedStart(s *session, run *workflow.Run, asJSON, wait bool) error {
+	var err error
+	if asJSON {
+		err = writeJSON(s.stdout(), run)
+	} else {
+		_, err = fmt.Fprintln(s.stdout(), "queued", run.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if wait {
+		return failuref("run %s is queued in the outbox (CAIRN_OUTBOX) until Redis is reachable: cannot --wait for it; "+
+			"the next enqueue command that reaches Redis sends it (see: enqueue outbox)", run.ID)
+	}
+	return nil
 }
 
 // flagSet reports whether the flag name was given.

@@ -39,6 +39,9 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	field("id", run.ID)
 	field("workflow", run.Workflow)
 	field("status", string(run.Status))
+	if run.Queued {
+		field("queued", "in the outbox (CAIRN_OUTBOX): not in Redis yet, sent when Redis is reachable")
+	}
 	field("warning", dash(run.Warning))
 	attention := "no"
 	if run.NeedsAttention {

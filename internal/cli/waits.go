@@ -65,6 +65,8 @@ func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
 			}
 		case workflow.SignalQueued:
 			line = fmt.Sprintf("kept %s for %s: its await has not been reached (%d pending)", name, runID, res.Pending)
+		case workflow.SignalOutbox:
+			line = fmt.Sprintf("queued signal %s for %s in the outbox (id %s): sent when Redis is reachable", name, runID, res.ID)
 		default:
 			line = fmt.Sprintf("signal %s with id %q was received before: nothing done", name, *id)
 		}

@@ -116,6 +116,11 @@ type Config struct {
 	// MonitoringWrite lets admins change tasks and queues in asynqmon at
 	// /monitoring; default read-only.
 	MonitoringWrite bool `env:"CAIRN_MONITORING_WRITE" envDefault:"false"`
+
+	// Outbox is the CLI's outbox file (workflow.ClientConfig.Outbox): start
+	// and signal queue there while Redis is unreachable, and every command
+	// that reaches Redis first sends what it holds. Empty: no outbox.
+	Outbox string `env:"CAIRN_OUTBOX"`
 }
 
 // Error is a configuration error naming its variable.
@@ -328,6 +333,7 @@ func (c Config) Validate() error {
 	c.validateDashboardSecret(bad)
 	c.validateWebhook(bad)
 	c.validateHTTP(bad)
+	c.validateOutbox(bad)
 	return errors.Join(errs...)
 }
 

@@ -307,6 +307,8 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_RETRY_MAX_INTERVAL", "500ms", "CAIRN_RETRY_INITIAL_INTERVAL"},
 		{"CAIRN_RETRY_JITTER", "sometimes", "none, full or equal"},
 		{"CAIRN_RETRY_BACKOFF", "quadratic", "exponential, linear or fixed"},
+		{"CAIRN_OUTBOX", "/", "is a directory"},
+		{"CAIRN_OUTBOX", "/no-such-dir-of-cairn/outbox.db", "does not exist"},
 		{"CAIRN_HTTP_STEP_MAX_BODY", "0", "at least 1"},
 		{"CAIRN_HTTP_STEP_MAX_BODY", "1MiB", "integer"},
 		{"CAIRN_RETRY_JITTER", "fully", "none, full or equal"},

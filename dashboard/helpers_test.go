@@ -55,7 +55,8 @@ type env struct {
 type envOptions struct {
 	noTokens  bool
 	heartbeat time.Duration
-	noWorker  bool
+	// noWorker publishes the definitions but runs no worker (also with ui).
+	noWorker bool
 	// Event stream bounds (dashboard.Config); zero: the defaults.
 	writeTimeout  time.Duration
 	replayEntries int
@@ -96,10 +97,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e := &env{t: t, rdb: rdb, queue: q, logs: logs,
 		client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: log})}
 	switch {
+	case o.noWorker:
+		// (With ui too: the pages need no worker, and a worker would move
+		// the runs a test looks at.)
+		e.publish(log)
 	case o.ui:
 		e.startUIWorker(log)
-	case o.noWorker:
-		e.publish(log)
 	default:
 		e.startWorker(log)
 	}

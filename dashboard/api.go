@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -53,10 +55,26 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz answers ready when the Redis node that holds the queue's keys
+// answers PING: on a Redis Cluster the master that owns the slot of the
+// queue's hash tag (a node that answers while another, failed or
+// unreachable, owns the queue's slot is not enough), otherwise the server
+// (for Sentinel, the current master).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Redis.Ping(ctx).Err(); err != nil {
+	var node redis.Cmdable = s.cfg.Redis
+	if cc, ok := s.cfg.Redis.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, "asynq:{"+s.cfg.Client.Queue()+"}:pending")
+		if err != nil {
+			reqLog(r).Warn("not ready: no Redis Cluster master for the queue's slot", "error", err)
+			writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable,
+				"no Redis Cluster master is known for the queue's slot")
+			return
+		}
+		node = m
+	}
+	if err := node.Ping(ctx).Err(); err != nil {
 		reqLog(r).Warn("not ready: Redis does not answer", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not answer PING")
 		return

@@ -45,6 +45,10 @@ type Client struct {
 	log   *slog.Logger
 }
 
+// Queue returns the queue whose runs the client reads and steers (its
+// name is the Redis Cluster hash tag of their keys).
+func (c *Client) Queue() string { return c.cfg.Queue }
+
 // NewClient returns a client of the workflow state in rdb.
 func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 	if cfg.Queue == "" {

@@ -274,62 +274,67 @@ func oneLine(s string) string {
 type session struct {
 	cli    *CLI
 	cfg    config.Config
-	addr   string
-	rdb    *redis.Client
+	addr   string // the Redis, for messages (config.RedisTarget.String)
+	rdb    redis.UniversalClient
 	client *workflow.Client
 }
 
 // connect builds the Redis client and checks that Redis answers.
 func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) {
-	opts, err := cfg.RedisOptions()
+	target, err := cfg.Redis()
 	if err != nil {
 		return nil, usageErrorf("bad configuration: %v", err)
 	}
-	if opts.DialTimeout == 0 {
-		opts.DialTimeout = dialTimeout
-	}
-	if opts.ReadTimeout == 0 {
-		opts.ReadTimeout = ioTimeout
-	}
-	if opts.WriteTimeout == 0 {
-		opts.WriteTimeout = ioTimeout
-	}
-	if opts.DialerRetries == 0 {
-		opts.DialerRetries = dialAttempts
-	}
-	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
-
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		if ctx.Err() != nil {
-			return nil, failuref("interrupted while connecting to Redis at %s", opts.Addr)
-		}
-		if _, ok := errors.AsType[redis.Error](err); ok {
-			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", opts.Addr, err)
-		}
-		hint := "is Redis running there? check CAIRN_REDIS_URL"
-		if cfg.Embedded() {
-			hint = "is the worker running? with CAIRN_REDIS_URL unset the CLI talks to the embedded store a worker started"
-		}
-		return nil, failuref("cannot reach Redis at %s: %v (%s)", opts.Addr, err, hint)
-	}
-
+	target.DefaultTimeouts(config.Timeouts{Dial: dialTimeout, Read: ioTimeout, Write: ioTimeout, DialerRetries: dialAttempts})
 	level, _ := cfg.SlogLevel()
 	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
 	var h slog.Handler = slog.NewTextHandler(c.Stderr, hopts)
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(c.Stderr, hopts)
 	}
+	log := slog.New(h)
+	rdb := target.NewClient()
+	config.WaitForReplicas(rdb, cfg.RedisMinReplicas, cfg.RedisMinReplicasTimeout, log)
+	addr := target.String()
+
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := pingQueue(pctx, rdb, cfg.Queue); err != nil {
+		_ = rdb.Close()
+		if ctx.Err() != nil {
+			return nil, failuref("interrupted while connecting to Redis at %s", addr)
+		}
+		if _, ok := errors.AsType[redis.Error](err); ok {
+			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", addr, err)
+		}
+		hint := "is Redis running there? check CAIRN_REDIS_URL"
+		if cfg.Embedded() {
+			hint = "is the worker running? with CAIRN_REDIS_URL unset the CLI talks to the embedded store a worker started"
+		}
+		return nil, failuref("cannot reach Redis at %s: %v (%s)", addr, err, hint)
+	}
+
 	client := workflow.NewClient(rdb, workflow.ClientConfig{
 		Queue:         cfg.Queue,
 		Retention:     cfg.Retention,
 		MaxInputBytes: maxInputBytes,
-		Logger:        slog.New(h),
+		Logger:        log,
 	})
-	return &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb, client: client}, nil
+	return &session{cli: c, cfg: cfg, addr: addr, rdb: rdb, client: client}, nil
+}
+
+// pingQueue checks that the Redis node serving the queue answers: on a
+// Redis Cluster, the master of the queue's slot; otherwise the server (for
+// Sentinel, the current master).
+func pingQueue(ctx context.Context, rdb redis.UniversalClient, queue string) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, "asynq:{"+queue+"}:pending")
+		if err != nil {
+			return err
+		}
+		return node.Ping(ctx).Err()
+	}
+	return rdb.Ping(ctx).Err()
 }
 
 func (s *session) close() { _ = s.rdb.Close() }

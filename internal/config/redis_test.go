@@ -52,7 +52,7 @@ func TestParseRedisURL(t *testing.T) {
 			want{topology: config.TopologySentinel, addrs: []string{"[::1]:26379", "[::1]:26379"}, master: "m", pass: secret,
 				tls: true, describedWith: "sentinel master m via [::1]:26379,[::1]:26379 db 0"}},
 		{"redis-cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002", want{topology: config.TopologyCluster,
-			addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
+			addrs:         []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
 			describedWith: "cluster 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"}},
 		{"rediss-cluster://u:" + secret + "@node-a,node-b:7001/0?dial_timeout=1s", want{topology: config.TopologyCluster,
 			addrs: []string{"node-a:6379", "node-b:7001"}, user: "u", pass: secret, tls: true, dialTimeout: time.Second,
@@ -167,9 +167,9 @@ func TestParseRedisURLRejects(t *testing.T) {
 func TestAsynqConnOpt(t *testing.T) {
 	t.Parallel()
 	for url, want := range map[string]reflect.Type{
-		"redis://:" + secret + "@h:1/3":                                         reflect.TypeFor[asynq.RedisClientOpt](),
+		"redis://:" + secret + "@h:1/3":                                      reflect.TypeFor[asynq.RedisClientOpt](),
 		"redis-sentinel://:" + secret + "@h:1/3?master=m&sentinel_password=": reflect.TypeFor[asynq.RedisFailoverClientOpt](),
-		"redis-cluster://:" + secret + "@h:1,h:2":                               reflect.TypeFor[asynq.RedisClusterClientOpt](),
+		"redis-cluster://:" + secret + "@h:1,h:2":                            reflect.TypeFor[asynq.RedisClusterClientOpt](),
 	} {
 		target, err := config.ParseRedisURL(url)
 		if err != nil {

@@ -60,17 +60,30 @@ type Options struct {
 	// ReadyTimeout bounds how long the server may take to answer PING
 	// after a start; default 10s (more under a slow wrapper).
 	ReadyTimeout time.Duration
+	// Cluster runs the server as a Redis Cluster node (cluster-enabled
+	// yes), its nodes.conf in its data directory and its cluster bus on a
+	// port of its own (cluster-port), which, like its port, it keeps across
+	// restarts. [StartCluster] makes the cluster.
+	Cluster bool
+	// SentinelConfig, when set, runs the server as a Sentinel
+	// (redis-server sentinel.conf --sentinel): sentinel.conf, in its data
+	// directory, starts with this text (sentinel monitor ... lines), and
+	// the Sentinel rewrites it as it learns, so a restart keeps what it
+	// knew. Persistence options do not apply. [StartSentinel] makes a
+	// master, its replicas and their sentinels.
+	SentinelConfig string
 }
 
 // Server is a redis-server process owned by a test. Its methods may be
 // called from any goroutine, but Kill, Stop and Restart of one server must
 // not race each other.
 type Server struct {
-	bin    string
-	dir    string
-	port   int
-	opts   Options
-	shared bool
+	bin     string
+	dir     string
+	port    int
+	busPort int // cluster bus port (Options.Cluster)
+	opts    Options
+	shared  bool
 
 	mu   sync.Mutex
 	proc *process // current (possibly exited) process; nil before the first start
@@ -303,6 +316,16 @@ func (s *Server) startFreePort() error {
 			return fmt.Errorf("redistest: finding a free port: %w", err)
 		}
 		s.port = port
+		if s.opts.Cluster {
+			if s.busPort, err = freePort(); err != nil {
+				return fmt.Errorf("redistest: finding a free port: %w", err)
+			}
+		}
+		if s.opts.SentinelConfig != "" {
+			if err := os.WriteFile(s.sentinelConfPath(), []byte(s.opts.SentinelConfig+"\n"), 0o600); err != nil {
+				return fmt.Errorf("redistest: %w", err)
+			}
+		}
 		if err = s.launch(); !errors.Is(err, errPortInUse) {
 			return err
 		}
@@ -337,15 +360,26 @@ func freePort() (int, error) {
 	return addr.Port, nil
 }
 
+// sentinelConfPath is the configuration file of a Sentinel.
+func (s *Server) sentinelConfPath() string { return filepath.Join(s.dir, "sentinel.conf") }
+
 // args returns the redis-server command line for the server.
 func (s *Server) args() []string {
-	args := []string{
+	var args []string
+	if s.opts.SentinelConfig != "" {
+		args = append(args, s.sentinelConfPath(), "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--logfile", s.LogPath(),
 		"--daemonize", "no",
+	)
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-port", strconv.Itoa(s.busPort))
 	}
 	if s.opts.AppendOnly {
 		args = append(args, "--appendonly", "yes")

@@ -59,7 +59,7 @@ type Cluster struct {
 
 // StartCluster starts a Redis Cluster: the masters and replicas
 // opts asks for, each a redis-server on a free loopback port with its
-// cluster bus on another, joined with CLUSTER MEET, given their slots with
+// cluster bus 10000 above it, joined with CLUSTER MEET, given their slots with
 // CLUSTER ADDSLOTS and their masters with CLUSTER REPLICATE. It returns
 // once every node says cluster_state:ok and sees every slot served. It
 // fails the test (never skips) if redis-server cannot be found or the
@@ -117,16 +117,12 @@ func StartCluster(t testing.TB, opts *ClusterOptions) *Cluster {
 	}
 	for i, m := range c.Masters {
 		lo, hi := c.MasterSlots(i)
-		args := []any{"cluster", "addslots"}
-		for slot := lo; slot <= hi; slot++ {
-			args = append(args, slot)
-		}
-		if err := m.admin(ctx, args...).Err(); err != nil {
+		if err := m.admin(ctx, addSlots(lo, hi)...).Err(); err != nil {
 			t.Fatalf("redistest: CLUSTER ADDSLOTS %d-%d on %s: %v", lo, hi, m.Addr(), err)
 		}
 	}
 	for _, s := range servers[1:] {
-		if err := servers[0].admin(ctx, "cluster", "meet", "127.0.0.1", s.Port(), s.busPort).Err(); err != nil {
+		if err := servers[0].admin(ctx, "cluster", "meet", "127.0.0.1", s.Port()).Err(); err != nil {
 			t.Fatalf("redistest: CLUSTER MEET %s: %v", s.Addr(), err)
 		}
 	}
@@ -140,6 +136,16 @@ func StartCluster(t testing.TB, opts *ClusterOptions) *Cluster {
 	}
 	c.WaitHealthy(t)
 	return c
+}
+
+// addSlots is CLUSTER ADDSLOTS of the slots from lo to hi (ADDSLOTSRANGE
+// is Redis 7's).
+func addSlots(lo, hi int) []any {
+	args := []any{"cluster", "addslots"}
+	for slot := lo; slot <= hi; slot++ {
+		args = append(args, slot)
+	}
+	return args
 }
 
 // MasterSlots returns the first and last slot master i was given.
@@ -322,4 +328,63 @@ func crc16(s string) uint16 {
 		}
 	}
 	return crc
+}
+
+// StartClusterNode starts a Redis Cluster of one node (a [Server] with
+// opts, cluster mode added) and waits until it says cluster_state:ok. The
+// node serves the slots of keys, or every slot when keys is empty; the
+// cluster runs with cluster-require-full-coverage no, so it is up though
+// other slots have no node. A command, or a script, that touches a key of
+// a slot the node does not serve fails (MOVED, CLUSTERDOWN, or "Script
+// attempted to access a non local key"), as it would on a cluster whose
+// other nodes serve those slots: tests of code that must keep to the slot
+// of one hash tag per command (scripts that derive keys from KEYS[1]) run
+// on it with that tag's key. Note that a script without flags may touch
+// undeclared keys of other slots the node serves: Redis refuses only keys
+// that are not local.
+//
+// A node accepts writes about 2s after it starts (Redis's
+// CLUSTER_WRITABLE_DELAY); see [StartClusterNodeLater] to overlap that
+// wait with other tests'.
+func StartClusterNode(t testing.TB, opts *Options, keys ...string) *Server {
+	t.Helper()
+	return StartClusterNodeLater(t, opts, keys...)(t)
+}
+
+// StartClusterNodeLater starts the node [StartClusterNode] starts and
+// gives it its slots, and returns a function that waits until it is up and
+// returns it. Tests that each call it before t.Parallel() and the function
+// after start their nodes together and wait out their 2s delays at once.
+func StartClusterNodeLater(t testing.TB, opts *Options, keys ...string) (wait func(testing.TB) *Server) {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Cluster = true
+	o.Args = append([]string{"--cluster-require-full-coverage", "no"}, o.Args...)
+	s := Start(t, &o)
+	ctx := context.Background()
+	args := addSlots(0, Slots-1)
+	if len(keys) > 0 {
+		args = []any{"cluster", "addslots"}
+		seen := map[int]bool{}
+		for _, k := range keys {
+			if slot := KeySlot(k); !seen[slot] {
+				seen[slot] = true
+				args = append(args, slot)
+			}
+		}
+	}
+	if err := s.admin(ctx, args...).Err(); err != nil {
+		t.Fatalf("redistest: CLUSTER ADDSLOTS on %s: %v", s.Addr(), err)
+	}
+	return func(t testing.TB) *Server {
+		t.Helper()
+		waitFor(t, clusterReadyTimeout, "the one-node cluster to be up", func() (bool, string) {
+			info, err := s.admin(ctx, "cluster", "info").Text()
+			return err == nil && strings.Contains(info, "cluster_state:ok"), fmt.Sprint(info, err)
+		})
+		return s
+	}
 }

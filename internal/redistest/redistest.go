@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -61,9 +62,9 @@ type Options struct {
 	// after a start; default 10s (more under a slow wrapper).
 	ReadyTimeout time.Duration
 	// Cluster runs the server as a Redis Cluster node (cluster-enabled
-	// yes), its nodes.conf in its data directory and its cluster bus on a
-	// port of its own (cluster-port), which, like its port, it keeps across
-	// restarts. [StartCluster] makes the cluster.
+	// yes), its nodes.conf in its data directory and its cluster bus on its
+	// port + 10000 (both kept across restarts). [StartCluster] makes a
+	// cluster of such nodes, [StartClusterNode] a cluster of one.
 	Cluster bool
 	// SentinelConfig, when set, runs the server as a Sentinel
 	// (redis-server sentinel.conf --sentinel): sentinel.conf, in its data
@@ -78,12 +79,11 @@ type Options struct {
 // called from any goroutine, but Kill, Stop and Restart of one server must
 // not race each other.
 type Server struct {
-	bin     string
-	dir     string
-	port    int
-	busPort int // cluster bus port (Options.Cluster)
-	opts    Options
-	shared  bool
+	bin    string
+	dir    string
+	port   int
+	opts   Options
+	shared bool
 
 	mu   sync.Mutex
 	proc *process // current (possibly exited) process; nil before the first start
@@ -311,16 +311,15 @@ func (s *Server) startFreePort() error {
 	var err error
 	for range startAttempts {
 		var port int
-		port, err = freePort()
+		if s.opts.Cluster {
+			port, err = freeClusterPort()
+		} else {
+			port, err = freePort()
+		}
 		if err != nil {
 			return fmt.Errorf("redistest: finding a free port: %w", err)
 		}
 		s.port = port
-		if s.opts.Cluster {
-			if s.busPort, err = freePort(); err != nil {
-				return fmt.Errorf("redistest: finding a free port: %w", err)
-			}
-		}
 		if s.opts.SentinelConfig != "" {
 			if err := os.WriteFile(s.sentinelConfPath(), []byte(s.opts.SentinelConfig+"\n"), 0o600); err != nil {
 				return fmt.Errorf("redistest: %w", err)
@@ -363,6 +362,31 @@ func freePort() (int, error) {
 // sentinelConfPath is the configuration file of a Sentinel.
 func (s *Server) sentinelConfPath() string { return filepath.Join(s.dir, "sentinel.conf") }
 
+// clusterBusOffset is the distance from a cluster node's port to its
+// cluster bus port (Redis's default; cluster-port, which changes it, is
+// Redis 7's).
+const clusterBusOffset = 10000
+
+// freeClusterPort returns a loopback port that is free, like the port
+// clusterBusOffset above it.
+func freeClusterPort() (int, error) {
+	for range 100 {
+		port := 15000 + rand.IntN(15000) //nolint:gosec // a port number, not a secret
+		a, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+clusterBusOffset)))
+		_ = a.Close()
+		if err != nil {
+			continue
+		}
+		_ = b.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free pair of ports (port and port+10000) in 100 tries")
+}
+
 // args returns the redis-server command line for the server.
 func (s *Server) args() []string {
 	var args []string
@@ -378,8 +402,7 @@ func (s *Server) args() []string {
 		"--daemonize", "no",
 	)
 	if s.opts.Cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(s.busPort))
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
 	}
 	if s.opts.AppendOnly {
 		args = append(args, "--appendonly", "yes")

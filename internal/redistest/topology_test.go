@@ -119,3 +119,29 @@ func TestSentinel(t *testing.T) {
 		t.Errorf("on the promoted replica: %v, %v", got, err)
 	}
 }
+
+// TestClusterNodeChecksScriptKeys: a cluster node that serves the slot of
+// one hash tag runs a script that touches undeclared keys of that slot
+// (Cairn's scripts derive keys from KEYS[1] and the queue's hash tag), and
+// refuses one that touches a key of another slot: so a script test that
+// passes on StartClusterNode(t, nil, key) keeps to the slot of key.
+func TestClusterNodeChecksScriptKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.StartClusterNode(t, nil, "{q}").Client(t)
+	const script = `redis.call("SET", KEYS[1], "1"); return redis.call("INCR", ARGV[1])`
+	if n, err := rdb.Eval(ctx, script, []string{"cairn:{q}:run:1"}, "asynq:{q}:undeclared").Int(); err != nil || n != 1 {
+		t.Errorf("an undeclared key of the same slot: %d, %v; want 1", n, err)
+	}
+	err := rdb.Eval(ctx, script, []string{"cairn:{q}:run:1"}, "cairn:{other}:undeclared").Err()
+	if err == nil || !strings.Contains(err.Error(), "non local key") {
+		t.Errorf("an undeclared key of another slot: %v; want a non-local-key error", err)
+	}
+	if err := rdb.Set(ctx, "cairn:{other}:plain", 1, 0).Err(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Errorf("a key of a slot no node serves: %v; want CLUSTERDOWN", err)
+	}
+	all := redistest.StartClusterNode(t, nil).Client(t)
+	if err := all.Set(ctx, "cairn:{other}:plain", 1, 0).Err(); err != nil {
+		t.Errorf("a node of every slot: %v", err)
+	}
+}

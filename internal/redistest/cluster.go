@@ -195,7 +195,7 @@ func (c *Cluster) QueuesOnDistinctMasters(prefix string) []string {
 	found := 0
 	for k := 0; found < len(out); k++ {
 		q := prefix + strconv.Itoa(k)
-		i := KeySlot("{"+q+"}")*len(c.Masters)/Slots
+		i := KeySlot("{"+q+"}") * len(c.Masters) / Slots
 		if out[i] == "" {
 			out[i] = q
 			found++

@@ -56,27 +56,30 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers ready when the Redis node that holds the queue's keys
-// answers PING: on a Redis Cluster the master that owns the slot of the
-// queue's hash tag (a node that answers while another, failed or
-// unreachable, owns the queue's slot is not enough), otherwise the server
-// (for Sentinel, the current master).
+// serves them: it reads a key of the queue's slot on that node alone. On a
+// Redis Cluster that is the master that owns the slot of the queue's hash
+// tag, so a cluster that is down, a failed or unreachable master, or a
+// node that no longer owns the slot is not ready (another node answering
+// is not enough); otherwise it is the server (for Sentinel, the current
+// master).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	key := "asynq:{" + s.cfg.Client.Queue() + "}:pending"
 	var node redis.Cmdable = s.cfg.Redis
 	if cc, ok := s.cfg.Redis.(*redis.ClusterClient); ok {
-		m, err := cc.MasterForKey(ctx, "asynq:{"+s.cfg.Client.Queue()+"}:pending")
+		m, err := cc.MasterForKey(ctx, key)
 		if err != nil {
-			reqLog(r).Warn("not ready: no Redis Cluster master for the queue's slot", "error", err)
+			reqLog(r).Warn("not ready: no Redis Cluster master is known for the queue's slot", "error", err)
 			writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable,
 				"no Redis Cluster master is known for the queue's slot")
 			return
 		}
 		node = m
 	}
-	if err := node.Ping(ctx).Err(); err != nil {
-		reqLog(r).Warn("not ready: Redis does not answer", "error", err)
-		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not answer PING")
+	if err := node.Exists(ctx, key).Err(); err != nil {
+		reqLog(r).Warn("not ready: Redis does not serve the queue's keys", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not serve the queue's keys")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
@@ -326,4 +328,100 @@ func grepLines(s string, subs ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// syncReplicas waits until n replicas of master have everything master
+// holds: a write and WAIT on one connection (WAIT waits for the writes of
+// its connection, which come after all earlier ones in the replication
+// stream).
+func syncReplicas(t *testing.T, master *redistest.Server, n int) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: master.Addr(), PoolSize: 1})
+	defer c.Close()
+	var wait *redis.IntCmd
+	if _, err := c.Pipelined(ctxb, func(p redis.Pipeliner) error {
+		p.Set(ctxb, "e2e:sync", time.Now().UnixNano(), 0)
+		wait = redis.NewIntCmd(ctxb, "wait", n, 10000)
+		return p.Process(ctxb, wait)
+	}); err != nil || wait.Val() < int64(n) {
+		t.Fatalf("WAIT %d on %s: %d, %v", n, master.Addr(), wait.Val(), err)
+	}
+}
+
+// TestSentinelTopology: two worker binaries and the CLI on a master with
+// one replica (appendonly) and three sentinels. Runs of the demo workflow
+// (with retries) are started through Sentinel, by the CLI and by a client;
+// once the replica has their creation, and while steps run, the master is
+// killed with SIGKILL. The sentinels promote the replica; the workers, the
+// client and the CLI follow it, and every run completes, each step
+// succeeding once in its journal (a transition the old master had not yet
+// sent to the replica is lost with it, and done again: a crash found by
+// the reconciler, a step run again).
+func TestSentinelTopology(t *testing.T) {
+	testkit.SkipShort(t, needsProcesses)
+	t.Parallel()
+	start := time.Now()
+	d := redistest.StartSentinel(t, &redistest.SentinelOptions{AppendOnly: true})
+	worker := proctest.Build(t, workerPkg)
+	cli := proctest.Build(t, enqueuePkg)
+	const queue = "sentinel"
+	addr := testkit.FreeAddr(t)
+	env := topoEnv(d.URL(), queue)
+	a := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="+addr))
+	b := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="))
+	a.WaitForOutput(t, "worker started", 30*time.Second)
+	b.WaitForOutput(t, "worker started", 30*time.Second)
+	client := workflow.NewClient(d.Client(t), workflow.ClientConfig{Queue: queue, Logger: testkit.Logger(t)})
+	t.Logf("master, replica, 3 sentinels and 2 workers up in %s", time.Since(start).Round(time.Millisecond))
+
+	var runs []demoRun
+	for n := range 16 {
+		in := demo.Input{StepSleepMS: 250}
+		if n%3 == 0 {
+			in.FailStep, in.FailTimes = "transform", 1
+		}
+		if n < 2 {
+			runs = append(runs, demoRun{client: client, id: cliStart(t, cli, env, in), in: in})
+			continue
+		}
+		run, err := client.Start(ctxb, demo.Name, in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, demoRun{client: client, id: run.ID, in: in})
+	}
+	syncReplicas(t, d.Master, 1)
+	testkit.Eventually(t, 20*time.Second, "runs to be under way", func() bool {
+		done, _, err := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusSucceeded})
+		running, _, err2 := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusRunning})
+		return err == nil && err2 == nil && len(done) >= 1 && len(running) >= 4
+	})
+	d.Master.Kill(t)
+	killed := time.Now()
+	d.WaitMaster(t, d.Replicas[0])
+	t.Logf("the replica was promoted %s after the master's kill", time.Since(killed).Round(time.Millisecond))
+	testkit.Eventually(t, 20*time.Second, "the worker to be ready on the new master", func() bool {
+		code, _ := httpGet("http://" + addr + "/readyz")
+		return code == http.StatusOK
+	})
+
+	crashes := 0
+	for _, r := range runs {
+		final := r.check(t, 60*time.Second, false)
+		for _, s := range final.Steps {
+			crashes += s.Crashes
+		}
+	}
+	t.Logf("%d runs completed %s after the master's kill; %d attempts found crashed (their completion lost with the old master, or their worker cut off)",
+		len(runs), time.Since(killed).Round(time.Millisecond), crashes)
+
+	// The CLI follows the new master.
+	stdout, stderr, code := proctest.Run(t, cli, env, "", "start", demo.Name, "--wait")
+	if code != 0 {
+		t.Errorf("enqueue start --wait after the failover: exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = proctest.Run(t, cli, env, "", "status", runs[0].id)
+	if code != 0 || !strings.Contains(stdout, "succeeded") {
+		t.Errorf("enqueue status after the failover: exit %d\n%s%s", code, stdout, stderr)
+	}
 }

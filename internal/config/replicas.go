@@ -2,7 +2,6 @@ package config
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -119,18 +118,14 @@ func (h *waitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		_ = pipe.Process(ctx, cmd)
 		_ = pipe.Process(ctx, wait)
 		_, _ = pipe.Exec(ctx) // the errors are the commands'
-		if cmd.Err() == nil || !isNetworkish(cmd.Err()) {
+		if cmd.Err() == nil {
+			// A script that failed (NOSCRIPT, before go-redis sends it with
+			// EVAL; Redis unreachable, and then its caller tries again) is
+			// not a write to confirm.
 			h.w.observe(ctx, wait)
 		}
 		return cmd.Err()
 	}
-}
-
-// isNetworkish reports whether err says the script's reply never came (so
-// nothing is known of the write).
-func isNetworkish(err error) bool {
-	_, isRedis := errors.AsType[redis.Error](err)
-	return !isRedis
 }
 
 // isStateWrite reports whether cmd runs a Cairn state script: an EVALSHA or

@@ -307,6 +307,17 @@ func TestClusterTopology(t *testing.T) {
 	t.Logf("%d runs on 3 masters ended as they should in %s", len(runs), time.Since(start).Round(time.Millisecond))
 }
 
+// metricValue returns the value of an unlabelled metric in a Prometheus
+// text exposition, "" when absent.
+func metricValue(body, name string) string {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func indexOf(xs []string, x string) int {
 	for i, v := range xs {
 		if v == x {
@@ -348,15 +359,18 @@ func syncReplicas(t *testing.T, master *redistest.Server, n int) {
 	}
 }
 
-// TestSentinelTopology: two worker binaries and the CLI on a master with
-// one replica (appendonly) and three sentinels. Runs of the demo workflow
-// (with retries) are started through Sentinel, by the CLI and by a client;
-// once the replica has their creation, and while steps run, the master is
+// TestSentinelTopology: two worker binaries (one with
+// CAIRN_REDIS_MIN_REPLICAS=1) and the CLI on a master with one replica
+// (appendonly) and three sentinels. Runs of the demo workflow (with
+// retries) are started through Sentinel, by the CLI and by a client; once
+// the replica has their creation, and while steps run, the master is
 // killed with SIGKILL. The sentinels promote the replica; the workers, the
 // client and the CLI follow it, and every run completes, each step
 // succeeding once in its journal (a transition the old master had not yet
 // sent to the replica is lost with it, and done again: a crash found by
-// the reconciler, a step run again).
+// the reconciler, a step run again; see TestLostWritesAtFailover). Worker
+// a's writes waited for the replica, then, with none left, each waited out
+// its timeout, logged and counted.
 func TestSentinelTopology(t *testing.T) {
 	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
@@ -367,7 +381,9 @@ func TestSentinelTopology(t *testing.T) {
 	const queue = "sentinel"
 	addr := testkit.FreeAddr(t)
 	env := topoEnv(d.URL(), queue)
-	a := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="+addr))
+	// Worker a's state writes wait for the replica.
+	a := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="+addr,
+		"CAIRN_REDIS_MIN_REPLICAS=1", "CAIRN_REDIS_MIN_REPLICAS_TIMEOUT=200ms"))
 	b := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="))
 	a.WaitForOutput(t, "worker started", 30*time.Second)
 	b.WaitForOutput(t, "worker started", 30*time.Second)
@@ -404,7 +420,6 @@ func TestSentinelTopology(t *testing.T) {
 		code, _ := httpGet("http://" + addr + "/readyz")
 		return code == http.StatusOK
 	})
-
 	crashes := 0
 	for _, r := range runs {
 		final := r.check(t, 60*time.Second, false)
@@ -414,6 +429,19 @@ func TestSentinelTopology(t *testing.T) {
 	}
 	t.Logf("%d runs completed %s after the master's kill; %d attempts found crashed (their completion lost with the old master, or their worker cut off)",
 		len(runs), time.Since(killed).Round(time.Millisecond), crashes)
+
+	_, body := httpGet("http://" + addr + "/metrics")
+	// Worker a's writes waited for the replica, and once it was promoted
+	// (leaving no replica) each waited out its timeout, said so, and went
+	// on.
+	waits, shortfalls := metricValue(body, "cairn_redis_replica_waits_total"), metricValue(body, "cairn_redis_replica_wait_shortfalls_total")
+	t.Logf("worker a (CAIRN_REDIS_MIN_REPLICAS=1): %s waits, %s not confirmed in time", waits, shortfalls)
+	if waits == "" || waits == "0" || shortfalls == "" || shortfalls == "0" {
+		t.Errorf("worker a: %q waits, %q shortfalls; want some of each", waits, shortfalls)
+	}
+	if !strings.Contains(a.Output(), "not confirmed by enough replicas") {
+		t.Error("worker a did not log that its writes had no replica to confirm them")
+	}
 
 	// The CLI follows the new master.
 	stdout, stderr, code := proctest.Run(t, cli, env, "", "start", demo.Name, "--wait")

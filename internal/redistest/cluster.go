@@ -77,7 +77,8 @@ func StartCluster(t testing.TB, opts *ClusterOptions) *Cluster {
 		o.NodeTimeout = defaultNodeTimeout
 	}
 	nodeOpts := &Options{AppendOnly: o.AppendOnly, AppendFsync: o.AppendFsync, Cluster: true,
-		Args: append([]string{"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}, o.Args...)}
+		Args: append([]string{"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10),
+			"--repl-diskless-sync-delay", "0"}, o.Args...)}
 	c := &Cluster{}
 	// Start the processes in parallel: each waits for its server to answer.
 	n := o.Masters * (1 + o.Replicas)

@@ -83,11 +83,14 @@ func StartSentinel(t testing.TB, opts *SentinelOptions) *Sentinel {
 	if o.DownAfter <= 0 {
 		o.DownAfter = 1500 * time.Millisecond
 	}
-	dataOpts := Options{AppendOnly: o.AppendOnly, AppendFsync: o.AppendFsync, Args: o.Args}
+	// A replica's first sync starts at once, not after diskless
+	// replication's default 5s wait for more replicas.
+	dataOpts := Options{AppendOnly: o.AppendOnly, AppendFsync: o.AppendFsync,
+		Args: append([]string{"--repl-diskless-sync-delay", "0"}, o.Args...)}
 	d := &Sentinel{Name: o.MasterName}
 	d.Master = Start(t, &dataOpts)
 	ro := dataOpts
-	ro.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(d.Master.Port())}, o.Args...)
+	ro.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(d.Master.Port())}, dataOpts.Args...)
 	d.Replicas = startAll(t, o.Replicas, &ro)
 	ctx := context.Background()
 	waitFor(t, sentinelReadyTimeout, "the replicas to be in sync", func() (bool, string) {

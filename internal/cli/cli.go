@@ -274,7 +274,7 @@ func oneLine(s string) string {
 type session struct {
 	cli    *CLI
 	cfg    config.Config
-	addr   string // the Redis, for messages (config.RedisTarget.String)
+	addr   string // the Redis, for messages: host:port, or config.RedisTarget.String
 	rdb    redis.UniversalClient
 	client *workflow.Client
 }
@@ -296,6 +296,9 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 	rdb := target.NewClient()
 	config.WaitForReplicas(rdb, cfg.RedisMinReplicas, cfg.RedisMinReplicasTimeout, log)
 	addr := target.String()
+	if target.Single != nil {
+		addr = target.Single.Addr
+	}
 
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()

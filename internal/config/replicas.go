@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/workflow"
 )
 
 // replicaWaitLogEvery bounds how often ReplicaWait logs a shortfall: the
@@ -79,7 +81,7 @@ func (w *ReplicaWait) observe(ctx context.Context, wait *redis.IntCmd) {
 	}
 	w.shortfalls.Add(1)
 	w.mu.Lock()
-	now := time.Now()
+	now := workflow.SystemClock.Now()
 	if !w.lastLog.IsZero() && now.Sub(w.lastLog) < replicaWaitLogEvery {
 		w.unlogged++
 		w.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,10 +35,7 @@ func topoEnv(url, queue string, extra ...string) []string {
 // cliStart starts a demo run with the enqueue binary and returns its ID.
 func cliStart(t *testing.T, cli string, env []string, in demo.Input) string {
 	t.Helper()
-	body, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, _ := json.Marshal(in)
 	stdout, stderr, code := proctest.Run(t, cli, env, "", "start", demo.Name, "--input", string(body))
 	if code != 0 {
 		t.Fatalf("enqueue start: exit %d: %s%s", code, stdout, stderr)
@@ -382,9 +380,9 @@ func TestSentinelTopology(t *testing.T) {
 	addr := testkit.FreeAddr(t)
 	env := topoEnv(d.URL(), queue)
 	// Worker a's state writes wait for the replica.
-	a := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="+addr,
+	a := proctest.Start(t, worker, append(slices.Clip(env), "CAIRN_HTTP_ADDR="+addr,
 		"CAIRN_REDIS_MIN_REPLICAS=1", "CAIRN_REDIS_MIN_REPLICAS_TIMEOUT=200ms"))
-	b := proctest.Start(t, worker, append(env[:len(env):len(env)], "CAIRN_HTTP_ADDR="))
+	b := proctest.Start(t, worker, append(slices.Clip(env), "CAIRN_HTTP_ADDR="))
 	a.WaitForOutput(t, "worker started", 30*time.Second)
 	b.WaitForOutput(t, "worker started", 30*time.Second)
 	client := workflow.NewClient(d.Client(t), workflow.ClientConfig{Queue: queue, Logger: testkit.Logger(t)})

@@ -16,9 +16,10 @@ import (
 const Slots = 16384
 
 const (
-	// clusterReadyTimeout bounds how long StartCluster and WaitHealthy wait
-	// for every node to agree that the cluster is up.
-	clusterReadyTimeout = 30 * time.Second
+	// topologyTimeout bounds each wait of the cluster and Sentinel helpers
+	// (StartCluster, WaitHealthy, StartSentinel, WaitMaster, ...) for the
+	// servers to agree.
+	topologyTimeout = 30 * time.Second
 	// defaultNodeTimeout is the cluster-node-timeout of StartCluster.
 	defaultNodeTimeout = 2 * time.Second
 	// adminTimeout bounds one administrative command to a node.
@@ -130,7 +131,7 @@ func StartCluster(t testing.TB, opts *ClusterOptions) *Cluster {
 	for j, r := range c.Replicas {
 		master := ids[j/max(o.Replicas, 1)]
 		// A node can replicate a master only once it knows it.
-		waitFor(t, clusterReadyTimeout, fmt.Sprintf("%s to replicate %s", r.Addr(), master), func() (bool, string) {
+		waitFor(t, fmt.Sprintf("%s to replicate %s", r.Addr(), master), func() (bool, string) {
 			err := r.admin(ctx, "cluster", "replicate", master).Err()
 			return err == nil, fmt.Sprint(err)
 		})
@@ -211,7 +212,7 @@ func (c *Cluster) QueuesOnDistinctMasters(prefix string) []string {
 func (c *Cluster) WaitHealthy(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, clusterReadyTimeout, "the cluster to be healthy", func() (bool, string) {
+	waitFor(t, "the cluster to be healthy", func() (bool, string) {
 		for _, s := range c.Nodes() {
 			if !s.Running() {
 				continue
@@ -241,7 +242,7 @@ func (c *Cluster) WaitNodeFailed(t testing.TB, s *Server) {
 	t.Helper()
 	ctx := context.Background()
 	needle := " 127.0.0.1:" + strconv.Itoa(s.Port()) + "@"
-	waitFor(t, clusterReadyTimeout, s.Addr()+" to be flagged failed", func() (bool, string) {
+	waitFor(t, s.Addr()+" to be flagged failed", func() (bool, string) {
 		for _, m := range c.Masters {
 			if m == s || !m.Running() {
 				continue
@@ -278,10 +279,10 @@ func (s *Server) admin(ctx context.Context, args ...any) *redis.Cmd {
 }
 
 // waitFor polls cond until it holds, backing off from 5ms to 100ms, and
-// fails the test after timeout with cond's last explanation.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+// fails the test after topologyTimeout with cond's last explanation.
+func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(topologyTimeout)
 	pause := 5 * time.Millisecond
 	for {
 		ok, why := cond()
@@ -289,7 +290,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: timed out after %s waiting for %s: %s", timeout, what, why)
+			t.Fatalf("redistest: timed out after %s waiting for %s: %s", topologyTimeout, what, why)
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 100*time.Millisecond)
@@ -382,7 +383,7 @@ func StartClusterNodeLater(t testing.TB, opts *Options, keys ...string) (wait fu
 	}
 	return func(t testing.TB) *Server {
 		t.Helper()
-		waitFor(t, clusterReadyTimeout, "the one-node cluster to be up", func() (bool, string) {
+		waitFor(t, "the one-node cluster to be up", func() (bool, string) {
 			info, err := s.admin(ctx, "cluster", "info").Text()
 			return err == nil && strings.Contains(info, "cluster_state:ok"), fmt.Sprint(info, err)
 		})

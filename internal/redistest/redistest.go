@@ -371,7 +371,7 @@ const clusterBusOffset = 10000
 // clusterBusOffset above it.
 func freeClusterPort() (int, error) {
 	for range 100 {
-		port := 15000 + rand.IntN(15000) //nolint:gosec // a port number, not a secret
+		port := 15000 + rand.IntN(15000)
 		a, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue

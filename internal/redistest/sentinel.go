@@ -13,11 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// sentinelReadyTimeout bounds how long StartSentinel waits for the
-// sentinels to know the replicas and one another, and WaitMaster for a
-// failover.
-const sentinelReadyTimeout = 30 * time.Second
-
 // SentinelOptions configures the deployment [StartSentinel] starts. The
 // zero value (or nil) gives a master with one replica watched by three
 // sentinels with a quorum of two.
@@ -93,7 +88,7 @@ func StartSentinel(t testing.TB, opts *SentinelOptions) *Sentinel {
 	ro.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(d.Master.Port())}, dataOpts.Args...)
 	d.Replicas = startAll(t, o.Replicas, &ro)
 	ctx := context.Background()
-	waitFor(t, sentinelReadyTimeout, "the replicas to be in sync", func() (bool, string) {
+	waitFor(t, "the replicas to be in sync", func() (bool, string) {
 		for _, r := range d.Replicas {
 			info, err := r.admin(ctx, "info", "replication").Text()
 			if err != nil || !strings.Contains(info, "master_link_status:up") {
@@ -109,7 +104,7 @@ func StartSentinel(t testing.TB, opts *SentinelOptions) *Sentinel {
 		"sentinel parallel-syncs %[1]s 1",
 		o.MasterName, d.Master.Port(), o.Quorum, o.DownAfter.Milliseconds(), (10 * o.DownAfter).Milliseconds())
 	d.Sentinels = startAll(t, o.Sentinels, &Options{SentinelConfig: conf})
-	waitFor(t, sentinelReadyTimeout, "the sentinels to know the replicas and one another", func() (bool, string) {
+	waitFor(t, "the sentinels to know the replicas and one another", func() (bool, string) {
 		for _, s := range d.Sentinels {
 			replicas, err := s.admin(ctx, "sentinel", "replicas", o.MasterName).Slice()
 			if err != nil || len(replicas) != o.Replicas {
@@ -207,7 +202,7 @@ func (d *Sentinel) MasterAddr(ctx context.Context) (string, string) {
 func (d *Sentinel) WaitMaster(t testing.TB, srv *Server) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, sentinelReadyTimeout, srv.Addr()+" to be the master", func() (bool, string) {
+	waitFor(t, srv.Addr()+" to be the master", func() (bool, string) {
 		addr, why := d.MasterAddr(ctx)
 		if addr != srv.Addr() {
 			return false, fmt.Sprintf("the sentinels name %q %s", addr, why)

@@ -28,7 +28,7 @@ func TestCluster(t *testing.T) {
 		t.Errorf("URL() = %q, want %q", c.URL(), want)
 	}
 	cc := c.Client(t)
-	for _, key := range []string{"a", "foo", "{user1000}.following", "x{}y", "{}{a}", "cairn:{workflows}:run:1", "日本"} {
+	for _, key := range []string{"a", "foo", "{user1000}.following", "x{}y", "{}{a}", "cairn:{workflows}:run:1", "naïve"} {
 		want, err := cc.ClusterKeySlot(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -159,6 +159,9 @@ func TestClusterTopology(t *testing.T) {
 	}
 	for i, p := range procs {
 		p.WaitForOutput(t, "worker started", 30*time.Second)
+		// The start-up check of asynq's task format ran in its scratch
+		// queue, whose slot is on some master.
+		p.WaitForOutput(t, "asynq task format checked", time.Second)
 		if i == 2 {
 			p.WaitForOutput(t, "webhook notifier started", 30*time.Second)
 		}
@@ -379,12 +382,16 @@ func TestSentinelTopology(t *testing.T) {
 	const queue = "sentinel"
 	addr := testkit.FreeAddr(t)
 	env := topoEnv(d.URL(), queue)
+	// Both workers deliver webhooks (the delivery tasks share the queue).
+	const secret = "sentinel-secret"
+	rcvURL, requests := hookReceiver(t, secret, func(int) int { return http.StatusOK })
+	hooks := []string{"CAIRN_WEBHOOK_URL=" + rcvURL + "/hooks", "CAIRN_WEBHOOK_SECRET=" + secret}
 	// Worker a's state writes wait for the replica.
-	a := proctest.Start(t, worker, append(slices.Clip(env), "CAIRN_HTTP_ADDR="+addr,
+	a := proctest.Start(t, worker, append(append(slices.Clip(env), hooks...), "CAIRN_HTTP_ADDR="+addr,
 		"CAIRN_REDIS_MIN_REPLICAS=1", "CAIRN_REDIS_MIN_REPLICAS_TIMEOUT=200ms"))
-	b := proctest.Start(t, worker, append(slices.Clip(env), "CAIRN_HTTP_ADDR="))
-	a.WaitForOutput(t, "worker started", 30*time.Second)
-	b.WaitForOutput(t, "worker started", 30*time.Second)
+	b := proctest.Start(t, worker, append(append(slices.Clip(env), hooks...), "CAIRN_HTTP_ADDR="))
+	a.WaitForOutput(t, "webhook notifier started", 30*time.Second)
+	b.WaitForOutput(t, "webhook notifier started", 30*time.Second)
 	client := workflow.NewClient(d.Client(t), workflow.ClientConfig{Queue: queue, Logger: testkit.Logger(t)})
 	t.Logf("master, replica, 3 sentinels and 2 workers up in %s", time.Since(start).Round(time.Millisecond))
 
@@ -439,6 +446,35 @@ func TestSentinelTopology(t *testing.T) {
 	}
 	if !strings.Contains(a.Output(), "not confirmed by enough replicas") {
 		t.Error("worker a did not log that its writes had no replica to confirm them")
+	}
+
+	// Webhooks: each run's end delivered, at least once (a run end the
+	// replica had not received is done, and sent, again).
+	testkit.Eventually(t, 30*time.Second, "every run's end to be delivered", func() bool {
+		ends := map[string]int{}
+		for _, h := range requests() {
+			if h.verified && h.event == workflow.NotifyRunSucceeded {
+				ends[h.note.RunID]++
+			}
+		}
+		for _, r := range runs {
+			if ends[r.id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// --dashboard-only follows the new master too.
+	dashAddr := testkit.FreeAddr(t)
+	dash := proctest.Start(t, worker, append(slices.Clip(env), "CAIRN_HTTP_ADDR="+dashAddr), "--dashboard-only")
+	dash.WaitForOutput(t, "HTTP API listening", 30*time.Second)
+	if code, body := httpGet("http://" + dashAddr + "/readyz"); code != http.StatusOK {
+		t.Errorf("--dashboard-only /readyz: %d %s", code, body)
+	}
+	if code, body := httpGet("http://" + dashAddr + "/api/v1/workflows/" + runs[0].id); code != http.StatusOK ||
+		!strings.Contains(body, `"status":"succeeded"`) {
+		t.Errorf("--dashboard-only GET run: %d %s", code, body)
 	}
 
 	// The CLI follows the new master.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -53,12 +55,31 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz answers ready when the Redis node that holds the queue's keys
+// serves them: it reads a key of the queue's slot on that node alone. On a
+// Redis Cluster that is the master that owns the slot of the queue's hash
+// tag, so a cluster that is down, a failed or unreachable master, or a
+// node that no longer owns the slot is not ready (another node answering
+// is not enough); otherwise it is the server (for Sentinel, the current
+// master).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Redis.Ping(ctx).Err(); err != nil {
-		reqLog(r).Warn("not ready: Redis does not answer", "error", err)
-		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not answer PING")
+	key := "asynq:{" + s.cfg.Client.Queue() + "}:pending"
+	var node redis.Cmdable = s.cfg.Redis
+	if cc, ok := s.cfg.Redis.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			reqLog(r).Warn("not ready: no Redis Cluster master is known for the queue's slot", "error", err)
+			writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable,
+				"no Redis Cluster master is known for the queue's slot")
+			return
+		}
+		node = m
+	}
+	if err := node.Exists(ctx, key).Err(); err != nil {
+		reqLog(r).Warn("not ready: Redis does not serve the queue's keys", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not serve the queue's keys")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
@@ -344,5 +346,48 @@ func TestReadyzWhenRedisIsDown(t *testing.T) {
 	}
 	if code := get("/healthz"); code != 200 {
 		t.Fatalf("healthz with Redis down: %d, want 200", code)
+	}
+}
+
+// TestReadyzOnCluster: on a Redis Cluster, /readyz reads a key of the
+// queue's slot on the master that owns it. A node that answers but owns
+// other slots (nothing serves the queue's) is not ready, though PING
+// through the cluster client succeeds; a node that owns the slot is, until
+// it dies.
+func TestReadyzOnCluster(t *testing.T) {
+	t.Parallel()
+	const queue = "readyz"
+	elsewhere := redistest.StartClusterNodeLater(t, nil, "{not-"+queue+"}")
+	owner := redistest.StartClusterNodeLater(t, nil, "{"+queue+"}")
+	readyz := func(node *redistest.Server) int {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Addr()}, MaxRetries: -1})
+		defer cc.Close()
+		s, err := dashboard.New(dashboard.Config{Client: workflow.NewClient(cc, workflow.ClientConfig{Queue: queue}),
+			Redis: cc, Logger: testkit.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+
+	other := elsewhere(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{other.Addr()}})
+	defer cc.Close()
+	if err := cc.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+	if code := readyz(other); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz with no node for the queue's slot: %d, want 503", code)
+	}
+	node := owner(t)
+	if code := readyz(node); code != http.StatusOK {
+		t.Errorf("readyz with the queue's master up: %d, want 200", code)
+	}
+	node.Kill(t)
+	if code := readyz(node); code != http.StatusServiceUnavailable {
+		t.Errorf("readyz with the queue's master down: %d, want 503", code)
 	}
 }

@@ -29,7 +29,9 @@ const MaxBodyBytes = 1 << 20
 type Config struct {
 	// Client reads and steers the runs. Required.
 	Client *workflow.Client
-	// Redis is the client /readyz pings. Required.
+	// Redis is the client /readyz checks: it reads a key of the queue's
+	// slot on the node that serves it (on a *redis.ClusterClient, the
+	// master that owns that slot). Required.
 	Redis redis.UniversalClient
 	// Addr is the TCP address ListenAndServe listens on. Without Tokens it
 	// must be a loopback address. Default DefaultAddr.

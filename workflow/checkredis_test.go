@@ -34,3 +34,27 @@ func TestCheckRedis(t *testing.T) {
 		t.Errorf("a durable Redis got warnings:\n%s", good)
 	}
 }
+
+// On a Redis Cluster every node is checked: CONFIG GET names no key, and
+// the cluster client alone would read one node's settings.
+func TestCheckRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, &redistest.ClusterOptions{Masters: 2, AppendOnly: true,
+		Args: []string{"--maxmemory-policy", "noeviction"}})
+	check := func() string {
+		var buf bytes.Buffer
+		workflow.CheckRedis(ctxb, c.Client(t), slog.New(slog.NewTextHandler(&buf, nil)))
+		return buf.String()
+	}
+	if good := check(); good != "" {
+		t.Errorf("a durable cluster got warnings:\n%s", good)
+	}
+	if err := c.Masters[1].Client(t).ConfigSet(ctxb, "appendonly", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	bad := check()
+	if n := strings.Count(bad, "level=WARN"); n != 1 || !strings.Contains(bad, "appendonly is off") ||
+		!strings.Contains(bad, "node="+c.Masters[1].Addr()) {
+		t.Errorf("want one warning naming %s:\n%s", c.Masters[1].Addr(), bad)
+	}
+}

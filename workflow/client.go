@@ -86,6 +86,10 @@ type Client struct {
 	ob    *clientOutbox // nil without an outbox
 }
 
+// Queue returns the queue whose runs the client reads and steers (its
+// name is the Redis Cluster hash tag of their keys).
+func (c *Client) Queue() string { return c.cfg.Queue }
+
 // NewClient returns a client of the workflow state in rdb. It panics when
 // cfg.Outbox is set: OpenClient opens an outbox, and returns its errors.
 func NewClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {

@@ -157,8 +157,25 @@ func (w *Worker) Run(ctx context.Context) error {
 // CheckRedis warns, once each and with the fix, when Redis is set up so that
 // workflow state would not survive a restart (appendonly off) or could be
 // evicted (a maxmemory-policy other than noeviction). A Redis that does not
-// allow CONFIG GET is not checked.
+// allow CONFIG GET is not checked. On a Redis Cluster every node is checked
+// (its address in the warning's node attribute): CONFIG GET names no key,
+// so the cluster client would read one node's settings.
 func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			checkRedisNode(ctx, node, log.With("node", node.Options().Addr))
+			return nil
+		})
+		if err != nil {
+			log.Info("cannot reach every Redis Cluster node; persistence and eviction settings not checked", AttrError, err)
+		}
+		return
+	}
+	checkRedisNode(ctx, rdb, log)
+}
+
+// checkRedisNode is CheckRedis of one server.
+func checkRedisNode(ctx context.Context, rdb redis.Cmdable, log *slog.Logger) {
 	get := func(name string) (string, bool) {
 		v, err := rdb.ConfigGet(ctx, name).Result()
 		if err != nil {

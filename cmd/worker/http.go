@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/dashboard"
@@ -64,7 +63,7 @@ func exitCode(err error) int {
 
 // newDashboard builds the HTTP server the configuration asks for: the API
 // on the workflow state in rdb, asynqmon on the same Redis, and metrics.
-func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Options, log *slog.Logger,
+func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.RedisTarget, log *slog.Logger,
 	metricsHandler http.Handler, obs workflow.Observer) (*dashboard.Server, error) {
 	var tokens *dashboard.Tokens
 	if cfg.APITokensFile != "" {
@@ -81,7 +80,7 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Opt
 		Redis:           rdb,
 		Addr:            cfg.HTTPAddr,
 		Tokens:          tokens,
-		Monitoring:      asynqConnOpt(ropts),
+		Monitoring:      target.AsynqConnOpt(),
 		MonitoringWrite: cfg.MonitoringWrite,
 		Metrics:         metricsHandler,
 		Logger:          log,
@@ -92,12 +91,6 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, ropts *redis.Opt
 		return nil, &startError{err}
 	}
 	return s, err
-}
-
-// asynqConnOpt is the asynq connection (for asynqmon) to the Redis of ropts.
-func asynqConnOpt(o *redis.Options) asynq.RedisConnOpt {
-	return asynq.RedisClientOpt{Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password,
-		DB: o.DB, TLSConfig: o.TLSConfig}
 }
 
 // serveHTTP starts s on its address in the background and returns a
@@ -132,21 +125,21 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 	if cfg.HTTPAddr == "" {
 		return &startError{errors.New("--dashboard-only: CAIRN_HTTP_ADDR is empty, so there is nothing to serve")}
 	}
-	opts, err := cfg.RedisOptions()
+	target, rdb, reg, err := connectRedis(cfg, log)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	mx, err := metrics.New(metrics.NewRegistry(), metrics.Config{Redis: rdb, Queue: cfg.Queue})
+	mx, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: cfg.Queue})
 	if err != nil {
 		return err
 	}
-	s, err := newDashboard(cfg, rdb, opts, log, mx.Handler(), mx)
+	s, err := newDashboard(cfg, rdb, target, log, mx.Handler(), mx)
 	if err != nil {
 		return err
 	}
 	warnUnsharedCSRF(cfg, true, log)
-	log.Info("serving the dashboard only", "redis", redactedAddr(opts), "queue", cfg.Queue, "addr", cfg.HTTPAddr)
+	log.Info("serving the dashboard only", "redis", target.String(), "topology", target.Topology(), "queue", cfg.Queue,
+		"addr", cfg.HTTPAddr)
 	return s.ListenAndServe(ctx)
 }

@@ -51,6 +51,11 @@ func TestBadConfigurationExits2(t *testing.T) {
 		{"bad integer", []string{"CAIRN_CONCURRENCY=abc"}, []string{"CAIRN_CONCURRENCY"}},
 		{"bad enum", []string{"CAIRN_RETRY_JITTER=sometimes"}, []string{"CAIRN_RETRY_JITTER"}},
 		{"bad URL", []string{"CAIRN_REDIS_URL=http://localhost:6379"}, []string{"CAIRN_REDIS_URL"}},
+		{"Sentinel URL without a master", []string{"CAIRN_REDIS_URL=redis-sentinel://:hunter2@10.0.0.1,10.0.0.2/0"},
+			[]string{"CAIRN_REDIS_URL: no master name"}},
+		{"cluster URL with a database", []string{"CAIRN_REDIS_URL=redis-cluster://:hunter2@10.0.0.1/2"},
+			[]string{"CAIRN_REDIS_URL: database \"2\""}},
+		{"replicas without a Redis", []string{"CAIRN_REDIS_MIN_REPLICAS=1"}, []string{"CAIRN_REDIS_MIN_REPLICAS"}},
 		{"two bad values", []string{"CAIRN_RETRY_JITTER=sometimes", "CAIRN_LOG_FORMAT=xml"},
 			[]string{"CAIRN_RETRY_JITTER", "CAIRN_LOG_FORMAT"}},
 	}
@@ -69,6 +74,9 @@ func TestBadConfigurationExits2(t *testing.T) {
 				if !strings.Contains(stderr, v) {
 					t.Errorf("stderr does not name %s:\n%s", v, stderr)
 				}
+			}
+			if strings.Contains(stderr, "hunter2") {
+				t.Errorf("stderr shows the password:\n%s", stderr)
 			}
 			if strings.Contains(stderr, "EMBEDDED STORE") || stdout != "" {
 				t.Errorf("worker started something with a bad configuration\nstdout:\n%s\nstderr:\n%s", stdout, stderr)

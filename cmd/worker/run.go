@@ -43,20 +43,19 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 `, store.URL())
 		log.Warn("using the embedded store: state is not durable", "redis_url", store.URL())
 	}
-	opts, err := cfg.RedisOptions()
+	target, rdb, reg, err := connectRedis(cfg, log)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 
-	mx, err := metrics.New(metrics.NewRegistry(), metrics.Config{Redis: rdb, Queue: cfg.Queue})
+	mx, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: cfg.Queue})
 	if err != nil {
 		return err
 	}
 	var httpSrv *dashboard.Server // the HTTP API (http.go); nil when CAIRN_HTTP_ADDR is empty
 	if cfg.HTTPAddr != "" {
-		if httpSrv, err = newDashboard(cfg, rdb, opts, log, mx.Handler(), mx); err != nil {
+		if httpSrv, err = newDashboard(cfg, rdb, target, log, mx.Handler(), mx); err != nil {
 			return err
 		}
 		warnUnsharedCSRF(cfg, false, log)
@@ -118,8 +117,8 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("starting worker", "redis", redactedAddr(opts), "queue", cfg.Queue, "concurrency", cfg.Concurrency,
-		"workflows", names)
+	log.Info("starting worker", "redis", target.String(), "topology", target.Topology(), "queue", cfg.Queue,
+		"concurrency", cfg.Concurrency, "workflows", names)
 	if httpSrv != nil {
 		httpCtx, stopHTTP := context.WithCancel(ctx)
 		wait := serveHTTP(httpCtx, httpSrv, cfg.HTTPAddr, log)
@@ -130,10 +129,6 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return werr
 	}
 	return err
-}
-
-func redactedAddr(o *redis.Options) string {
-	return fmt.Sprintf("%s/%d", o.Addr, o.DB)
 }
 
 // redisLogger routes go-redis's own messages (connection pool errors) to

@@ -235,10 +235,14 @@ Every error is one line on stderr starting with "enqueue: " (validate
 first lists the file's problems, one FILE:LINE:COL: line each).
 
 Environment:
-  CAIRN_REDIS_URL      redis://[user:password@]host:port[/db], or rediss://
-                       for TLS. Unset: the embedded store a worker started
-                       without CAIRN_REDIS_URL, at CAIRN_EMBEDDED_ADDR
-                       (default 127.0.0.1:6390).
+  CAIRN_REDIS_URL      redis://[user:password@]host:port[/db] (one server),
+                       redis-sentinel://[:password@]host:port[,host:port...][/db]?master=NAME
+                       (Sentinel), redis-cluster://[:password@]host:port[,host:port...]
+                       (Cluster); rediss... for TLS. Unset: the embedded store a
+                       worker started without CAIRN_REDIS_URL, at
+                       CAIRN_EMBEDDED_ADDR (default 127.0.0.1:6390).
+  CAIRN_REDIS_MIN_REPLICAS  state writes wait until this many replicas have
+                       them (default 0: do not wait; see the README)
   CAIRN_QUEUE          the workers' queue (default workflows)
   CAIRN_RETENTION      how long a cancelled run is kept (default 168h); match
                        the workers'

@@ -298,69 +298,90 @@ func oneLine(s string) string {
 type session struct {
 	cli    *CLI
 	cfg    config.Config
-	addr   string
-	rdb    *redis.Client
+	addr   string // the Redis, for messages: host:port, or config.RedisTarget.String
+	rdb    redis.UniversalClient
 	client *workflow.Client
 }
 
-// newRedis builds the Redis client of the configuration, with the CLI's
-// short timeouts.
-func (c *CLI) newRedis(cfg config.Config) (*redis.Client, *redis.Options, error) {
-	opts, err := cfg.RedisOptions()
+// newRedis builds the Redis client of the configuration (one server,
+// Sentinel or a Cluster), with the CLI's short timeouts, and the address of
+// the Redis for messages (host:port, or the deployment without its
+// password).
+func (c *CLI) newRedis(cfg config.Config) (redis.UniversalClient, string, error) {
+	target, err := cfg.Redis()
 	if err != nil {
-		return nil, nil, usageErrorf("bad configuration: %v", err)
+		return nil, "", usageErrorf("bad configuration: %v", err)
 	}
-	if opts.DialTimeout == 0 {
-		opts.DialTimeout = dialTimeout
+	target.DefaultTimeouts(config.Timeouts{Dial: dialTimeout, Read: ioTimeout, Write: ioTimeout, DialerRetries: dialAttempts})
+	rdb := target.NewClient()
+	config.WaitForReplicas(rdb, cfg.RedisMinReplicas, cfg.RedisMinReplicasTimeout, c.logger(cfg))
+	addr := target.String()
+	if target.Single != nil {
+		addr = target.Single.Addr
 	}
-	if opts.ReadTimeout == 0 {
-		opts.ReadTimeout = ioTimeout
+	return rdb, addr, nil
+}
+
+// logger is the CLI's structured logger: warnings and errors on stderr.
+func (c *CLI) logger(cfg config.Config) *slog.Logger {
+	level, _ := cfg.SlogLevel()
+	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
+	var h slog.Handler = slog.NewTextHandler(c.Stderr, hopts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(c.Stderr, hopts)
 	}
-	if opts.WriteTimeout == 0 {
-		opts.WriteTimeout = ioTimeout
-	}
-	if opts.DialerRetries == 0 {
-		opts.DialerRetries = dialAttempts
-	}
-	opts.ContextTimeoutEnabled = true
-	return redis.NewClient(opts), opts, nil
+	return slog.New(h)
 }
 
 // connect builds the Redis client and checks that Redis answers.
 func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) {
-	rdb, opts, err := c.newRedis(cfg)
+	rdb, addr, err := c.newRedis(cfg)
 	if err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
+	if err := pingQueue(pctx, rdb, cfg.Queue); err != nil {
 		_ = rdb.Close()
 		if ctx.Err() != nil {
-			return nil, failuref("interrupted while connecting to Redis at %s", opts.Addr)
+			return nil, failuref("interrupted while connecting to Redis at %s", addr)
 		}
 		if _, ok := errors.AsType[redis.Error](err); ok {
-			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", opts.Addr, err)
+			return nil, failuref("Redis at %s refused the connection: %v (check CAIRN_REDIS_URL)", addr, err)
 		}
 		hint := "is Redis running there? check CAIRN_REDIS_URL"
 		if cfg.Embedded() {
 			hint = "is the worker running? with CAIRN_REDIS_URL unset the CLI talks to the embedded store a worker started"
 		}
-		return nil, failuref("cannot reach Redis at %s: %v (%s)", opts.Addr, err, hint)
+		return nil, failuref("cannot reach Redis at %s: %v (%s)", addr, err, hint)
 	}
-	s := &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb}
+	s := &session{cli: c, cfg: cfg, addr: addr, rdb: rdb}
 	s.client = workflow.NewClient(rdb, s.clientConfig(""))
 	return s, nil
+}
+
+// pingQueue checks that the Redis node serving the queue answers: on a
+// Redis Cluster, the master of the queue's slot; otherwise the server (for
+// Sentinel, the current master).
+func pingQueue(ctx context.Context, rdb redis.UniversalClient, queue string) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, "asynq:{"+queue+"}:pending")
+		if err != nil {
+			return err
+		}
+		return node.Ping(ctx).Err()
+	}
+	return rdb.Ping(ctx).Err()
 }
 
 // connectOutbox builds the Redis client, without checking that Redis
 // answers, and a client with the outbox, which it flushes.
 func (c *CLI) connectOutbox(ctx context.Context, cfg config.Config) (*session, error) {
-	rdb, opts, err := c.newRedis(cfg)
+	rdb, addr, err := c.newRedis(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cli: c, cfg: cfg, addr: opts.Addr, rdb: rdb}
+	s := &session{cli: c, cfg: cfg, addr: addr, rdb: rdb}
 	if err := s.openOutbox(ctx, true); err != nil {
 		_ = rdb.Close()
 		return nil, err
@@ -371,17 +392,11 @@ func (c *CLI) connectOutbox(ctx context.Context, cfg config.Config) (*session, e
 // clientConfig is the workflow client's configuration, with the outbox
 // file outbox ("" for none).
 func (s *session) clientConfig(outbox string) workflow.ClientConfig {
-	level, _ := s.cfg.SlogLevel()
-	hopts := &slog.HandlerOptions{Level: max(level, slog.LevelWarn)}
-	var h slog.Handler = slog.NewTextHandler(s.cli.Stderr, hopts)
-	if s.cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(s.cli.Stderr, hopts)
-	}
 	return workflow.ClientConfig{
 		Queue:             s.cfg.Queue,
 		Retention:         s.cfg.Retention,
 		MaxInputBytes:     maxInputBytes,
-		Logger:            slog.New(h),
+		Logger:            s.cli.logger(s.cfg),
 		Outbox:            outbox,
 		OutboxLockTimeout: s.cli.outboxLockTimeout(),
 	}

@@ -619,6 +619,17 @@ func TestBadConfig(t *testing.T) {
 	checkOneErrorLine(t, r, 2, `enqueue: bad configuration: CAIRN_LOG_FORMAT: "xml": want text or json`)
 	r = invoke(t, invocation{args: []string{"list"}, environ: []string{"CAIRN_RETENTION=soon"}})
 	checkOneErrorLine(t, r, 2, "enqueue: bad configuration: CAIRN_RETENTION: cannot parse")
+	// A Sentinel URL without its master, a cluster URL with a database:
+	// one line, without the password.
+	r = invoke(t, invocation{args: []string{"list"}, environ: []string{"CAIRN_REDIS_URL=redis-sentinel://:hunter2@10.0.0.1,10.0.0.2"}})
+	checkOneErrorLine(t, r, 2, "enqueue: bad configuration: CAIRN_REDIS_URL: no master name: add ?master=NAME")
+	r = invoke(t, invocation{args: []string{"list"}, environ: []string{"CAIRN_REDIS_URL=redis-cluster://:hunter2@h:1/3"}})
+	checkOneErrorLine(t, r, 2, "enqueue: bad configuration: CAIRN_REDIS_URL: database \"3\": a Redis Cluster has only database 0")
+	r = invoke(t, invocation{args: []string{"list"}, environ: []string{"CAIRN_REDIS_URL=redis://:hunter2@h:port"}})
+	checkOneErrorLine(t, r, 2, "enqueue: bad configuration: CAIRN_REDIS_URL: not a URL")
+	if strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("the error shows the password: %q", r.stderr)
+	}
 
 	// One line per problem, each naming its variable.
 	r = invoke(t, invocation{args: []string{"status", workflow.NewRunID(time.Now())},
@@ -649,6 +660,9 @@ func TestRedisUnreachable(t *testing.T) {
 	}{
 		{"url", []string{"CAIRN_REDIS_URL=redis://" + addr}, "(is Redis running there? check CAIRN_REDIS_URL)"},
 		{"embedded", []string{"CAIRN_EMBEDDED_ADDR=" + addr}, "(is the worker running? with CAIRN_REDIS_URL unset"},
+		{"sentinel", []string{"CAIRN_REDIS_URL=redis-sentinel://:hunter2@" + addr + "?master=m"},
+			"(is Redis running there? check CAIRN_REDIS_URL)"},
+		{"cluster", []string{"CAIRN_REDIS_URL=redis-cluster://:hunter2@" + addr}, "(is Redis running there? check CAIRN_REDIS_URL)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -658,7 +672,14 @@ func TestRedisUnreachable(t *testing.T) {
 			code := cli.Main(context.Background(), []string{"list"}, strings.NewReader(""), &stdout, &stderr, tc.environ)
 			took := time.Since(start)
 			r := result{stdout: stdout.String(), stderr: stderr.String(), code: code}
-			checkOneErrorLine(t, r, 1, "enqueue: cannot reach Redis at "+addr+": ")
+			where := map[string]string{"sentinel": "sentinel master m via " + addr + " db 0", "cluster": "cluster " + addr}[tc.name]
+			if where == "" {
+				where = addr
+			}
+			checkOneErrorLine(t, r, 1, "enqueue: cannot reach Redis at "+where+": ")
+			if strings.Contains(r.stderr, "hunter2") {
+				t.Errorf("the error shows the password: %q", r.stderr)
+			}
 			if !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("stderr %q lacks the hint %q", r.stderr, tc.want)
 			}

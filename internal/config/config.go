@@ -10,14 +10,12 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -29,10 +27,18 @@ const DefaultEmbeddedAddr = "127.0.0.1:6390"
 // Config is the configuration of the worker and the CLI. The README's
 // configuration table lists the same variables.
 type Config struct {
-	// RedisURL is redis://[user:password@]host:port[/db] or rediss:// for
-	// TLS. Empty: the worker starts the embedded, non-durable store, and the
-	// CLI talks to it.
+	// RedisURL names the Redis: one server (redis://, rediss://), a master
+	// behind Sentinel (redis-sentinel://) or a Redis Cluster
+	// (redis-cluster://); see ParseRedisURL. Empty: the worker starts the
+	// embedded, non-durable store, and the CLI talks to it.
 	RedisURL string `env:"CAIRN_REDIS_URL"`
+	// RedisMinReplicas, when above 0, makes every state write wait (WAIT)
+	// until that many replicas have it, for at most RedisMinReplicasTimeout;
+	// a write they do not confirm in time is logged and counted, not
+	// undone. 0: do not wait.
+	RedisMinReplicas int `env:"CAIRN_REDIS_MIN_REPLICAS" envDefault:"0"`
+	// RedisMinReplicasTimeout bounds that wait.
+	RedisMinReplicasTimeout time.Duration `env:"CAIRN_REDIS_MIN_REPLICAS_TIMEOUT" envDefault:"1s"`
 	// EmbeddedAddr is the loopback address of the embedded store.
 	EmbeddedAddr string `env:"CAIRN_EMBEDDED_ADDR" envDefault:"127.0.0.1:6390"`
 	// Queue is the asynq queue and the hash tag of the workflow state.
@@ -235,21 +241,7 @@ func (c Config) Validate() error {
 	bad := func(v, format string, args ...any) {
 		errs = append(errs, &Error{Var: v, Msg: fmt.Sprintf(format, args...)})
 	}
-	if c.RedisURL != "" {
-		u, err := url.Parse(c.RedisURL)
-		switch {
-		case err != nil:
-			bad("CAIRN_REDIS_URL", "not a URL: %v", err)
-		case u.Scheme != "redis" && u.Scheme != "rediss":
-			bad("CAIRN_REDIS_URL", "scheme %q: want redis:// or rediss://", u.Scheme)
-		case u.Host == "":
-			bad("CAIRN_REDIS_URL", "no host in %q", redactURL(u))
-		default:
-			if _, err := redis.ParseURL(c.RedisURL); err != nil {
-				bad("CAIRN_REDIS_URL", "%v", err)
-			}
-		}
-	}
+	c.validateRedis(bad)
 	if host, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
 		bad("CAIRN_EMBEDDED_ADDR", "%q: want host:port (%v)", c.EmbeddedAddr, err)
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
@@ -361,9 +353,6 @@ func (c Config) Policy() workflow.Policy {
 	}
 }
 
-// redactURL hides a URL's password.
-func redactURL(u *url.URL) string { return u.Redacted() }
-
 // EffectiveRedisURL is the Redis to talk to: CAIRN_REDIS_URL, or the
 // embedded store's address when it is unset.
 func (c Config) EffectiveRedisURL() string {
@@ -384,15 +373,6 @@ func (c Config) Logger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// RedisOptions parses the Redis URL in force (see EffectiveRedisURL).
-func (c Config) RedisOptions() (*redis.Options, error) {
-	opts, err := redis.ParseURL(c.EffectiveRedisURL())
-	if err != nil {
-		return nil, &Error{Var: "CAIRN_REDIS_URL", Msg: err.Error()}
-	}
-	return opts, nil
 }
 
 // validateWebhook checks the CAIRN_WEBHOOK_* variables. A bad URL is

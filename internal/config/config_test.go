@@ -3,7 +3,6 @@ package config_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -70,6 +69,7 @@ func TestLoadDefaults(t *testing.T) {
 		}
 		want := config.Config{
 			RedisURL:                 "",
+			RedisMinReplicasTimeout:  time.Second,
 			EmbeddedAddr:             "127.0.0.1:6390",
 			Queue:                    "workflows",
 			Concurrency:              10,
@@ -201,7 +201,8 @@ func TestLoadOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config.Config{
-		RedisURL: "rediss://user:pa=ss@redis.internal:6380/2", EmbeddedAddr: "127.0.0.1:7000", Queue: "billing",
+		RedisURL: "rediss://user:pa=ss@redis.internal:6380/2", RedisMinReplicasTimeout: time.Second,
+		EmbeddedAddr: "127.0.0.1:7000", Queue: "billing",
 		Concurrency: 64, LogLevel: "debug", LogFormat: "json", RetryMaxAttempts: 9,
 		RetryInitialInterval: 250 * time.Millisecond, RetryBackoffCoefficient: 1.5, RetryMaxInterval: 2 * time.Minute,
 		RetryJitter: "full", UnknownErrors: "permanent", StepTimeout: 90 * time.Second, RunTimeout: 48 * time.Hour,
@@ -234,13 +235,13 @@ func TestLoadOverrides(t *testing.T) {
 	if got := c.EffectiveRedisURL(); got != want.RedisURL {
 		t.Errorf("EffectiveRedisURL() = %q, want CAIRN_REDIS_URL", got)
 	}
-	opts, err := c.RedisOptions()
+	target, err := c.Redis()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Addr != "redis.internal:6380" || opts.DB != 2 || opts.Username != "user" || opts.Password != "pa=ss" || opts.TLSConfig == nil {
-		t.Errorf("RedisOptions() = addr %q db %d user %q password %q tls %v", opts.Addr, opts.DB, opts.Username,
-			opts.Password, opts.TLSConfig != nil)
+	if opts := target.Single; opts == nil || opts.Addr != "redis.internal:6380" || opts.DB != 2 || opts.Username != "user" ||
+		opts.Password != "pa=ss" || opts.TLSConfig == nil {
+		t.Errorf("Redis() = %+v", opts)
 	}
 	if l, err := c.SlogLevel(); err != nil || l != slog.LevelDebug {
 		t.Errorf("SlogLevel() = %v, %v", l, err)
@@ -259,19 +260,9 @@ func TestEmbeddedRedisURL(t *testing.T) {
 	if got := c.EffectiveRedisURL(); got != "redis://127.0.0.1:16390" {
 		t.Errorf("EffectiveRedisURL() = %q, want the embedded store's", got)
 	}
-	opts, err := c.RedisOptions()
-	if err != nil || opts.Addr != "127.0.0.1:16390" || opts.DB != 0 {
-		t.Errorf("RedisOptions() = %+v, %v", opts, err)
-	}
-}
-
-func TestRedisOptionsErrorNamesVariable(t *testing.T) {
-	t.Parallel()
-	c := config.Config{RedisURL: "redis://localhost:6379/notanumber"}
-	_, err := c.RedisOptions()
-	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Var != "CAIRN_REDIS_URL" || !strings.HasPrefix(err.Error(), "CAIRN_REDIS_URL: ") {
-		t.Errorf("RedisOptions() = %v, want a *config.Error naming CAIRN_REDIS_URL", err)
+	target, err := c.Redis()
+	if err != nil || target.Single == nil || target.Single.Addr != "127.0.0.1:16390" || target.Single.DB != 0 {
+		t.Errorf("Redis() = %+v, %v", target, err)
 	}
 }
 
@@ -286,6 +277,13 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_REDIS_URL", "redis://", "no host"},
 		{"CAIRN_REDIS_URL", "redis://%zz", "not a URL"},
 		{"CAIRN_REDIS_URL", "redis://host:port", "not a URL"},
+		{"CAIRN_REDIS_URL", "redis-sentinel://h:26379", "master"},
+		{"CAIRN_REDIS_URL", "redis-cluster://h:1/3", "only database 0"},
+		{"CAIRN_REDIS_MIN_REPLICAS", "-1", "0 (do not wait) to 100"},
+		{"CAIRN_REDIS_MIN_REPLICAS", "1", "CAIRN_REDIS_URL is unset"},
+		{"CAIRN_REDIS_MIN_REPLICAS", "one", "integer"},
+		{"CAIRN_REDIS_MIN_REPLICAS_TIMEOUT", "0s", "at least 1ms"},
+		{"CAIRN_REDIS_MIN_REPLICAS_TIMEOUT", "1", "duration"},
 		{"CAIRN_QUEUE", "a{b}", "braces"},
 		{"CAIRN_QUEUE", "a:b", "colons"},
 		{"CAIRN_QUEUE", "a b", "spaces"},

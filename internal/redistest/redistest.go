@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,18 @@ type Options struct {
 	// ReadyTimeout bounds how long the server may take to answer PING
 	// after a start; default 10s (more under a slow wrapper).
 	ReadyTimeout time.Duration
+	// Cluster runs the server as a Redis Cluster node (cluster-enabled
+	// yes), its nodes.conf in its data directory and its cluster bus on its
+	// port + 10000 (both kept across restarts). [StartCluster] makes a
+	// cluster of such nodes, [StartClusterNode] a cluster of one.
+	Cluster bool
+	// SentinelConfig, when set, runs the server as a Sentinel
+	// (redis-server sentinel.conf --sentinel): sentinel.conf, in its data
+	// directory, starts with this text (sentinel monitor ... lines), and
+	// the Sentinel rewrites it as it learns, so a restart keeps what it
+	// knew. Persistence options do not apply. [StartSentinel] makes a
+	// master, its replicas and their sentinels.
+	SentinelConfig string
 }
 
 // Server is a redis-server process owned by a test. Its methods may be
@@ -298,11 +311,20 @@ func (s *Server) startFreePort() error {
 	var err error
 	for range startAttempts {
 		var port int
-		port, err = freePort()
+		if s.opts.Cluster {
+			port, err = freeClusterPort()
+		} else {
+			port, err = freePort()
+		}
 		if err != nil {
 			return fmt.Errorf("redistest: finding a free port: %w", err)
 		}
 		s.port = port
+		if s.opts.SentinelConfig != "" {
+			if err := os.WriteFile(s.sentinelConfPath(), []byte(s.opts.SentinelConfig+"\n"), 0o600); err != nil {
+				return fmt.Errorf("redistest: %w", err)
+			}
+		}
 		if err = s.launch(); !errors.Is(err, errPortInUse) {
 			return err
 		}
@@ -337,15 +359,50 @@ func freePort() (int, error) {
 	return addr.Port, nil
 }
 
+// sentinelConfPath is the configuration file of a Sentinel.
+func (s *Server) sentinelConfPath() string { return filepath.Join(s.dir, "sentinel.conf") }
+
+// clusterBusOffset is the distance from a cluster node's port to its
+// cluster bus port (Redis's default; cluster-port, which changes it, is
+// Redis 7's).
+const clusterBusOffset = 10000
+
+// freeClusterPort returns a loopback port that is free, like the port
+// clusterBusOffset above it.
+func freeClusterPort() (int, error) {
+	for range 100 {
+		port := 15000 + rand.IntN(15000)
+		a, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+clusterBusOffset)))
+		_ = a.Close()
+		if err != nil {
+			continue
+		}
+		_ = b.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free pair of ports (port and port+10000) in 100 tries")
+}
+
 // args returns the redis-server command line for the server.
 func (s *Server) args() []string {
-	args := []string{
+	var args []string
+	if s.opts.SentinelConfig != "" {
+		args = append(args, s.sentinelConfPath(), "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--logfile", s.LogPath(),
 		"--daemonize", "no",
+	)
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
 	}
 	if s.opts.AppendOnly {
 		args = append(args, "--appendonly", "yes")

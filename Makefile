@@ -39,7 +39,11 @@ chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (C
 
 .PHONY: bench
 bench: ## Benchmark Cairn step chains against raw asynq task chains
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 15m ./bench/
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 15m ./bench/
+
+.PHONY: bench-scale
+bench-scale: ## Steps/s and CPU per step with 1, 2, 4 worker processes, and on a 3-master Redis Cluster
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 # The lint tools, pinned. `make tools` installs them with `go install` into
 # TOOLS_BIN (skipped when the pinned version is there already); `make lint`

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -435,6 +436,20 @@ func TestSentinelTopology(t *testing.T) {
 	t.Logf("%d runs completed %s after the master's kill; %d attempts found crashed (their completion lost with the old master, or their worker cut off)",
 		len(runs), time.Since(killed).Round(time.Millisecond), crashes)
 
+	// With worker b stopped, worker a runs two more: its writes have no
+	// replica left to confirm them (whether it ran any step after the
+	// failover until now depends on the timing).
+	b.Signal(t, syscall.SIGTERM)
+	b.Wait(t, 30*time.Second)
+	for range 2 {
+		run, err := client.Start(ctxb, demo.Name, demo.Input{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := demoRun{client: client, id: run.ID}
+		r.check(t, 60*time.Second, false)
+		runs = append(runs, r)
+	}
 	_, body := httpGet("http://" + addr + "/metrics")
 	// Worker a's writes waited for the replica, and once it was promoted
 	// (leaving no replica) each waited out its timeout, said so, and went

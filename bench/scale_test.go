@@ -24,7 +24,7 @@ import (
 // BenchmarkScale measures how Cairn scales out with worker processes and
 // with Redis Cluster shards (make bench-scale). It runs the worker binary
 // (the demo workflow: 3 steps that do almost nothing) as child processes and
-// starts CAIRN_BENCH_SCALE_RUNS runs per queue (default 600) from this
+// starts CAIRN_BENCH_SCALE_RUNS runs per queue (default 2000) from this
 // process, 8 at a time, timing from the first start to the last run's end:
 //
 //   - one Redis, 1, 2 and 4 worker processes on one queue;
@@ -37,7 +37,7 @@ import (
 // machine the absolute figures say little (the workers and Redis share the
 // cores), but the cost per step and its spread over shards do.
 func BenchmarkScale(b *testing.B) {
-	runs := envInt(b, "CAIRN_BENCH_SCALE_RUNS", 600)
+	runs := envInt(b, "CAIRN_BENCH_SCALE_RUNS", 2000)
 	bin := proctest.Build(b, "github.com/cairnhq/cairn/cmd/worker")
 	var rows []scaleRow
 
@@ -99,8 +99,10 @@ type scaleRow struct {
 	stepsPerSec float64
 	// CPU time per step, µs: of the worker processes, of Redis (all nodes).
 	workerCPU, redisCPU float64
-	// commands per step, by node (server side, INFO commandstats).
+	// commands per step, by node (server side, INFO commandstats), and each
+	// node's share of Redis's CPU time.
 	cmdsPerStep []float64
+	cpuShare    []float64
 }
 
 // scalePhase runs one setup: its workers, its runs, its counters.
@@ -189,10 +191,15 @@ func scalePhase(b *testing.B, bin string, s scaleSetup) scaleRow {
 	steps := 3 * s.runs * len(s.queues)
 	row := scaleRow{label: s.label, workers: len(procs), steps: steps, elapsed: elapsed,
 		stepsPerSec: float64(steps) / elapsed.Seconds(),
-		workerCPU:   float64((cpu1 - cpu0).Microseconds()) / float64(steps),
-		redisCPU:    float64((rcpu1 - rcpu0).Microseconds()) / float64(steps)}
+		workerCPU:   float64((cpu1 - cpu0).Microseconds()) / float64(steps)}
+	var redisCPU time.Duration
+	for i := range rcpu1 {
+		redisCPU += rcpu1[i] - rcpu0[i]
+	}
+	row.redisCPU = float64(redisCPU.Microseconds()) / float64(steps)
 	for i := range cmds1 {
 		row.cmdsPerStep = append(row.cmdsPerStep, float64(cmds1[i]-cmds0[i])/float64(steps))
+		row.cpuShare = append(row.cpuShare, float64(rcpu1[i]-rcpu0[i])/float64(max(redisCPU, 1)))
 	}
 	return row
 }
@@ -234,9 +241,9 @@ func procCPU(pid int) (time.Duration, error) {
 
 // nodesStats reads each node's CPU time (INFO cpu) and the commands it has
 // run (INFO commandstats).
-func nodesStats(b *testing.B, nodes []*redis.Client) (time.Duration, []int64) {
+func nodesStats(b *testing.B, nodes []*redis.Client) ([]time.Duration, []int64) {
 	b.Helper()
-	var cpu time.Duration
+	cpu := make([]time.Duration, len(nodes))
 	cmds := make([]int64, len(nodes))
 	for i, n := range nodes {
 		info, err := n.Info(context.Background(), "cpu", "commandstats").Result()
@@ -251,7 +258,7 @@ func nodesStats(b *testing.B, nodes []*redis.Client) (time.Duration, []int64) {
 			switch {
 			case k == "used_cpu_sys" || k == "used_cpu_user":
 				f, _ := strconv.ParseFloat(v, 64)
-				cpu += time.Duration(f * float64(time.Second))
+				cpu[i] += time.Duration(f * float64(time.Second))
 			case strings.HasPrefix(k, "cmdstat_"):
 				calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 				c, _ := strconv.ParseInt(calls, 10, 64)
@@ -266,14 +273,16 @@ func printScale(rows []scaleRow, runs int) {
 	fmt.Printf("\nBenchmarkScale: %d runs of the 3-step demo workflow per queue, started 8 at a time; "+
 		"CPU in µs per step\n", runs)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setup\tworkers\tsteps\ttime\tsteps/s\tworker CPU/step\tRedis CPU/step\tcommands/step by node\t")
+	fmt.Fprintln(tw, "setup\tworkers\tsteps\ttime\tsteps/s\tworker CPU/step\tRedis CPU/step\tcommands/step by node\tRedis CPU by node\t")
 	for _, r := range rows {
-		var by []string
-		for _, c := range r.cmdsPerStep {
+		var by, share []string
+		for i, c := range r.cmdsPerStep {
 			by = append(by, strconv.FormatFloat(c, 'f', 1, 64))
+			share = append(share, strconv.FormatFloat(100*r.cpuShare[i], 'f', 0, 64)+"%")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.0f\t%.0f\t%.0f\t%s\t\n", r.label, r.workers, r.steps,
-			r.elapsed.Round(10*time.Millisecond), r.stepsPerSec, r.workerCPU, r.redisCPU, strings.Join(by, " / "))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n", r.label, r.workers, r.steps,
+			r.elapsed.Round(10*time.Millisecond), r.stepsPerSec, r.workerCPU, r.redisCPU, strings.Join(by, " / "),
+			strings.Join(share, " / "))
 	}
 	_ = tw.Flush()
 }

@@ -32,6 +32,13 @@
 // the sparse one. BenchmarkStart measures
 // Client.Start against a bare asynq enqueue.
 //
+// BenchmarkScale (make bench-scale, skipped by make bench) runs the worker
+// binary as processes: 1, 2 and 4 of them on one Redis, then one queue and
+// three queues (one per master) on a 3-master Redis Cluster, and reports
+// steps/s, the CPU per step of the workers and of Redis, and the commands
+// and the CPU of each Redis node (CAIRN_BENCH_SCALE_RUNS runs per queue,
+// default 2000).
+//
 // BenchmarkScriptInstructions runs redis-server under valgrind's callgrind
 // and reports the instructions it executes per begin and per complete
 // script: a measure of the scripts' cost that, unlike time, the machine's

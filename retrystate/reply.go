@@ -55,6 +55,11 @@ const (
 	// OutcomeNext (complete): the checkpoint is saved and Dispatch, the
 	// next step, is due; Enqueued: the script created its task.
 	OutcomeNext Outcome = "next"
+	// OutcomeInline (complete with an inline token): the checkpoint is
+	// saved and the next step, Dispatch, was begun by the script under the
+	// inline token (no task was written for it); Started holds its attempt
+	// (but Input and Earlier, which the caller has).
+	OutcomeInline Outcome = "inline"
 	// OutcomeRunSucceeded (complete, operate): that was the last step (of a
 	// skip, for operate); the run succeeded.
 	OutcomeRunSucceeded Outcome = "succeeded"
@@ -349,8 +354,12 @@ const (
 	deliveredStep, deliveredTask, deliveredWorkflow            = 1, 2, 7
 	deliveredLen, signalSucceededLen                           = 8, 3
 	staleLen                                                   = 7
-	peekStatus, peekAttention, peekUpdated, peekStepState      = 0, 1, 2, 5
-	peekTask, peekFenceExpires, peekLen                        = 8, 10, 12
+	// {"inline", index, name, attempt, timeout_ms, policy, deadline, the
+	// step after it's name, attempt counter and timeout_ms} (complete).
+	inlinePolicy, inlineDeadline, inlineNextName          = 5, 6, 7
+	inlineNextAttempt, inlineNextTimeout, inlineLen       = 8, 9, 10
+	peekStatus, peekAttention, peekUpdated, peekStepState = 0, 1, 2, 5
+	peekTask, peekFenceExpires, peekLen                   = 8, 10, 12
 )
 
 // reply reads the elements of one script reply, keeping the first problem it
@@ -670,6 +679,15 @@ func decodeComplete(res []string) (Result, error) {
 	case "next":
 		r.want(nextLen)
 		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+	case "inline":
+		r.want(inlineLen)
+		d := r.dispatch(nextDispatch)
+		st := &Started{Attempt: d.Attempt, Policy: r.str(inlinePolicy), Used: 1, Deadline: r.instant(inlineDeadline)}
+		if name := r.str(inlineNextName); name != "" {
+			st.Next = &Dispatch{Index: d.Index + 1, Name: name, Attempt: r.integer(inlineNextAttempt) + 1,
+				Timeout: r.millis(inlineNextTimeout)}
+		}
+		return r.result(Result{Outcome: OutcomeInline, Dispatch: d, Started: st})
 	case "succeeded":
 		r.want(1)
 		return r.result(Result{Outcome: OutcomeRunSucceeded})

@@ -65,6 +65,8 @@ func replyKinds() []replyKind {
 		}},
 		{"complete.lua", func(r []string) error { return ignore(decodeComplete(r)) }, [][]string{
 			{"next", "1", "b", "1", "60000", "1"},
+			{"inline", "1", "b", "1", "60000", "{}", "0", "c", "0", "60000"},
+			{"inline", "2", "c", "1", "60000", "{}", "1800000000000", "", "0", "0"},
 			{"succeeded"},
 			{"fenced", "fence lost"},
 			{"done", "running"},

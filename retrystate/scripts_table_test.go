@@ -661,6 +661,14 @@ func completeCase(name string, seed *world, idx int, token, next, reply string) 
 		argv: []any{token, idx, fmt.Sprintf(`{"done":%d}`, idx), tKeep, next, "MSG"}, reply: reply}
 }
 
+// inlineCase is a completeCase that asks to begin the next step inline,
+// under token "tok2" with a fence TTL of 10s.
+func inlineCase(name string, seed *world, idx int, reply string) luaCase {
+	c := completeCase(name, seed, idx, "tok", taskID(idx+1, 1), reply)
+	c.argv = append(c.argv, "tok2", 10000)
+	return c
+}
+
 func TestScriptComplete(t *testing.T) {
 	deadline := func(w *world, d int64) *world {
 		return w.set("run_timeout_ms", "60000", "deadline", d).zadd(tk.deadlines(), d, tRun)
@@ -669,6 +677,19 @@ func TestScriptComplete(t *testing.T) {
 		cases: []luaCase{
 			completeCase("next: its task written", abc().runningAt(0, "tok"), 0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
 			completeCase("next: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["next" "1" "b" "1" "60000" "0"]`),
+			inlineCase("inline: the next step begun here", abc().runningAt(0, "tok"), 0,
+				`["inline" "1" "b" "1" "60000" "{\"p\":\"b\"}" "0" "c" "0" "60000"]`),
+			inlineCase("inline: the last step's next has no next", abc().runningAt(1, "tok"), 1,
+				`["inline" "2" "c" "1" "60000" "{\"p\":\"c\"}" "0" "" "0" "0"]`),
+			inlineCase("inline: not an await (its task instead)",
+				abc().runningAt(0, "tok").step(1, "kind", "await", "signal", "go", "wait_ms", "60000"), 0,
+				`["next" "1" "b" "1" "60000" "1"]`),
+			inlineCase("inline: not behind a breaker", abc().runningAt(0, "tok").step(1, "breaker", "dep|5|60000|1000|10000"), 0,
+				`["next" "1" "b" "1" "60000" "1"]`),
+			inlineCase("inline: not past the deadline",
+				deadline(abc().runningAt(0, "tok"), tNow), 0, `["next" "1" "b" "1" "60000" "1"]`),
+			inlineCase("inline: not past the iteration ceiling", abc().runningAt(0, "tok").set("max_iterations", "1"), 0,
+				`["next" "1" "b" "1" "60000" "1"]`),
 			completeCase("next: a wrong prediction", abc().runningAt(1, "tok"), 1, "tok", taskID(2, 2), `["next" "2" "c" "1" "60000" "0"]`),
 			completeCase("next: a step activated before starts afresh",
 				abc().runningAt(0, "tok").step(1, "attempt", "2", "retry_attempts", "1", "retry_state", "exhausted",

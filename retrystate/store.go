@@ -258,6 +258,11 @@ type CompleteArgs struct {
 	// checkpoint when the prediction holds.
 	NextTaskID  string
 	NextMessage []byte
+	// InlineToken, when set, asks the script to begin the next step itself
+	// under this fence token, for FenceTTL, instead of writing its task
+	// (inline continuation): OutcomeInline when it did.
+	InlineToken string
+	FenceTTL    time.Duration
 }
 
 // Complete stores a step's output, clears its retry metadata and advances
@@ -271,7 +276,8 @@ func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
 		script, decode = s.scripts.compdone, decodeCompDone
 	}
 	res, err := s.run(ctx, script, keys,
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage))
+		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage,
+			a.InlineToken, a.FenceTTL.Milliseconds()))
 	if err != nil {
 		return Result{}, fmt.Errorf("complete: %w", err)
 	}

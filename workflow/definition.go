@@ -84,6 +84,17 @@ type Definition struct {
 	// OnFailure is what a run that fails for good does: FailureStop (""
 	// too, the default) or FailureCompensate (a saga).
 	OnFailure FailureAction
+	// Inline, when set, lets a worker run a step's next step in the same
+	// asynq task when the step succeeds and the next one is due at once and
+	// registered on the worker (inline continuation): one script completes
+	// the step and begins the next, with every guarantee of a step (fence,
+	// heartbeat, journal, limits, crash recovery), and no task is enqueued
+	// and dequeued between them. A delivery yields back to the queue after
+	// MaxInlineSteps steps or MaxInlineTime. The default, one asynq task
+	// per step attempt, spreads a run's steps over workers; inline runs
+	// each step where the previous one ran. It is the worker's registered
+	// definition that decides, whichever definition a run started with.
+	Inline bool
 	// Groups configures step groups by name (Step.Group); a group not
 	// listed is required.
 	Groups map[string]Group

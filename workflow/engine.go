@@ -310,12 +310,26 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// OutcomeOK, the only other outcome Begin replies with: run the
 		// step body.
 	}
-	return e.execute(ctx, log, p, token, fn, b.Started, begunAt)
+	// Run the step, and the steps an inline workflow continues with in this
+	// delivery (engine_inline.go).
+	chain := &inlineChain{since: e.cfg.Clock.Now()}
+	st := b.Started
+	for {
+		next, err := e.execute(ctx, log, p, token, fn, st, begunAt, chain)
+		if next == nil {
+			return err
+		}
+		log, p, token, fn, st, begunAt = next.log, next.p, next.token, next.fn, next.started, next.begunAt
+		chain.steps++
+	}
 }
 
 // execute runs the step body of an attempt begun at begunAt and records its
 // outcome.
-func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started, begunAt time.Time) error {
+//
+// It returns the next step to run in the same delivery when the workflow
+// continues inline and its complete began that step (engine_inline.go).
+func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started, begunAt time.Time, chain *inlineChain) (*inlineStep, error) {
 	pol := e.policy(log, b.Policy)
 	if late := e.cfg.Clock.Now().Sub(begunAt); late >= e.cfg.FenceTTL {
 		// The begin answered after the fence it took had expired (Redis was
@@ -323,7 +337,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		// delivery's by now. Hand it back unrun, as a heartbeat that cannot
 		// renew in time does: no budget is spent.
 		log.Warn("the attempt's begin answered after its fence expired; handing the attempt back unrun", AttrDelay, late)
-		return e.release(ctx, log, p, token, pol.StepTimeout, 0)
+		return nil, e.release(ctx, log, p, token, pol.StepTimeout, 0)
 	}
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
@@ -370,7 +384,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	elapsed := e.cfg.Clock.Now().Sub(start)
 	if runErr != nil && errors.Is(cause, errUnrenewable) {
 		// This worker stopped the step itself: not a failure of the step.
-		return e.release(ctx, log, p, token, pol.StepTimeout, elapsed)
+		return nil, e.release(ctx, log, p, token, pol.StepTimeout, elapsed)
 	}
 
 	var output []byte
@@ -381,27 +395,32 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		}
 	}
 	if runErr == nil {
-		return e.complete(ctx, log, p, token, string(output), b.Next, elapsed)
+		return e.complete(ctx, log, p, token, string(output), b, elapsed, chain)
 	}
 	// A loop (loops.go): requests, not failures.
 	if d, ok := SnoozeOf(runErr); ok {
-		return e.snooze(ctx, log, p, token, pol, d, elapsed)
+		return nil, e.snooze(ctx, log, p, token, pol, d, elapsed)
 	}
 	if target, ok := GotoOf(runErr); ok {
 		if b.Compensation == nil {
-			return e.jump(ctx, log, p, token, target, elapsed)
+			return nil, e.jump(ctx, log, p, token, target, elapsed)
 		}
 		runErr = compensationGoto(target)
 	}
-	return e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
+	return nil, e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
 }
 
-func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, output string, next *retrystate.Dispatch, elapsed time.Duration) error {
+func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, output string, b *retrystate.Started, elapsed time.Duration, chain *inlineChain) (*inlineStep, error) {
 	args := retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token, Output: output, Retention: e.cfg.Retention}
+	next := b.Next
 	if next != nil {
 		// The checkpoint script creates the next step's task itself.
 		np := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
 		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
+		if e.inline(ctx, p, next, chain) {
+			// Or begins it, for this delivery to run (engine_inline.go).
+			args.InlineToken, args.FenceTTL = newToken(), e.cfg.FenceTTL
+		}
 	}
 	var res retrystate.Result
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
@@ -412,42 +431,49 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 	switch {
 	case err != nil:
 		log.Error("could not checkpoint the step; the attempt will run again", AttrError, err)
-		return err
+		return nil, err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
-		return nil
+		return nil, nil
 	case res.Outcome == retrystate.OutcomeDone:
 		// A first try went through but its reply was lost; the script
-		// wrote the next step's task with it.
+		// wrote the next step's task with it, or began it inline.
 		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		if res.RunStatus == StatusSucceeded {
 			e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
 		}
-		return nil
+		if args.InlineToken != "" {
+			return e.inlineAgain(ctx, log, p, args, b), nil
+		}
+		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunSucceeded:
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
-		return nil
+		return nil, nil
 	case res.Outcome == retrystate.OutcomeCompensated:
 		// The run's last compensation (compdone.lua).
 		log.Info("compensation succeeded; run compensated", AttrDuration, elapsed)
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		e.cfg.Observer.RunFinished(p.Workflow, StatusCompensated, res.Code)
-		return nil
+		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		// A compensation that ended a required group's rollback: the run
 		// fails (compdone.lua).
 		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		e.runFailed(log, p.Workflow, res, "compensation succeeded; its group is rolled back", AttrDuration, elapsed)
-		return nil
+		return nil, nil
+	case res.Outcome == retrystate.OutcomeInline:
+		log.Debug("step succeeded; the next step runs inline", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		return e.inlineStep(p, args, b, output, res), nil
 	}
 	log.Debug("step succeeded", AttrDuration, elapsed)
 	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 	if res.Enqueued {
-		return nil
+		return nil, nil
 	}
 	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
 		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
@@ -455,9 +481,9 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		// The state names the next task; a redelivery of this one (stale by
 		// now) or the reconciler creates it.
 		log.Error("could not enqueue the next step", AttrError, err, "next_step", res.Dispatch.Name)
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
 }
 
 func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {

@@ -9,11 +9,22 @@
 -- ARGV[7] retention of a run that ends here, ms
 -- ARGV[8] task ID the caller expects for the next step's first dispatch, or ""
 -- ARGV[9] that task's asynq message (tasks.AsynqMessage)
+-- ARGV[10] inline continuation (Definition.Inline): the fence token with which
+--          this delivery begins the next step itself, or "" (see below)
+-- ARGV[11] the fence TTL of that begin, ms
 -- When the next step's task is the one expected, the script creates it as
 -- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
 -- as the checkpoint.
+-- With ARGV[10], the next step is begun here instead, under that token, as
+-- begin.lua would begin its first attempt (fence, iteration, journal), and
+-- no task is written for it: unless the next step is an await or a sleep,
+-- is behind a circuit breaker, or a begin would refuse it (the run's
+-- deadline passed, its iteration ceiling reached), in which case the task
+-- is written as without ARGV[10] and begin.lua decides.
 -- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
--- next step is due now, {"succeeded"} when this was the last step,
+-- next step is due now, {"inline", index, name, attempt, timeout_ms, policy,
+-- deadline, the step after it's name ("" for none), its attempt counter and
+-- its timeout_ms} when it was begun here, {"succeeded"} when this was the last step,
 -- {"done", run status} when this attempt's complete was applied before (its
 -- reply was lost; the step's fence is left as "done:<token>"), or {"fenced",
 -- why} when this attempt no longer owns the step: nothing written.
@@ -58,9 +69,41 @@ local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished
 local nxt = idx + 1
 if nxt < num(run_steps) then
   local w, id, attempt = activation(nxt, nx_attempt)
-  step_deadline(w, run_deadline_base or run_created_at, nx_run_timeout_ms, run_timeout_ms, run_deadline)
+  local deadline = step_deadline(w, run_deadline_base or run_created_at, nx_run_timeout_ms, run_timeout_ms, run_deadline)
   for i = 1, #done do
     w[#w + 1] = done[i]
+  end
+  if ARGV[10] and ARGV[10] ~= "" then
+    -- Inline continuation: begin the next step here (begin.lua's checks of
+    -- a fresh attempt; anything else falls through to its task).
+    local r = sp(nxt + 1)
+    local x = redis.call("HMGET", RUN, q .. "kind", q .. "breaker", q .. "policy", q .. "max_iterations",
+      q .. "attempts_started", q .. "started_at", "iterations", "max_iterations", r .. "name", r .. "attempt",
+      r .. "timeout_ms")
+    local max_iter = num(x[4])
+    if max_iter == 0 then
+      max_iter = num(x[8])
+    end
+    local iterations = num(x[7])
+    if not x[1] and (not x[2] or x[2] == "") and (deadline == 0 or NOW < deadline) and
+      (max_iter == 0 or iterations < max_iter) then
+      local fence_expires = int(NOW + num(ARGV[11]))
+      local b = {q .. "status", "running", q .. "fence", ARGV[10], q .. "fence_expires_at", fence_expires,
+        q .. "attempt_started_at", NOWS, q .. "attempts_started", int(num(x[5]) + 1), "iterations", int(iterations + 1)}
+      for i = 1, #b do
+        w[#w + 1] = b[i]
+      end
+      if zero(x[6]) then
+        w[#w + 1] = q .. "started_at"
+        w[#w + 1] = NOWS
+      end
+      redis.call("HSET", RUN, unpack(w))
+      redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+      redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+      journal("attempt_started", "step", nx_name, "attempt", int(attempt), "task", id, "resumed", "0", "inline", "1")
+      return {"inline", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), x[3] or "{}", int(deadline), x[9] or "",
+        x[10] or "0", x[11] or "0"}
+    end
   end
   redis.call("HSET", RUN, unpack(w))
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)

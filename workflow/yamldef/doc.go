@@ -23,6 +23,7 @@
 //	      max_crashes: 3             # worker crashes one step survives
 //	      checkpoint: {enabled: true, interval: after_each_step}   # the only choice (see below)
 //	    allowed_hosts: [api.example.com, "*.svc.example.net", "10.0.0.7:8443"]
+//	    execution: inline            # strict (the default) or inline: workflow.Definition.Inline
 //	    steps:
 //	      - name: fetch
 //	        type: http

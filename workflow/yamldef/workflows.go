@@ -17,7 +17,7 @@ import (
 // The keys each mapping allows.
 var (
 	workflowKeys = []string{"description", "resiliency", "allowed_hosts", "ordering", "max_running", "on_failure",
-		"groups", "steps"}
+		"groups", "execution", "steps"}
 	orderingKeys   = []string{"concurrency", "on_failure"}
 	resiliencyKeys = []string{"retry", "timeouts", "max_iterations", "max_crashes", "circuit_breaker", "checkpoint"}
 	breakerKeys    = []string{"name", "failure_threshold", "window", "cooldown", "max_cooldown"}
@@ -81,6 +81,20 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		def.MaxRunning, _ = p.positiveInt(n, what+": max_running")
 		if def.MaxRunning > workflow.MaxRunningLimit {
 			p.errorf(n, "%s: max_running: %d is more than %d", what, def.MaxRunning, workflow.MaxRunningLimit)
+		}
+	}
+
+	// execution: strict (the default: one asynq task per step attempt) or
+	// inline (Definition.Inline).
+	if n := m.get("execution"); n != nil {
+		if s, ok := p.scalar(n, what+": execution"); ok {
+			switch s {
+			case "strict":
+			case "inline":
+				def.Inline = true
+			default:
+				p.errorf(n, "%s: execution: %q is not one of strict, inline", what, clip(s))
+			}
 		}
 	}
 

@@ -22,6 +22,7 @@ const fullFile = `workflows:
     description: pulls invoices, then tells the hooks
     ordering: {concurrency: 2, on_failure: release}
     max_running: 8
+    execution: inline
     resiliency:
       retry:
         max_attempts: 5
@@ -55,6 +56,7 @@ const fullFile = `workflows:
           headers: {Authorization: "Bearer {{.input.token}}", X-Count: 3}
           body: '{{json .steps.fetch.body}}'
   ping:
+    execution: strict
     steps:
       - {name: ping, type: http, with: {method: HEAD, url: "https://example.com/"}}
 `
@@ -94,6 +96,9 @@ func TestParseMapsEveryField(t *testing.T) {
 	if d.Ordering == nil || *d.Ordering != (workflow.Ordering{Concurrency: 2, OnFailure: workflow.OnFailureRelease}) ||
 		d.MaxRunning != 8 {
 		t.Errorf("ordering %+v max_running %d; want concurrency 2, release, 8", d.Ordering, d.MaxRunning)
+	}
+	if !d.Inline || defs[1].Inline {
+		t.Errorf("inline: sync-invoices %v, ping %v; want true (execution: inline), false (strict)", d.Inline, defs[1].Inline)
 	}
 	if defs[1].Ordering != nil || defs[1].MaxRunning != 0 {
 		t.Errorf("ping has ordering %+v max_running %d; want none", defs[1].Ordering, defs[1].MaxRunning)
@@ -203,7 +208,8 @@ func TestParseErrors(t *testing.T) {
 		{"workflow name with space", "workflows:\n  bad name:\n    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n",
 			"bad name", `workflow "bad name": name must be 1-64 letters, digits, '.', '_' or '-'`},
 		{"workflow is a string", "workflows:\n  w: hello\n", "hello", `workflow "w": want a mapping (key: value), got the string "hello"`},
-		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, ordering, max_running, on_failure, groups, steps)`},
+		{"unknown workflow key", wf("    retry: {max_attempts: 3}\n"), "retry:", `workflow "w": unknown key "retry" (want description, resiliency, allowed_hosts, ordering, max_running, on_failure, groups, execution, steps)`},
+		{"bad execution", wf("    execution: fast\n"), "fast", `workflow "w": execution: "fast" is not one of strict, inline`},
 		{"missing steps", "workflows:\n  w:\n    description: x\n", "w:", `workflow "w": missing key steps`},
 		{"no steps", "workflows:\n  w:\n    steps: []\n", "[]", `workflow "w": steps: no steps`},
 		{"steps is a mapping", "workflows:\n  w:\n    steps: {a: 1}\n", "{a: 1}", "steps: want a list of steps"},

@@ -91,8 +91,11 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return err
 	}
 	if cfg.DemoChaos {
-		names = append(names, demo.ChaosName, demo.SagaName)
+		names = append(names, demo.ChaosName, demo.ChaosInlineName, demo.SagaName)
 		if err := w.Register(demo.Chaos(rdb, cfg.Queue, workflow.Policy{})); err != nil {
+			return err
+		}
+		if err := w.Register(demo.ChaosInline(rdb, cfg.Queue, workflow.Policy{})); err != nil {
 			return err
 		}
 		if err := w.Register(demo.Saga(rdb, cfg.Queue, workflow.Policy{})); err != nil {

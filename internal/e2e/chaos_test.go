@@ -25,7 +25,9 @@ const chaosBudget = 4
 
 // TestChaos runs the chaos suite: three worker processes execute many runs
 // of the five-step chaos workflow with about 20% injected transient
-// failures, and, for a quarter of the runs, of the saga workflow (demo.Saga:
+// failures (a quarter of the runs on its inline twin, demo.ChaosInline,
+// whose steps run one after another in one task), and, for a quarter of the
+// runs, of the saga workflow (demo.Saga:
 // compensations, a circuit breaker, permanent failures, exhausted retries
 // and compensations made to fail), while a random worker is killed with
 // SIGKILL every few seconds and restarted, and redis-server is killed and
@@ -77,7 +79,10 @@ func TestChaos(t *testing.T) {
 		for submitted < runs && time.Since(start) >= spread*time.Duration(submitted)/time.Duration(runs) {
 			var in any = demo.ChaosInput{FailRate: failRate, SleepMS: 20 + rng.IntN(180)}
 			name := demo.ChaosName
-			if submitted%4 == 3 {
+			switch submitted % 4 {
+			case 1:
+				name = demo.ChaosInlineName // the same steps, run inline
+			case 3:
 				name, in = demo.SagaName, sagaInput(submitted/4, rng)
 			}
 			r, err := client.Start(ctxb, name, in, &workflow.StartOptions{IdempotencyKey: fmt.Sprint("chaos-", submitted)})
@@ -185,6 +190,9 @@ func TestChaos(t *testing.T) {
 	if kills == 0 || redisRestarts != 1 {
 		t.Errorf("the suite did not inject its faults: %d kills, %d Redis restarts", kills, redisRestarts)
 	}
+	if c.inlineRuns == 0 || c.inlineBegun == 0 {
+		t.Errorf("the inline runs ran nothing inline: %d runs, %d attempts begun inline", c.inlineRuns, c.inlineBegun)
+	}
 	if c.sagaCompensated == 0 || c.sagaCompFailed == 0 || c.compensations == 0 || c.breakerOpened == 0 {
 		t.Errorf("the saga runs did not exercise their compensations and breaker: %d compensated, %d compensation_failed, %d compensations, %d breaker openings",
 			c.sagaCompensated, c.sagaCompFailed, c.compensations, c.breakerOpened)
@@ -286,6 +294,9 @@ func readSagas(t *testing.T, rdb *redis.Client, queue string, all map[string]*wo
 type chaosResult struct {
 	runs, succeeded, failed, steps, attempts, resumes, crashes, repairs int
 	kills, redisRestarts, duplicates, lost, executions                  int
+	// The chaos workflow's inline twin: its runs, and attempts begun
+	// inline (by the complete of the step before, in the same task).
+	inlineRuns, inlineBegun int
 	elapsed                                                             time.Duration
 	// The saga runs (checkSagas): how they ended, their compensations and
 	// the circuit breaker.
@@ -304,6 +315,8 @@ func (c *chaosResult) table() string {
 	row("runs", c.runs)
 	row("  succeeded", c.succeeded)
 	row("  failed (injected > budget)", c.failed)
+	row("  inline runs", c.inlineRuns)
+	row("    attempts begun inline", c.inlineBegun)
 	row("  saga runs", c.sagaRuns)
 	row("    succeeded", c.sagaSucceeded)
 	row("    compensated", c.sagaCompensated)
@@ -350,6 +363,9 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 		if r.Workflow != demo.SagaName && r.FinishedAt != nil {
 			c.longest = max(c.longest, r.FinishedAt.Sub(r.CreatedAt))
 		}
+		if r.Workflow == demo.ChaosInlineName {
+			c.inlineRuns++
+		}
 		if r.Workflow == demo.SagaName {
 			budget = sagaBudget // checkSagas checks how it ended
 		} else {
@@ -386,6 +402,9 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 					c.violatef("run %s step %s: attempt %d started while attempt %d had no outcome", id, ev.Step, ev.Attempt, a)
 				}
 				open[ev.Step] = ev.Attempt
+				if ev.Details["inline"] == "1" {
+					c.inlineBegun++
+				}
 				if ev.Details["resumed"] == "1" {
 					c.resumes++
 				} else {

@@ -17,6 +17,10 @@ import (
 // ChaosName is the name of the chaos workflow.
 const ChaosName = "chaos"
 
+// ChaosInlineName is the name of the chaos workflow's inline twin
+// (ChaosInline): the same steps, run inline (workflow.Definition.Inline).
+const ChaosInlineName = "chaos-inline"
+
 // ChaosSteps are the chaos workflow's steps, in order.
 var ChaosSteps = []string{"s1", "s2", "s3", "s4", "s5"}
 
@@ -117,6 +121,15 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 	for _, name := range ChaosSteps {
 		def.Steps = append(def.Steps, workflow.Step{Name: name, Run: run})
 	}
+	return def
+}
+
+// ChaosInline is Chaos under the name ChaosInlineName, with inline
+// continuation: its steps run one after another in one asynq task when they
+// can, so the chaos suite kills workers in the middle of inline chains too.
+func ChaosInline(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
+	def := Chaos(rdb, queue, policy)
+	def.Name, def.Inline = ChaosInlineName, true
 	return def
 }
 

@@ -297,7 +297,7 @@ type chaosResult struct {
 	// The chaos workflow's inline twin: its runs, and attempts begun
 	// inline (by the complete of the step before, in the same task).
 	inlineRuns, inlineBegun int
-	elapsed                                                             time.Duration
+	elapsed                 time.Duration
 	// The saga runs (checkSagas): how they ended, their compensations and
 	// the circuit breaker.
 	sagaRuns, sagaSucceeded, sagaCompensated, sagaCompFailed int

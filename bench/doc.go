@@ -32,6 +32,11 @@
 // the sparse one. BenchmarkStart measures
 // Client.Start against a bare asynq enqueue.
 //
+// BenchmarkRunLatency measures one run of 3 no-op steps at a time on an idle
+// worker, from before Client.Start to the run's end (an observer hook), for
+// the default execution and inline continuation: p50 and p99 of
+// CAIRN_BENCH_LATENCY_RUNS runs (default 100).
+//
 // BenchmarkScale (make bench-scale, skipped by make bench) runs the worker
 // binary as processes: 1, 2 and 4 of them on one Redis, then one queue and
 // three queues (one per master) on a 3-master Redis Cluster, and reports

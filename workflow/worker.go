@@ -84,7 +84,9 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 func (w *Worker) Register(defs ...Definition) error { return w.engine.Register(defs...) }
 
 // Ready is closed once Run has published the definitions (clients can start
-// runs of them) and the worker processes step attempts.
+// runs of them) and the worker processes step attempts; with webhooks, once
+// their consumer group exists too (the notifications of runs started from
+// then on are delivered), unless Redis refused to create it.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // Engine returns the worker's engine.
@@ -126,6 +128,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if !w.cfg.SkipRedisChecks {
 		CheckRedis(ctx, w.rdb, w.log)
+	}
+	if notifier != nil {
+		// The webhooks' consumer group exists before the worker is ready,
+		// so the notifications of runs started from then on are delivered
+		// (it starts at the stream's end). Run retries when this fails.
+		if err := notifier.Prepare(ctx); err != nil {
+			w.log.Warn("cannot create the notification consumer group yet; the notifier will retry", AttrError, err)
+		}
 	}
 	recCtx, stopRec := context.WithCancel(ctx)
 	recDone := make(chan struct{})

@@ -67,6 +67,15 @@ const (
 	notifyMaxBackoff = 10 * time.Second
 )
 
+// Prepare creates the notification stream's consumer group the notifier
+// reads with, if it does not exist: from then on, every notification is
+// delivered (the group starts at the stream's end). Run does it too; call
+// Prepare first to know that the notifications of what follows will be
+// delivered.
+func (n *Notifier) Prepare(ctx context.Context) error {
+	return n.store.CreateNotifyGroup(ctx, n.cfg.Group)
+}
+
 // Run delivers notifications until ctx is done. While Redis is unreachable
 // it keeps trying and logs it.
 func (n *Notifier) Run(ctx context.Context) {

@@ -219,7 +219,7 @@ func lifeSegments() []string {
 	return out
 }
 
-// lifeCosts takes runs runs of the benchmark's workflow on queue through
+// lifeCosts takes that many runs (runs) of the benchmark's workflow on queue through
 // their life one call at a time, as the engine would (Client.Start, then
 // Store.Begin and Store.Complete of each step, the next step's task written
 // by complete), and returns for each segment of lifeSegments the Redis

@@ -148,6 +148,7 @@ func configFromEnv(b *testing.B, chainsVar string, chains int, taskCheck, delaye
 		delayedCheck: delayedCheck,
 		clock:        processing,
 		variants:     []cairnVariant{strict},
+		noMemory:     true,
 	}
 	if cfg.servers > cfg.concurrency {
 		b.Fatalf("CAIRN_BENCH_SERVERS=%d is more than the concurrency, %d", cfg.servers, cfg.concurrency)
@@ -164,6 +165,7 @@ func BenchmarkStepThroughput(b *testing.B) {
 	cfg.rounds = envInt(b, "CAIRN_BENCH_ROUNDS", 5)
 	cfg.clock = endToEnd
 	cfg.variants = mainVariants()
+	cfg.noMemory = false
 	compare(b, "asynq polling as the Cairn worker sets it by default", "e2e", cfg)
 }
 
@@ -174,6 +176,7 @@ func BenchmarkStepThroughputProcessing(b *testing.B) {
 	cfg := configFromEnv(b, "CAIRN_BENCH_CHAINS", 3000, workerTaskCheckInterval, workerDelayedTaskCheckInterval)
 	cfg.rounds = envInt(b, "CAIRN_BENCH_PROCESSING_ROUNDS", 3)
 	cfg.variants = mainVariants()
+	cfg.noMemory = false
 	compare(b, "asynq polling as the Cairn worker sets it by default", "tuned", cfg)
 }
 

@@ -38,8 +38,8 @@ chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (C
 	CAIRN_CHAOS_RUNS=$(or $(CHAOS_RUNS),2000) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./internal/e2e/
 
 .PHONY: bench
-bench: ## Benchmark Cairn step chains against raw asynq task chains
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 15m ./bench/
+bench: ## Cairn against raw asynq end to end (ratio strict), bytes/run, the reconciler and retained runs at scale (CAIRN_BENCH_RETAINED_RUNS=1000000 for the full million)
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 20m ./bench/
 
 .PHONY: bench-scale
 bench-scale: ## Steps/s and CPU per step with 1, 2, 4 worker processes, and on a 3-master Redis Cluster

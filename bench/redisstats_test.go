@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,6 +197,7 @@ func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next
 func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.trips.Add(1)
+		learnScript(cmd)
 		dequeue := isDequeue(cmd)
 		if !h.detail && !dequeue {
 			return next(ctx, cmd)
@@ -304,6 +306,32 @@ func loadScriptLabels() *scriptLabels {
 	return l
 }
 
+// learned maps the SHA1 of each Cairn script a hooked client loaded (the
+// EVAL go-redis sends after a NOSCRIPT reply) to its label: retrystate
+// prepends to each script the part of common.lua it uses, so its SHA1 cannot
+// be computed here from the files alone. The label is the name in the last
+// header line "-- <name>.lua: ..." of the body (the script's own, after the
+// prelude's).
+var learned sync.Map
+
+var scriptHeader = regexp.MustCompile(`(?m)^-- ([a-z_]+\.lua):`)
+
+func learnScript(cmd redis.Cmder) {
+	if cmd.Name() != "eval" {
+		return
+	}
+	args := cmd.Args()
+	if len(args) < 2 {
+		return
+	}
+	body, _ := args[1].(string)
+	m := scriptHeader.FindAllStringSubmatch(body, -1)
+	if len(m) == 0 {
+		return
+	}
+	learned.LoadOrStore(sha(body), "cairn "+m[len(m)-1][1])
+}
+
 func sha(s string) string {
 	h := sha1.Sum([]byte(s))
 	return hex.EncodeToString(h[:])
@@ -332,13 +360,15 @@ func (l *scriptLabels) labelArgs(args []string) string {
 	if (name != "evalsha" && name != "eval") || len(args) < 4 {
 		return name
 	}
-	if label, ok := l.bySHA[args[1]]; ok {
+	id := strings.ToLower(args[1])
+	if name == "eval" {
+		id = sha(args[1])
+	}
+	if label, ok := l.bySHA[id]; ok {
 		return name + " " + label
 	}
-	if name == "eval" {
-		if label, ok := l.bySHA[sha(args[1])]; ok {
-			return name + " " + label
-		}
+	if label, ok := learned.Load(id); ok {
+		return name + " " + label.(string) //nolint:forcetypeassert // learned holds strings only
 	}
 	key := args[3]
 	if l.queue != "" {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -92,12 +91,7 @@ func publishNoop(b *testing.B, rdb *redis.Client, queue string) *workflow.Client
 	if err != nil {
 		b.Fatal(err)
 	}
-	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	def := workflow.Definition{Name: workflowName}
-	for i := range stepsPerChain {
-		def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
-	}
-	if err := e.Register(def); err != nil {
+	if err := e.Register(benchDefinition()); err != nil {
 		b.Fatal(err)
 	}
 	if err := e.Publish(context.Background()); err != nil {

@@ -44,16 +44,64 @@ const (
 	phaseDeadline = 2 * time.Minute
 	// stopDeadline bounds a worker's shutdown after its context ends.
 	stopDeadline = time.Minute
-	// setupWorkers enqueue chain heads and start runs, untimed.
-	setupWorkers = 8
+	// starters enqueue the chain heads and start the runs, this many at a
+	// time: inside the clock end to end, before it otherwise.
+	starters = 8
 
 	rawTaskType  = "bench:chain"
 	workflowName = "bench3"
 )
 
-// phaseConfig is what both phases of one comparison share.
+// clockMode is what a phase's clock covers.
+type clockMode int
+
+const (
+	// endToEnd: the servers (workers) run and have taken a warm-up chain
+	// (run) through before the clock starts; the clock starts before the
+	// first chain head is enqueued (the first run is started) and stops
+	// when an in-process hook sees the last chain's last task (the last
+	// run) done: the raw chain's last handler, the Cairn engine's
+	// Observer.RunFinished. Starting the work is timed and counted.
+	endToEnd clockMode = iota
+	// processing: the chain heads are enqueued, the runs started, before
+	// the clock and the counters start; the clock starts with the servers
+	// (workers) and stops on the same hooks. Only the processing is
+	// measured.
+	processing
+)
+
+func (m clockMode) String() string {
+	if m == processing {
+		return "processing only (chain heads enqueued and runs started before the clock)"
+	}
+	return "end to end (from before the first enqueue or Start to the last chain or run done, seen by an in-process hook)"
+}
+
+// cairnVariant is one Cairn phase of a comparison: the benchmark's workflow
+// as modify leaves it. Each variant runs after the raw phase of every
+// round, and its median ratio to raw asynq is printed on a line "ratio
+// <name> <median>".
+type cairnVariant struct {
+	name   string
+	modify func(*workflow.Definition) // nil: the definition as it is
+}
+
+// strict is Cairn as it is by default: every step begun and checkpointed
+// in Redis by its own scripts.
+var strict = cairnVariant{name: "strict"}
+
+// mainVariants are the Cairn phases of BenchmarkStepThroughput and
+// BenchmarkStepThroughputProcessing. A variant is a name and a change to the
+// definition, for example (once workflow.Definition has the field):
+//
+//	{name: "inline", modify: func(d *workflow.Definition) { d.Inline = true }},
+func mainVariants() []cairnVariant {
+	return []cairnVariant{strict}
+}
+
+// phaseConfig is what the phases of one comparison share.
 type phaseConfig struct {
-	// rounds is how often the raw and the Cairn phase alternate; the
+	// rounds is how often the raw and the Cairn phases alternate; the
 	// target is judged on the median of the rounds' ratios, which a
 	// passing hiccup of the machine does not move.
 	rounds       int
@@ -62,6 +110,11 @@ type phaseConfig struct {
 	servers      int // asynq servers (Cairn workers) in the process
 	taskCheck    time.Duration
 	delayedCheck time.Duration
+	clock        clockMode
+	variants     []cairnVariant
+	// noMemory skips measuring the memory the runs keep (a queue holding
+	// many other runs).
+	noMemory bool
 }
 
 // concurrencyOf returns the concurrency of server i: the servers share
@@ -93,6 +146,9 @@ func configFromEnv(b *testing.B, chainsVar string, chains int, taskCheck, delaye
 		servers:      envInt(b, "CAIRN_BENCH_SERVERS", 1),
 		taskCheck:    taskCheck,
 		delayedCheck: delayedCheck,
+		clock:        processing,
+		variants:     []cairnVariant{strict},
+		noMemory:     true,
 	}
 	if cfg.servers > cfg.concurrency {
 		b.Fatalf("CAIRN_BENCH_SERVERS=%d is more than the concurrency, %d", cfg.servers, cfg.concurrency)
@@ -101,16 +157,31 @@ func configFromEnv(b *testing.B, chainsVar string, chains int, taskCheck, delaye
 }
 
 // BenchmarkStepThroughput compares Cairn runs of 3 no-op steps with raw
-// asynq chains of 3 no-op tasks, with the asynq polling intervals the Cairn
-// worker uses by default. See the package documentation.
+// asynq chains of 3 no-op tasks end to end, starts included, with the asynq
+// polling intervals the Cairn worker uses by default. See the package
+// documentation.
 func BenchmarkStepThroughput(b *testing.B) {
-	cfg := configFromEnv(b, "CAIRN_BENCH_CHAINS", 1000, workerTaskCheckInterval, workerDelayedTaskCheckInterval)
+	cfg := configFromEnv(b, "CAIRN_BENCH_CHAINS", 3000, workerTaskCheckInterval, workerDelayedTaskCheckInterval)
 	cfg.rounds = envInt(b, "CAIRN_BENCH_ROUNDS", 5)
+	cfg.clock = endToEnd
+	cfg.variants = mainVariants()
+	cfg.noMemory = false
+	compare(b, "asynq polling as the Cairn worker sets it by default", "e2e", cfg)
+}
+
+// BenchmarkStepThroughputProcessing is BenchmarkStepThroughput with only
+// the processing timed and counted: the chain heads are enqueued and the
+// runs started before the clock.
+func BenchmarkStepThroughputProcessing(b *testing.B) {
+	cfg := configFromEnv(b, "CAIRN_BENCH_CHAINS", 3000, workerTaskCheckInterval, workerDelayedTaskCheckInterval)
+	cfg.rounds = envInt(b, "CAIRN_BENCH_PROCESSING_ROUNDS", 3)
+	cfg.variants = mainVariants()
+	cfg.noMemory = false
 	compare(b, "asynq polling as the Cairn worker sets it by default", "tuned", cfg)
 }
 
-// BenchmarkStepThroughputAsynqDefaults is BenchmarkStepThroughput with
-// asynq's own polling intervals, which the Cairn worker overrides, to
+// BenchmarkStepThroughputAsynqDefaults repeats both phases with asynq's own
+// polling intervals (processing only), which the Cairn worker overrides, to
 // document why. In "busy" more chains are in flight than the concurrency,
 // so the queue only runs dry at the very end and the interval hardly
 // matters. In "sparse" a single chain runs: after each task the fetch loop
@@ -130,8 +201,8 @@ func BenchmarkStepThroughputAsynqDefaults(b *testing.B) {
 	})
 }
 
-// BenchmarkStepThroughputSparse is BenchmarkStepThroughput with a single
-// chain: the reference for BenchmarkStepThroughputAsynqDefaults/sparse.
+// BenchmarkStepThroughputSparse is BenchmarkStepThroughputProcessing with a
+// single chain: the reference for BenchmarkStepThroughputAsynqDefaults/sparse.
 func BenchmarkStepThroughputSparse(b *testing.B) {
 	skipDefaults(b)
 	compare(b, "asynq polling as the Cairn worker sets it by default, sparse queue", "sparse",
@@ -151,8 +222,9 @@ func sparseConfig(b *testing.B, taskCheck, delayedCheck time.Duration) phaseConf
 	return configFromEnv(b, "CAIRN_BENCH_SPARSE_CHAINS", 1, taskCheck, delayedCheck)
 }
 
-// compare runs the raw asynq phase then the Cairn phase b.N times on the
-// shared redis-server, reports the metrics and prints a table.
+// compare runs, b.N times cfg.rounds times, the raw asynq phase then each
+// Cairn variant's phase on the shared redis-server, reports the metrics and
+// prints a table.
 func compare(b *testing.B, title, tag string, cfg phaseConfig) {
 	srv := redistest.Shared(b)
 	ctl := newControl(srv.Addr())
@@ -162,37 +234,51 @@ func compare(b *testing.B, title, tag string, cfg phaseConfig) {
 		b.Fatal(err)
 	}
 	labels := loadScriptLabels()
-	var raw, cairn result
-	var ratios []float64
+	var raw result
+	cairn := make([]result, len(cfg.variants))
+	ratios := make([][]float64, len(cfg.variants))
+	loads := []string{loadAverage()}
 	for range b.N {
 		for range max(cfg.rounds, 1) {
 			r := runRaw(b, srv, ctl, cfg, newQueue(tag+"_raw"), labels)
-			c := runCairn(b, srv, ctl, cfg, newQueue(tag+"_cairn"), labels)
-			ratios = append(ratios, c.perSec()/r.perSec())
 			raw.add(r)
-			cairn.add(c)
+			for i, v := range cfg.variants {
+				c := runCairn(b, srv, ctl, cfg, v, newQueue(tag+"_"+v.name), labels)
+				ratios[i] = append(ratios[i], c.perSec()/r.perSec())
+				cairn[i].add(c)
+			}
+			loads = append(loads, loadAverage())
 		}
 	}
-	ratio := median(ratios)
 
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(raw.perSec(), "raw_tasks/s")
-	b.ReportMetric(cairn.perSec(), "cairn_steps/s")
-	b.ReportMetric(ratio, "ratio")
 	b.ReportMetric(raw.cmdsPerUnit(), "cmds/raw_task")
-	b.ReportMetric(cairn.cmdsPerUnit(), "cmds/cairn_step")
 	b.ReportMetric(raw.tripsPerUnit(), "trips/raw_task")
-	b.ReportMetric(cairn.tripsPerUnit(), "trips/cairn_step")
+	for i, v := range cfg.variants {
+		b.ReportMetric(cairn[i].perSec(), v.name+"_steps/s")
+		b.ReportMetric(median(ratios[i]), "ratio_"+v.name)
+		b.ReportMetric(cairn[i].cmdsPerUnit(), "cmds/"+v.name+"_step")
+		b.ReportMetric(cairn[i].tripsPerUnit(), "trips/"+v.name+"_step")
+		if m := cairn[i].mem; m != nil {
+			b.ReportMetric(m.perRun(), "bytes/run_"+v.name)
+		}
+	}
 
-	phases := []struct {
+	type phase struct {
 		name string
 		r    result
-	}{{"raw asynq tasks", raw}, {"Cairn steps", cairn}}
+	}
+	phases := []phase{{"raw asynq tasks", raw}}
+	for i, v := range cfg.variants {
+		phases = append(phases, phase{"Cairn " + v.name + " steps", cairn[i]})
+	}
 	fmt.Printf("\n%s: %s\n", b.Name(), title)
-	fmt.Printf("  redis-server %s on loopback; GOMAXPROCS %d; load average %s\n",
-		version, runtime.GOMAXPROCS(0), loadAverage())
-	fmt.Printf("  concurrency %d (%d asynq server(s)); TaskCheckInterval %s; DelayedTaskCheckInterval %s\n",
-		cfg.concurrency, cfg.servers, cfg.taskCheck, cfg.delayedCheck)
+	fmt.Printf("  redis-server %s on loopback; GOMAXPROCS %d; load average (1 min) before and after each round: %s\n",
+		version, runtime.GOMAXPROCS(0), strings.Join(loads, " "))
+	fmt.Printf("  clock: %s\n", cfg.clock)
+	fmt.Printf("  concurrency %d (%d asynq server(s)); TaskCheckInterval %s; DelayedTaskCheckInterval %s; %d starters\n",
+		cfg.concurrency, cfg.servers, cfg.taskCheck, cfg.delayedCheck, starters)
 	fmt.Printf("  %d chains (runs) of %d no-op tasks (steps) per phase; %d round(s) of raw then Cairn; %d iteration(s)\n",
 		cfg.chains, stepsPerChain, max(cfg.rounds, 1), b.N)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -210,25 +296,41 @@ func compare(b *testing.B, title, tag string, cfg phaseConfig) {
 			p.r.busy(p.r.redisCPU), p.r.busy(p.r.goCPU), p.r.dequeueWait())
 	}
 	_ = tw.Flush()
-	fmt.Printf("  CPU per raw task / CPU per Cairn step = %.3f (the ratio to expect when CPU-bound)\n",
-		(raw.redisCPU+raw.goCPU).Seconds()/float64(raw.units)/((cairn.redisCPU+cairn.goCPU).Seconds()/float64(cairn.units)))
+	for i, v := range cfg.variants {
+		c := cairn[i]
+		fmt.Printf("  CPU per raw task / CPU per Cairn %s step = %.3f (the ratio to expect when CPU-bound)\n", v.name,
+			(raw.redisCPU+raw.goCPU).Seconds()/float64(raw.units)/((c.redisCPU+c.goCPU).Seconds()/float64(c.units)))
+	}
+	for i, v := range cfg.variants {
+		printRatio(v.name, ratios[i])
+	}
+	for i, v := range cfg.variants {
+		if m := cairn[i].mem; m != nil {
+			m.print(v.name)
+		}
+	}
+	if testing.Verbose() {
+		printDetail("raw asynq, per task", raw)
+		for i, v := range cfg.variants {
+			printDetail("Cairn "+v.name+", per step", cairn[i])
+		}
+	}
+}
+
+// printRatio prints the line "ratio <name> <median>" (at the start of the
+// line, for grep) with the rounds' ratios and the verdict.
+func printRatio(name string, ratios []float64) {
+	ratio := median(ratios)
 	verdict := "PASS"
 	if ratio < targetRatio {
 		verdict = "BELOW TARGET"
 	}
-	if len(ratios) > 1 {
-		parts := make([]string, len(ratios))
-		for i, r := range ratios {
-			parts[i] = fmt.Sprintf("%.3f", r)
-		}
-		fmt.Printf("  ratio per round: %s\n", strings.Join(parts, " "))
+	parts := make([]string, len(ratios))
+	for i, r := range ratios {
+		parts[i] = fmt.Sprintf("%.3f", r)
 	}
-	fmt.Printf("  ratio Cairn steps/s / raw tasks/s = %.3f, median of %d round(s) (target >= %.1f): %s\n",
-		ratio, len(ratios), targetRatio, verdict)
-	if testing.Verbose() {
-		printDetail("raw asynq, per task", raw)
-		printDetail("Cairn, per step", cairn)
-	}
+	fmt.Printf("ratio %s %.3f  (Cairn %s steps/s / raw asynq tasks/s, median of %d round(s): %s; target >= %.1f: %s)\n",
+		name, ratio, name, len(ratios), strings.Join(parts, " "), targetRatio, verdict)
 }
 
 // loadAverage returns the 1-minute load average, as a hint of how much
@@ -244,10 +346,10 @@ func loadAverage() string {
 	return "?"
 }
 
-// result is the measurement of one phase (or the sum over b.N iterations).
+// result is the measurement of one phase (or the sum over rounds).
 type result struct {
 	units   int64         // tasks (raw) or steps (Cairn) processed
-	elapsed time.Duration // from server start to the last unit done
+	elapsed time.Duration // what the clock covers (clockMode)
 	// redisCPU and goCPU are the CPU time redis-server and this process
 	// used over elapsed.
 	redisCPU, goCPU time.Duration
@@ -259,6 +361,9 @@ type result struct {
 	trips       int64               // client round trips
 	calls       map[string]callStat // client round trips by label, with -v
 	server      map[string]callStat // server execution time (slow log), with -v
+	// mem is the Redis memory the phase's finished runs keep (Cairn
+	// phases; the last phase's when summed).
+	mem *runMemory
 }
 
 func (r *result) add(o result) {
@@ -279,6 +384,9 @@ func (r *result) add(o result) {
 	}
 	addStats(r.calls, o.calls)
 	addStats(r.server, o.server)
+	if o.mem != nil {
+		r.mem = o.mem
+	}
 }
 
 func addStats(to, from map[string]callStat) {
@@ -308,7 +416,7 @@ func (r *result) dequeueWait() time.Duration {
 	return (r.dequeueTime / time.Duration(r.dequeues)).Round(time.Microsecond)
 }
 
-// meter measures a phase from the start of processing to its last unit.
+// meter measures a phase while its clock runs.
 type meter struct {
 	start       time.Time
 	redis0, go0 time.Duration
@@ -415,8 +523,13 @@ func printStats(title, mean string, units int64, m map[string]callStat) {
 // round trips.
 func newWorkload(b *testing.B, srv *redistest.Server, queue string, labels *scriptLabels) (*redis.Client, *tripCounter) {
 	b.Helper()
+	return newWorkloadAt(b, srv.Addr(), queue, labels)
+}
+
+func newWorkloadAt(b *testing.B, addr, queue string, labels *scriptLabels) (*redis.Client, *tripCounter) {
+	b.Helper()
 	hook := newTripCounter(testing.Verbose(), labels.forQueue(queue))
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	rdb.AddHook(hook)
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		_ = rdb.Close()
@@ -435,6 +548,64 @@ func chainTask(chain, index int) *asynq.Task {
 	return asynq.NewTask(rawTaskType, p)
 }
 
+// finishLine counts the chains (runs) seen done and closes warm when the
+// first is, done when the last is.
+type finishLine struct {
+	n      atomic.Int64
+	warmAt int64 // 0: no warm-up
+	doneAt int64
+	warm   chan struct{}
+	done   chan struct{}
+	// bad counts runs that ended otherwise than succeeded.
+	bad atomic.Int64
+}
+
+func newFinishLine(warmUp bool, chains int) *finishLine {
+	f := &finishLine{doneAt: int64(chains), warm: make(chan struct{}), done: make(chan struct{})}
+	if warmUp {
+		f.warmAt = 1
+		f.doneAt++
+	}
+	return f
+}
+
+func (f *finishLine) finished() {
+	switch f.n.Add(1) {
+	case f.warmAt:
+		close(f.warm)
+	case f.doneAt:
+		close(f.done)
+	}
+}
+
+// wait waits for ch (warm or done) at most phaseDeadline, or for a worker
+// that stopped early (stopped, nil for none).
+func (f *finishLine) wait(b *testing.B, what string, ch <-chan struct{}, stopped <-chan error) {
+	b.Helper()
+	deadline := time.NewTimer(phaseDeadline)
+	defer deadline.Stop()
+	select {
+	case <-ch:
+	case err := <-stopped:
+		b.Fatalf("%s: a worker stopped early: %v", what, err)
+	case <-deadline.C:
+		b.Fatalf("%s: only %d of %d chains (runs) done in %s", what, f.n.Load(), f.doneAt, phaseDeadline)
+	}
+}
+
+// runObserver tells a finishLine of the runs the engine finishes.
+type runObserver struct {
+	workflow.NopObserver
+	line *finishLine
+}
+
+func (o runObserver) RunFinished(_ string, status workflow.RunStatus, _ string) {
+	if status != workflow.StatusSucceeded {
+		o.line.bad.Add(1)
+	}
+	o.line.finished()
+}
+
 // runRaw processes cfg.chains chains of stepsPerChain no-op asynq tasks,
 // each enqueueing the next of its chain.
 func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, queue string, labels *scriptLabels) result {
@@ -444,9 +615,7 @@ func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, 
 	defer func() { _ = rdb.Close() }()
 	client := asynq.NewClientFromRedisClient(rdb)
 
-	total := int64(cfg.chains * stepsPerChain)
-	var ran atomic.Int64
-	done := make(chan struct{})
+	line := newFinishLine(cfg.clock == endToEnd, cfg.chains)
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(rawTaskType, func(ctx context.Context, t *asynq.Task) error {
 		var p chainPayload
@@ -457,23 +626,33 @@ func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, 
 			if _, err := client.EnqueueContext(ctx, chainTask(p.Chain, p.Index+1), asynq.Queue(queue)); err != nil {
 				return err
 			}
+			return nil
 		}
-		if ran.Add(1) == total {
-			close(done)
-		}
+		line.finished()
 		return nil
 	})
-
-	if err := parallel("raw-setup", cfg.chains, setupWorkers, func(i int) error {
-		_, err := client.EnqueueContext(ctx, chainTask(i, 0), asynq.Queue(queue))
-		return err
-	}); err != nil {
-		b.Fatalf("raw asynq: enqueue chain heads: %v", err)
+	enqueueHeads := func(label string) {
+		if err := parallel(label, cfg.chains, starters, func(i int) error {
+			_, err := client.EnqueueContext(ctx, chainTask(i, 0), asynq.Queue(queue))
+			return err
+		}); err != nil {
+			b.Fatalf("raw asynq: enqueue chain heads: %v", err)
+		}
 	}
 
 	servers := make([]*asynq.Server, cfg.servers)
 	for i := range servers {
 		servers[i] = asynq.NewServerFromRedisClient(rdb, cfg.serverConfig(queue, i))
+	}
+	startServers := func() {
+		// The servers' goroutines inherit the label, for -cpuprofile.
+		pprof.Do(ctx, pprof.Labels("phase", "raw"), func(context.Context) {
+			for _, s := range servers {
+				if err := s.Start(mux); err != nil {
+					b.Fatalf("raw asynq: start server: %v", err)
+				}
+			}
+		})
 	}
 	shutdown := func() {
 		for _, s := range servers {
@@ -481,23 +660,23 @@ func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, 
 		}
 	}
 	defer shutdown()
-	m := startMeter(b, ctl, hook)
-	// The servers' goroutines inherit the label, for -cpuprofile.
-	pprof.Do(ctx, pprof.Labels("phase", "raw"), func(context.Context) {
-		for _, s := range servers {
-			if err := s.Start(mux); err != nil {
-				b.Fatalf("raw asynq: start server: %v", err)
-			}
+
+	var m *meter
+	if cfg.clock == endToEnd {
+		startServers()
+		if _, err := client.EnqueueContext(ctx, chainTask(-1, 0), asynq.Queue(queue)); err != nil {
+			b.Fatalf("raw asynq: enqueue the warm-up chain: %v", err)
 		}
-	})
-	deadline := time.NewTimer(phaseDeadline)
-	defer deadline.Stop()
-	select {
-	case <-done:
-	case <-deadline.C:
-		b.Fatalf("raw asynq: only %d of %d tasks ran in %s", ran.Load(), total, phaseDeadline)
+		line.wait(b, "raw asynq: warm-up", line.warm, nil)
+		m = startMeter(b, ctl, hook)
+		enqueueHeads("raw-start")
+	} else {
+		enqueueHeads("raw-setup")
+		m = startMeter(b, ctl, hook)
+		startServers()
 	}
-	r := result{units: total}
+	line.wait(b, "raw asynq", line.done, nil)
+	r := result{units: int64(cfg.chains * stepsPerChain)}
 	m.stop(b, &r)
 	// The acknowledgements of the last tasks and the servers' shutdown
 	// are part of the command count, not of the time.
@@ -506,39 +685,35 @@ func runRaw(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, 
 	return r
 }
 
-// succeededKey is the index of a queue's succeeded runs, as
-// retrystate/keys.go (byStatus) names it; the benchmark polls its size.
-func succeededKey(queue string) string {
-	return "cairn:{" + queue + "}:idx:status:" + string(workflow.StatusSucceeded)
+// benchDefinition is the benchmark's workflow: stepsPerChain no-op steps.
+func benchDefinition() workflow.Definition {
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+	def := workflow.Definition{Name: workflowName}
+	for i := range stepsPerChain {
+		def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: noop})
+	}
+	return def
 }
 
 // runCairn processes cfg.chains runs of a workflow of stepsPerChain no-op
-// steps on cfg.servers workflow.Workers.
-func runCairn(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, queue string, labels *scriptLabels) result {
+// steps, as variant v modifies it, on cfg.servers workflow.Workers, and
+// measures the memory the finished runs keep.
+func runCairn(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig, v cairnVariant, queue string, labels *scriptLabels) result {
 	b.Helper()
 	ctx := context.Background()
 	rdb, hook := newWorkload(b, srv, queue, labels)
 	defer func() { _ = rdb.Close() }()
 	log := slog.New(slog.DiscardHandler)
 
-	var lastRan atomic.Int64 // executions of the last step's body
-	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	last := func(context.Context, *workflow.StepContext) (any, error) {
-		lastRan.Add(1)
-		return nil, nil
-	}
-	def := workflow.Definition{Name: workflowName}
-	for i := range stepsPerChain {
-		fn := noop
-		if i == stepsPerChain-1 {
-			fn = last
-		}
-		def.Steps = append(def.Steps, workflow.Step{Name: fmt.Sprintf("s%d", i+1), Run: fn})
+	line := newFinishLine(cfg.clock == endToEnd, cfg.chains)
+	def := benchDefinition()
+	if v.modify != nil {
+		v.modify(&def)
 	}
 	workers := make([]*workflow.Worker, cfg.servers)
 	for i := range workers {
 		w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
-			EngineConfig:             workflow.EngineConfig{Queue: queue, Logger: log},
+			EngineConfig:             workflow.EngineConfig{Queue: queue, Logger: log, Observer: runObserver{line: line}},
 			Concurrency:              cfg.concurrencyOf(i),
 			TaskCheckInterval:        cfg.taskCheck,
 			DelayedTaskCheckInterval: cfg.delayedCheck,
@@ -556,17 +731,32 @@ func runCairn(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig
 		b.Fatal(err)
 	}
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: log})
-	if err := parallel("cairn-setup", cfg.chains, setupWorkers, func(int) error {
-		_, err := client.Start(ctx, workflowName, nil, nil)
-		return err
-	}); err != nil {
-		b.Fatalf("cairn: start runs: %v", err)
+	startRuns := func(label string) {
+		if err := parallel(label, cfg.chains, starters, func(int) error {
+			_, err := client.Start(ctx, workflowName, nil, nil)
+			return err
+		}); err != nil {
+			b.Fatalf("cairn: start runs: %v", err)
+		}
 	}
 
+	mem0, err := ctl.usedMemory(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	runDone := make(chan error, len(workers))
 	running := 0
+	startWorkers := func() {
+		// The workers' goroutines inherit the label, for -cpuprofile.
+		pprof.Do(ctx, pprof.Labels("phase", "cairn"), func(context.Context) {
+			for _, w := range workers {
+				running++
+				go func() { runDone <- w.Run(runCtx) }()
+			}
+		})
+	}
 	stop := func() {
 		cancel()
 		t := time.NewTimer(stopDeadline)
@@ -583,48 +773,34 @@ func runCairn(b *testing.B, srv *redistest.Server, ctl *control, cfg phaseConfig
 		}
 	}
 	defer stop()
-	m := startMeter(b, ctl, hook)
-	// The workers' goroutines inherit the label, for -cpuprofile.
-	pprof.Do(ctx, pprof.Labels("phase", "cairn"), func(context.Context) {
-		for _, w := range workers {
-			running++
-			go func() { runDone <- w.Run(runCtx) }()
-		}
-	})
 
-	// Poll the succeeded index every 20ms; once every last step has run,
-	// every 1ms, so that the poll adds little to the measured time.
-	key := succeededKey(queue)
-	want := int64(cfg.chains)
-	end := m.start.Add(phaseDeadline)
-	for {
-		n, err := ctl.zcard(ctx, key)
-		if err != nil {
-			b.Fatal(err)
+	var m *meter
+	if cfg.clock == endToEnd {
+		startWorkers()
+		if _, err := client.Start(ctx, workflowName, nil, nil); err != nil {
+			b.Fatalf("cairn: start the warm-up run: %v", err)
 		}
-		if n >= want {
-			break
-		}
-		if time.Now().After(end) {
-			b.Fatalf("cairn: only %d of %d runs succeeded in %s", n, want, phaseDeadline)
-		}
-		interval := 20 * time.Millisecond
-		if lastRan.Load() >= want {
-			interval = time.Millisecond
-		}
-		t := time.NewTimer(interval)
-		select {
-		case err := <-runDone:
-			t.Stop()
-			running--
-			b.Fatalf("cairn: a worker stopped early: %v", err)
-		case <-t.C:
-		}
+		line.wait(b, "cairn: warm-up", line.warm, runDone)
+		m = startMeter(b, ctl, hook)
+		startRuns("cairn-start")
+	} else {
+		startRuns("cairn-setup")
+		m = startMeter(b, ctl, hook)
+		startWorkers()
 	}
+	line.wait(b, "cairn "+v.name, line.done, runDone)
 	r := result{units: int64(cfg.chains * stepsPerChain)}
 	m.stop(b, &r)
 	stop()
 	m.finish(b, &r)
+	if n := line.bad.Load(); n > 0 {
+		b.Fatalf("cairn %s: %d runs did not succeed", v.name, n)
+	}
+	if !cfg.noMemory {
+		if r.mem, err = measureRunMemory(ctx, ctl, queue, int(line.doneAt), mem0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	return r
 }
 

@@ -91,12 +91,10 @@ type cairnVariant struct {
 var strict = cairnVariant{name: "strict"}
 
 // mainVariants are the Cairn phases of BenchmarkStepThroughput and
-// BenchmarkStepThroughputProcessing. A variant is a name and a change to the
-// definition, for example (once workflow.Definition has the field):
-//
-//	{name: "inline", modify: func(d *workflow.Definition) { d.Inline = true }},
+// BenchmarkStepThroughputProcessing: a name and a change to the
+// definition. inline is inline continuation (workflow.Definition.Inline).
 func mainVariants() []cairnVariant {
-	return []cairnVariant{strict}
+	return []cairnVariant{strict, {name: "inline", modify: func(d *workflow.Definition) { d.Inline = true }}}
 }
 
 // phaseConfig is what the phases of one comparison share.

@@ -69,9 +69,11 @@ func (e *Engine) inline(ctx context.Context, p tasks.Step, next *retrystate.Disp
 	if now.Sub(chain.since) >= MaxInlineTime {
 		return false
 	}
-	if d, ok := ctx.Deadline(); ok && (next.Timeout <= 0 || d.Sub(time.Now()) < next.Timeout+inlineMargin) {
-		// (The deadline is asynq's, on the real clock.)
-		return false
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d) //nolint:forbidigo // asynq's deadline is on the wall clock, not on ours
+		if next.Timeout <= 0 || left < next.Timeout+inlineMargin {
+			return false
+		}
 	}
 	return true
 }

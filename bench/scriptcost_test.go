@@ -27,7 +27,9 @@ import (
 // directly, step by step, and reports the mean per call of each script at
 // each step, and over all of them. (The figures include the EVALSHA
 // command around the script, and reading the request: about 38,000
-// instructions for an empty script.)
+// instructions for an empty script.) With CAIRN_BENCH_CALLGRIND_DIR set,
+// callgrind's dumps (one per measured script and step, named after it) are
+// written there and kept, for callgrind_annotate.
 func BenchmarkScriptInstructions(b *testing.B) {
 	valgrind, err1 := exec.LookPath("valgrind")
 	control, err2 := exec.LookPath("callgrind_control")
@@ -36,6 +38,13 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	}
 	runs := envInt(b, "CAIRN_BENCH_COST_RUNS", 200)
 	dir := b.TempDir()
+	if keep := os.Getenv("CAIRN_BENCH_CALLGRIND_DIR"); keep != "" {
+		// Keep the dumps, to read with callgrind_annotate.
+		if err := os.MkdirAll(keep, 0o750); err != nil {
+			b.Fatal(err)
+		}
+		dir = keep
+	}
 	srv := redistest.Start(b, &redistest.Options{
 		Wrapper:      []string{valgrind, "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out.%p")},
 		ReadyTimeout: 2 * time.Minute,

@@ -527,7 +527,7 @@ func newWorkload(b *testing.B, srv *redistest.Server, queue string, labels *scri
 func newWorkloadAt(b *testing.B, addr, queue string, labels *scriptLabels) (*redis.Client, *tripCounter) {
 	b.Helper()
 	hook := newTripCounter(testing.Verbose(), labels.forQueue(queue))
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	rdb.AddHook(hook)
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		_ = rdb.Close()

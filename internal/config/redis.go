@@ -356,14 +356,35 @@ func (r *RedisTarget) String() string {
 // NewClient returns a client of the deployment: a *redis.Client for a
 // single server, a Sentinel-backed *redis.Client that follows the master
 // across failovers, or a *redis.ClusterClient.
+//
+// Its protocol is RESP2 unless the URL asks for another (protocol=3):
+// Cairn uses no RESP3 feature (push notifications, client-side caching),
+// and a RESP3 client of go-redis peeks at the connection for pending push
+// notifications around every command, about a tenth of the worker's CPU
+// per step (bench/: BenchmarkStepThroughput).
 func (r *RedisTarget) NewClient() redis.UniversalClient {
 	switch {
 	case r.Failover != nil:
-		return redis.NewFailoverClient(r.Failover)
+		o := *r.Failover
+		o.Protocol = defaultProtocol(o.Protocol)
+		return redis.NewFailoverClient(&o)
 	case r.Cluster != nil:
-		return redis.NewClusterClient(r.Cluster)
+		o := *r.Cluster
+		o.Protocol = defaultProtocol(o.Protocol)
+		return redis.NewClusterClient(&o)
 	}
-	return redis.NewClient(r.Single)
+	o := *r.Single
+	o.Protocol = defaultProtocol(o.Protocol)
+	return redis.NewClient(&o)
+}
+
+// defaultProtocol is the RESP version of a client whose URL set p (0: not
+// set): RESP2 by default (see NewClient).
+func defaultProtocol(p int) int {
+	if p == 0 {
+		return 2
+	}
+	return p
 }
 
 // AsynqConnOpt returns asynq's connection options for the deployment (for

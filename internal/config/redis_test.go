@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/config"
 )
@@ -245,5 +246,38 @@ func TestMinReplicasTimeoutBelowReadTimeout(t *testing.T) {
 	if got := vars(err); !slices.Equal(got, []string{"CAIRN_REDIS_MIN_REPLICAS_TIMEOUT"}) ||
 		!strings.Contains(err.Error(), "less than the Redis read timeout (1s") {
 		t.Errorf("a wait as long as the read timeout: %v", err)
+	}
+}
+
+// TestNewClientProtocol: clients speak RESP2 unless the URL asks for
+// RESP3, for each topology.
+func TestNewClientProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want int
+	}{
+		{"redis://127.0.0.1:6379/0", 2},
+		{"redis://127.0.0.1:6379/0?protocol=3", 3},
+		{"redis-sentinel://127.0.0.1:26379/0?master=m", 2},
+		{"redis-cluster://127.0.0.1:7000,127.0.0.1:7001", 2},
+	} {
+		target, err := config.ParseRedisURL(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		rdb := target.NewClient()
+		var got int
+		switch c := rdb.(type) {
+		case *redis.Client:
+			got = c.Options().Protocol
+		case *redis.ClusterClient:
+			got = c.Options().Protocol
+		default:
+			t.Fatalf("%s: client %T", tc.url, rdb)
+		}
+		_ = rdb.Close()
+		if got != tc.want {
+			t.Errorf("%s: protocol %d, want %d", tc.url, got, tc.want)
+		}
 	}
 }

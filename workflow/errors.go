@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -181,13 +183,14 @@ func IsTransient(err error) bool {
 }
 
 // Classify returns ClassPermanent or ClassTransient for a step error:
-// permanent when marked with Permanent; transient when IsTransient; otherwise
+// permanent when marked with Permanent, or when it wraps asynq.SkipRetry or
+// asynq.RevokeTask (as an asynq handler ends its task's retries); transient when IsTransient; otherwise
 // as mode says (UnknownTransient unless set to UnknownPermanent). The engine
 // first marks an error Permanent when its code (see WithCode) is listed in
 // the step policy's NonRetryableCodes.
 func Classify(err error, mode ErrorMode) string {
 	switch {
-	case IsPermanent(err):
+	case IsPermanent(err), errors.Is(err, asynq.SkipRetry), errors.Is(err, asynq.RevokeTask):
 		return ClassPermanent
 	case IsTransient(err):
 		return ClassTransient

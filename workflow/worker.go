@@ -96,18 +96,10 @@ func (w *Worker) Engine() *Engine { return w.engine }
 // until ctx is done, and shuts down gracefully. While Redis is unreachable
 // it keeps trying and logs it; it never gives up on its own.
 func (w *Worker) Run(ctx context.Context) error {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
-		err := w.engine.Publish(ctx)
-		if err == nil {
-			break
-		}
-		w.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", AttrError, err,
-			"retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
-			// ctx is done: Run returns nil, as it does when ctx ends
-			// after start-up.
-			return nil //nolint:nilerr // stopping when ctx is done is Run's documented end, not a failure
-		}
+	if !w.engine.publishRetrying(ctx) {
+		// ctx is done: Run returns nil, as it does when ctx ends after
+		// start-up.
+		return nil
 	}
 	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
 		Concurrency:              w.cfg.Concurrency,

@@ -20,7 +20,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require go.etcd.io/bbolt v1.5.0
+require (
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	go.etcd.io/bbolt v1.5.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -36,5 +39,6 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )

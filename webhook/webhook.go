@@ -3,10 +3,21 @@
 // came from a worker holding the webhook secret.
 //
 // A Cairn worker configured with a webhook URL POSTs each run notification
-// (run_failed, run_succeeded, ...) to it, signed with HMAC-SHA256. A
-// service that receives them calls VerifyRequest in its handler, or Verify
-// on a body it read itself, and deduplicates on Payload.ID: delivery is at
-// least once.
+// (run_failed, run_succeeded, ...) to it, signed as the Standard Webhooks
+// specification says (https://www.standardwebhooks.com/): the headers
+// webhook-id (the notification's ID, the same on every attempt),
+// webhook-timestamp (Unix seconds of the attempt) and webhook-signature
+// ("v1," and the base64 HMAC-SHA256 of "id.timestamp.body"). Any Standard
+// Webhooks library verifies them; in Go, a receiver calls VerifyRequest in
+// its handler, or a Verifier's Verify on a body it read itself, and
+// deduplicates on the ID: delivery is at least once.
+//
+// The secret is the worker's CAIRN_WEBHOOK_SECRET: "whsec_" and a base64
+// key, the specification's form, or any other string, whose bytes are the
+// key (see DecodeSecret). Deliveries also carry, for one more release,
+// Cairn's earlier headers X-Cairn-Delivery, X-Cairn-Timestamp and
+// X-Cairn-Signature (deprecated: see Sign), and X-Cairn-Event, the
+// notification's type, which stays.
 //
 // The package imports only the standard library, so that a receiver does
 // not depend on asynq, go-redis or the rest of Cairn. The sending side
@@ -14,41 +25,21 @@
 package webhook
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 )
 
-// The headers of a delivery. The body is the JSON of a Payload.
-const (
-	// HeaderEvent is the notification type (Payload.Type): run_failed,
-	// run_succeeded, run_cancelled, run_recovered, run_needs_attention,
-	// run_compensating, run_compensated, group_rolled_back, or another
-	// Event* type the sender was configured to deliver.
-	HeaderEvent = "X-Cairn-Event"
-	// HeaderDelivery identifies the notification (its stream entry ID,
-	// Payload.ID); it is the same on every attempt to deliver it.
-	// Receivers deduplicate on it: delivery is at least once.
-	HeaderDelivery = "X-Cairn-Delivery"
-	// HeaderTimestamp is the Unix time, in seconds, of this attempt.
-	HeaderTimestamp = "X-Cairn-Timestamp"
-	// HeaderSignature is SignaturePrefix and the hex HMAC-SHA256, keyed
-	// with the webhook secret, of the timestamp, ".", and the body (see
-	// Sign).
-	HeaderSignature = "X-Cairn-Signature"
-)
-
-// SignaturePrefix starts every HeaderSignature value: it names the
-// signature's algorithm.
-const SignaturePrefix = "sha256="
+// HeaderEvent is the notification type (Payload.Type), sent with every
+// delivery beside the Standard Webhooks headers: run_failed, run_succeeded,
+// run_cancelled, run_recovered, run_needs_attention, run_compensating,
+// run_compensated, group_rolled_back, or another Event* type the sender
+// was configured to deliver. It is not signed; VerifyRequest checks that it
+// agrees with the signed body.
+const HeaderEvent = "X-Cairn-Event"
 
 // Notification types (Payload.Type). A sender delivers the run-level ones,
 // EventRunFailed to EventGroupRolledBack, unless configured otherwise.
@@ -85,7 +76,8 @@ const (
 // notification stream. workflow.Notification is this type.
 type Payload struct {
 	// ID is the notification's stream entry ID ("1712345678901-0"), also
-	// sent as HeaderDelivery: the same on every attempt to deliver it.
+	// sent as HeaderWebhookID (webhook-id): the same on every attempt to
+	// deliver it.
 	ID string `json:"id"`
 	// Type is the notification type, also sent as HeaderEvent (see the
 	// Event* constants).
@@ -105,78 +97,73 @@ type Payload struct {
 	Details map[string]string `json:"details,omitempty"`
 }
 
-// Sign returns the HeaderSignature value of a delivery: SignaturePrefix and
-// the hex HMAC-SHA256, keyed with secret, of timestamp (the HeaderTimestamp
-// value), ".", and body.
-func Sign(secret, timestamp string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(timestamp))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return SignaturePrefix + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify reports whether header (the HeaderSignature value) signs timestamp
-// (the HeaderTimestamp value) and body with secret. It compares in constant
-// time, and verifies nothing when secret or timestamp is empty. Receivers
-// should also reject a timestamp too far from their clock, so that a
-// captured request cannot be replayed later, and deduplicate on the
-// delivery ID; VerifyRequest does the first.
-func Verify(secret, timestamp string, body []byte, header string) bool {
-	if secret == "" || timestamp == "" || !strings.HasPrefix(header, SignaturePrefix) {
-		return false
-	}
-	return hmac.Equal([]byte(Sign(secret, timestamp, body)), []byte(header))
-}
-
 // MaxBodyBytes is the largest body VerifyRequest reads. A delivery is a few
 // kilobytes at most.
 const MaxBodyBytes = 1 << 20
 
-// DefaultMaxSkew is the timestamp window VerifyRequest uses when given none:
-// a delivery signed more than 5 minutes before or after the receiver's
-// clock is refused.
+// DefaultMaxSkew is the tolerance of timestamps when none is given (a zero
+// Verifier.Tolerance or VerifyRequest maxSkew): a delivery signed more than
+// 5 minutes before or after the receiver's clock is refused.
 const DefaultMaxSkew = 5 * time.Minute
 
-// The errors of VerifyRequest; test them with errors.Is. Whatever the
-// error, answer the request with a 4xx other than 408 and 429 (401, say),
-// so that the sender does not retry it. A sender that signs with another
-// secret, or whose clock is off, is a configuration error to fix.
+// The errors of VerifyRequest and Verifier.Verify (with ErrMissingHeader,
+// ErrTimestampTooOld, ErrTimestampTooNew and ErrInvalidSecret); test them
+// with errors.Is. Whatever the error, answer the request with a 4xx other
+// than 408 and 429 (401, say), so that the sender does not retry it. A
+// sender that signs with another secret, or whose clock is off, is a
+// configuration error to fix.
 var (
 	// ErrBodyTooLarge: the body is longer than MaxBodyBytes.
 	ErrBodyTooLarge = errors.New("webhook: body too large")
-	// ErrBadTimestamp: the HeaderTimestamp header is missing or is not a
-	// Unix time in seconds.
-	ErrBadTimestamp = errors.New("webhook: missing or malformed timestamp")
-	// ErrBadSignature: the HeaderSignature header is missing or does not
-	// sign the timestamp and body with the secret.
+	// ErrBadTimestamp: the timestamp header is not a Unix time in
+	// seconds.
+	ErrBadTimestamp = errors.New("webhook: malformed timestamp")
+	// ErrBadSignature: no signature of the request signs its ID,
+	// timestamp and body with the secret (or one of the secrets).
 	ErrBadSignature = errors.New("webhook: bad signature")
 	// ErrStaleTimestamp: the request is correctly signed, but its
 	// timestamp is further than the allowed skew from the receiver's
 	// clock: a replayed request, or a sender or receiver whose clock is
-	// wrong.
+	// wrong. The error is ErrTimestampTooOld or ErrTimestampTooNew too.
 	ErrStaleTimestamp = errors.New("webhook: timestamp outside the allowed window")
 	// ErrBadPayload: the signed body is not a notification (malformed
-	// JSON or no ID), or the HeaderDelivery or HeaderEvent header, which
-	// are not signed, disagrees with it.
+	// JSON or no ID), or a header disagrees with it: webhook-id (signed)
+	// or the unsigned HeaderEvent and HeaderDelivery.
 	ErrBadPayload = errors.New("webhook: malformed payload")
 )
 
 // VerifyRequest reads the body of r (at most MaxBodyBytes) and checks that
 // it is a delivery signed with secret at a time within maxSkew of now
 // (maxSkew <= 0: DefaultMaxSkew; now is the receiver's clock, usually
-// time.Now()). It returns the delivery's notification, or an error that
-// wraps one of ErrBodyTooLarge, ErrBadTimestamp, ErrBadSignature,
-// ErrStaleTimestamp and ErrBadPayload, or the error reading the body. It
+// time.Now()): NewVerifier(secret) with Tolerance maxSkew, then
+// Verifier.VerifyRequest.
+func VerifyRequest(r *http.Request, secret string, maxSkew time.Duration, now time.Time) (Payload, error) {
+	v, err := NewVerifier(secret)
+	if err != nil {
+		return Payload{}, err
+	}
+	v.Tolerance = maxSkew
+	return v.VerifyRequest(r, now)
+}
+
+// VerifyRequest reads the body of r (at most MaxBodyBytes), verifies it as
+// Verify does, and returns the delivery's notification, or an error that
+// wraps one of ErrBodyTooLarge, ErrMissingHeader, ErrBadTimestamp,
+// ErrBadSignature, ErrStaleTimestamp (ErrTimestampTooOld,
+// ErrTimestampTooNew) and ErrBadPayload, or the error reading the body. It
 // checks the signature before the timestamp's age, so ErrStaleTimestamp
-// means a request that the holder of the secret did send, at another time.
+// means a request that the holder of the secret did send, at another time,
+// and the body last: the ID and type it holds must agree with the
+// webhook-id, X-Cairn-Event and (if sent) X-Cairn-Delivery headers.
+//
+// A request without any Standard Webhooks header but with the deprecated
+// X-Cairn-Signature (from a worker older than this package) is verified by
+// that header, X-Cairn-Timestamp and X-Cairn-Delivery instead, until they
+// are removed.
 //
 // VerifyRequest consumes r.Body. The caller still deduplicates on
 // Payload.ID: delivery is at least once.
-func VerifyRequest(r *http.Request, secret string, maxSkew time.Duration, now time.Time) (Payload, error) {
-	if maxSkew <= 0 {
-		maxSkew = DefaultMaxSkew
-	}
+func (v *Verifier) VerifyRequest(r *http.Request, now time.Time) (Payload, error) {
 	var body []byte
 	if r.Body != nil {
 		var err error
@@ -188,31 +175,51 @@ func VerifyRequest(r *http.Request, secret string, maxSkew time.Duration, now ti
 			return Payload{}, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, MaxBodyBytes)
 		}
 	}
-	ts := r.Header.Get(HeaderTimestamp)
-	sec, err := strconv.ParseInt(ts, 10, 64)
+	h := r.Header
+	standard := h.Get(HeaderWebhookID) != "" || h.Get(HeaderWebhookTimestamp) != "" || h.Get(HeaderWebhookSignature) != ""
+	var err error
+	if standard || h.Get(HeaderSignature) == "" {
+		err = v.Verify(h, body, now)
+	} else {
+		err = v.verifyLegacy(h, body, now)
+	}
 	if err != nil {
-		return Payload{}, fmt.Errorf("%w: %s %q", ErrBadTimestamp, HeaderTimestamp, ts)
-	}
-	if !Verify(secret, ts, body, r.Header.Get(HeaderSignature)) {
-		return Payload{}, ErrBadSignature
-	}
-	if skew := now.Sub(time.Unix(sec, 0)); skew > maxSkew || skew < -maxSkew {
-		return Payload{}, fmt.Errorf("%w: signed at %s, %s from now (at most %s allowed)", ErrStaleTimestamp,
-			time.Unix(sec, 0).UTC().Format(time.RFC3339), skew.Abs().Round(time.Second), maxSkew)
+		return Payload{}, err
 	}
 	var p Payload
 	if err := json.Unmarshal(body, &p); err != nil {
 		return Payload{}, fmt.Errorf("%w: %w", ErrBadPayload, err)
 	}
-	switch {
-	case p.ID == "" || p.Type == "":
+	for _, c := range []struct{ name, want string }{
+		{HeaderWebhookID, p.ID}, {HeaderDelivery, p.ID}, {HeaderEvent, p.Type},
+	} {
+		if got := h.Get(c.name); got != "" && got != c.want {
+			return Payload{}, fmt.Errorf("%w: %s %q, but the body says %q", ErrBadPayload, c.name, got, c.want)
+		}
+	}
+	if p.ID == "" || p.Type == "" {
 		return Payload{}, fmt.Errorf("%w: no id or type", ErrBadPayload)
-	case r.Header.Get(HeaderDelivery) != "" && r.Header.Get(HeaderDelivery) != p.ID:
-		return Payload{}, fmt.Errorf("%w: %s %q, but the body's id is %q", ErrBadPayload, HeaderDelivery,
-			r.Header.Get(HeaderDelivery), p.ID)
-	case r.Header.Get(HeaderEvent) != "" && r.Header.Get(HeaderEvent) != p.Type:
-		return Payload{}, fmt.Errorf("%w: %s %q, but the body's type is %q", ErrBadPayload, HeaderEvent,
-			r.Header.Get(HeaderEvent), p.Type)
 	}
 	return p, nil
+}
+
+// verifyLegacy verifies a request by the deprecated X-Cairn-Timestamp and
+// X-Cairn-Signature headers, keyed with the secrets as given.
+func (v *Verifier) verifyLegacy(h http.Header, body []byte, now time.Time) error {
+	if err := missing(h, HeaderTimestamp, HeaderSignature); err != nil {
+		return err
+	}
+	ts := h.Get(HeaderTimestamp)
+	at, err := parseUnix(HeaderTimestamp, ts)
+	if err != nil {
+		return err
+	}
+	ok := false
+	for _, secret := range v.legacy {
+		ok = Verify(secret, ts, body, h.Get(HeaderSignature)) || ok
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s does not match the secret", ErrBadSignature, HeaderSignature)
+	}
+	return v.checkAge(at, now)
 }

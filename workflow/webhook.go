@@ -13,24 +13,38 @@ import (
 )
 
 // Webhooks: a Worker with WorkerConfig.Webhook set POSTs the queue's
-// notifications, signed, to a URL. Delivery lives in
-// internal/webhookdelivery, whose names these are; receivers use package
-// webhook (standard library only) to verify what they get.
+// notifications, signed as the Standard Webhooks specification says, to a
+// URL. Delivery lives in internal/webhookdelivery, whose names these are;
+// receivers use package webhook (standard library only) to verify what
+// they get: its headers are webhook.HeaderWebhookID,
+// webhook.HeaderWebhookTimestamp and webhook.HeaderWebhookSignature.
 
-// Webhook headers. The body is the JSON of a Notification (webhook.Payload).
+// Webhook headers of Cairn's own. The body is the JSON of a Notification
+// (webhook.Payload).
 const (
 	// HeaderWebhookEvent is the notification type: run_failed,
 	// run_succeeded, run_cancelled, run_recovered, run_needs_attention.
 	HeaderWebhookEvent = webhook.HeaderEvent
-	// HeaderWebhookDelivery identifies the notification (its stream entry
-	// ID); it is the same on every attempt to deliver it. Receivers
-	// deduplicate on it: delivery is at least once.
-	HeaderWebhookDelivery = webhook.HeaderDelivery
-	// HeaderWebhookTimestamp is the Unix time, in seconds, of this attempt.
-	HeaderWebhookTimestamp = webhook.HeaderTimestamp
-	// HeaderWebhookSignature is "sha256=" and the hex HMAC-SHA256, keyed
-	// with the webhook secret, of the timestamp, ".", and the body.
-	HeaderWebhookSignature = webhook.HeaderSignature
+	// HeaderWebhookDelivery is X-Cairn-Delivery, the notification's ID.
+	//
+	// Deprecated: use webhook.HeaderWebhookID (webhook-id), which has the
+	// same value; X-Cairn-Delivery is sent for one more release.
+	HeaderWebhookDelivery = webhook.HeaderDelivery //nolint:staticcheck // the deprecated alias of a deprecated name
+	// HeaderWebhookTimestamp is X-Cairn-Timestamp, the Unix time, in
+	// seconds, of this attempt.
+	//
+	// Deprecated: use webhook.HeaderWebhookTimestamp (webhook-timestamp),
+	// which has the same value; X-Cairn-Timestamp is sent for one more
+	// release.
+	HeaderWebhookTimestamp = webhook.HeaderTimestamp //nolint:staticcheck // the deprecated alias of a deprecated name
+	// HeaderWebhookSignature is X-Cairn-Signature: "sha256=" and the hex
+	// HMAC-SHA256, keyed with the webhook secret, of the timestamp, ".",
+	// and the body.
+	//
+	// Deprecated: use webhook.HeaderWebhookSignature (webhook-signature),
+	// the Standard Webhooks signature; X-Cairn-Signature is sent for one
+	// more release.
+	HeaderWebhookSignature = webhook.HeaderSignature //nolint:staticcheck // the deprecated alias of a deprecated name
 )
 
 // DefaultWebhookGroup is the consumer group of the notification stream that
@@ -56,10 +70,12 @@ var DefaultWebhookEvents = webhookdelivery.DefaultEvents
 // WebhookConfig configures webhook notifications: each entry of the queue's
 // notification stream (run failed, recovered, succeeded, cancelled, needs
 // attention, compensating, compensated, group rolled back) is POSTed,
-// signed, to URL. Its Validate method checks it.
+// signed (Standard Webhooks), to URL. Its Validate method checks it.
 //
-// URL (http or https) and Secret (the key of the HMAC-SHA256 signatures)
-// are required. The other fields default when zero: Events (the types
+// URL (http or https) and Secret (the key of the HMAC-SHA256 signatures:
+// "whsec_" and a base64 key, or any other string, whose bytes are the key;
+// see webhook.DecodeSecret) are required; PreviousSecrets also sign every
+// delivery while a secret is rotated. The other fields default when zero: Events (the types
 // delivered) to DefaultWebhookEvents; MaxRetry (retries of a failed
 // delivery, with backoff from 1s to 10m) to tasks.DefaultWebhookMaxRetry,
 // 20, about 2 hours; HTTPClient to a client with a 10s timeout that does
@@ -77,8 +93,8 @@ func ValidateWebhookURL(s string) error { return webhookdelivery.ValidateURL(s) 
 // "sha256=" and the hex HMAC-SHA256, keyed with secret, of timestamp, ".",
 // and body.
 //
-// Deprecated: use webhook.Sign, from a package that imports only the
-// standard library.
+// Deprecated: X-Cairn-Signature is sent for one more release; use
+// webhook.Signer, the Standard Webhooks signature.
 func SignWebhook(secret, timestamp string, body []byte) string {
 	return webhook.Sign(secret, timestamp, body)
 }
@@ -87,9 +103,10 @@ func SignWebhook(secret, timestamp string, body []byte) string {
 // value) signs timestamp (the X-Cairn-Timestamp value) and body with secret.
 // It compares in constant time.
 //
-// Deprecated: use webhook.Verify, or webhook.VerifyRequest, which also
-// checks the timestamp's age, from a package that imports only the standard
-// library.
+// Deprecated: X-Cairn-Signature is sent for one more release; use
+// webhook.VerifyRequest, webhook.VerifyHeaders or a webhook.Verifier, which
+// check the Standard Webhooks signature and the timestamp's age, from a
+// package that imports only the standard library.
 func VerifyWebhookSignature(secret, timestamp string, body []byte, header string) bool {
 	return webhook.Verify(secret, timestamp, body, header)
 }

@@ -85,18 +85,26 @@ func (r *receiver) waitFor(n int, timeout time.Duration) []delivery {
 }
 
 // checkSigned checks a delivery's headers and signature and returns its
-// notification.
+// notification: the Standard Webhooks headers (webhook-id, the
+// notification's ID; webhook-timestamp, now; webhook-signature, which
+// verifies), and the deprecated X-Cairn-* ones, which still agree.
 func checkSigned(t *testing.T, d delivery) workflow.Notification {
 	t.Helper()
 	if ct := d.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	ts := d.header.Get(workflow.HeaderWebhookTimestamp)
+	ts := d.header.Get(webhook.HeaderWebhookTimestamp)
 	if sec, err := strconv.ParseInt(ts, 10, 64); err != nil || time.Since(time.Unix(sec, 0)).Abs() > time.Minute {
-		t.Errorf("timestamp header %q is not the current Unix time", ts)
+		t.Errorf("webhook-timestamp %q is not the current Unix time", ts)
 	}
-	if !webhook.Verify(hookSecret, ts, d.body, d.header.Get(workflow.HeaderWebhookSignature)) {
-		t.Errorf("signature %q does not verify", d.header.Get(workflow.HeaderWebhookSignature))
+	if err := webhook.VerifyHeaders(hookSecret, d.header, d.body, time.Now()); err != nil {
+		t.Errorf("webhook-signature %q does not verify: %v", d.header.Get(webhook.HeaderWebhookSignature), err)
+	}
+	// The deprecated headers, sent for one more release.
+	if d.header.Get(workflow.HeaderWebhookTimestamp) != ts ||
+		d.header.Get(workflow.HeaderWebhookDelivery) != d.header.Get(webhook.HeaderWebhookID) ||
+		!workflow.VerifyWebhookSignature(hookSecret, ts, d.body, d.header.Get(workflow.HeaderWebhookSignature)) {
+		t.Errorf("the deprecated X-Cairn-* headers are missing or wrong: %v", d.header)
 	}
 	var n workflow.Notification
 	if err := json.Unmarshal(d.body, &n); err != nil {
@@ -110,8 +118,8 @@ func checkSigned(t *testing.T, d delivery) workflow.Notification {
 	} else if got := p; !reflect.DeepEqual(got, n) {
 		t.Errorf("webhook.VerifyRequest returned %+v, want %+v", got, n)
 	}
-	if n.ID != d.header.Get(workflow.HeaderWebhookDelivery) || n.Type != d.header.Get(workflow.HeaderWebhookEvent) {
-		t.Errorf("headers (delivery %q, event %q) disagree with the body %s", d.header.Get(workflow.HeaderWebhookDelivery),
+	if n.ID != d.header.Get(webhook.HeaderWebhookID) || n.Type != d.header.Get(workflow.HeaderWebhookEvent) {
+		t.Errorf("headers (webhook-id %q, event %q) disagree with the body %s", d.header.Get(webhook.HeaderWebhookID),
 			d.header.Get(workflow.HeaderWebhookEvent), d.body)
 	}
 	return n
@@ -126,6 +134,8 @@ func failingDef() workflow.Definition {
 	}}
 }
 
+// TestWebhookSignatureRoundTrip: the deprecated X-Cairn-Signature
+// functions still work.
 func TestWebhookSignatureRoundTrip(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"id":"1-0","type":"run_failed"}`)
@@ -167,6 +177,8 @@ func TestWebhookConfigValidate(t *testing.T) {
 		{URL: "https:///hook", Secret: "x"},
 		{URL: "example.com/hook", Secret: "x"},
 		{URL: "https://example.com/hook", Secret: ""},
+		{URL: "https://example.com/hook", Secret: "whsec_not base64"},
+		{URL: "https://example.com/hook", Secret: "x", PreviousSecrets: []string{""}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: valid", c)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/cairnhq/cairn/webhook"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -100,8 +101,12 @@ type Config struct {
 	// empty: no webhooks.
 	WebhookURL string `env:"CAIRN_WEBHOOK_URL"`
 	// WebhookSecret keys the signature of webhook deliveries; required
-	// with WebhookURL.
+	// with WebhookURL. "whsec_" and a base64 key (the Standard Webhooks
+	// form), or any other string, whose bytes are the key.
 	WebhookSecret string `env:"CAIRN_WEBHOOK_SECRET"`
+	// WebhookPreviousSecret also signs every delivery while the secret is
+	// rotated (receivers accept either); empty: none.
+	WebhookPreviousSecret string `env:"CAIRN_WEBHOOK_PREVIOUS_SECRET"`
 	// WebhookEvents are the notification types delivered (comma-separated);
 	// empty: run_failed, run_succeeded, run_cancelled, run_recovered,
 	// run_needs_attention.
@@ -385,6 +390,9 @@ func (c Config) validateWebhook(bad func(v, format string, args ...any)) {
 		if c.WebhookEvents != "" {
 			bad("CAIRN_WEBHOOK_EVENTS", "set, but CAIRN_WEBHOOK_URL is unset: set the URL to deliver webhooks to")
 		}
+		if c.WebhookPreviousSecret != "" {
+			bad("CAIRN_WEBHOOK_PREVIOUS_SECRET", "set, but CAIRN_WEBHOOK_URL is unset: set the URL to deliver webhooks to")
+		}
 		return
 	}
 	if err := workflow.ValidateWebhookURL(c.WebhookURL); err != nil {
@@ -393,6 +401,13 @@ func (c Config) validateWebhook(bad func(v, format string, args ...any)) {
 	}
 	if c.WebhookSecret == "" {
 		bad("CAIRN_WEBHOOK_SECRET", "unset: a secret is required to sign webhook deliveries when CAIRN_WEBHOOK_URL is set")
+	} else if _, err := webhook.DecodeSecret(c.WebhookSecret); err != nil {
+		bad("CAIRN_WEBHOOK_SECRET", "%v (want whsec_ and a base64 key, or a secret without that prefix)", err)
+	}
+	if c.WebhookPreviousSecret != "" {
+		if _, err := webhook.DecodeSecret(c.WebhookPreviousSecret); err != nil {
+			bad("CAIRN_WEBHOOK_PREVIOUS_SECRET", "%v (want whsec_ and a base64 key, or a secret without that prefix)", err)
+		}
 	}
 	for _, ev := range c.webhookEvents() {
 		if (workflow.WebhookConfig{URL: c.WebhookURL, Secret: "x", Events: []string{ev}}).Validate() != nil {
@@ -407,7 +422,11 @@ func (c Config) Webhook() *workflow.WebhookConfig {
 	if c.WebhookURL == "" {
 		return nil
 	}
-	return &workflow.WebhookConfig{URL: c.WebhookURL, Secret: c.WebhookSecret, Events: c.webhookEvents()}
+	w := &workflow.WebhookConfig{URL: c.WebhookURL, Secret: c.WebhookSecret, Events: c.webhookEvents()}
+	if c.WebhookPreviousSecret != "" {
+		w.PreviousSecrets = []string{c.WebhookPreviousSecret}
+	}
+	return w
 }
 
 // webhookEvents splits CAIRN_WEBHOOK_EVENTS.

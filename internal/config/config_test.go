@@ -346,6 +346,7 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_WEBHOOK_URL", "hooks.example.com/cairn", "http:// or https://"},
 		{"CAIRN_WEBHOOK_SECRET", "s3cret", "CAIRN_WEBHOOK_URL is unset"},
 		{"CAIRN_WEBHOOK_EVENTS", "run_failed", "CAIRN_WEBHOOK_URL is unset"},
+		{"CAIRN_WEBHOOK_PREVIOUS_SECRET", "s3cret", "CAIRN_WEBHOOK_URL is unset"},
 		{"CAIRN_HTTP_ADDR", "8080", "host:port"},
 		{"CAIRN_HTTP_ADDR", "127.0.0.1:http", "port"},
 		{"CAIRN_MONITORING_WRITE", "maybe", "true or false"},
@@ -600,8 +601,27 @@ func TestWebhookConfig(t *testing.T) {
 		t.Errorf("the webhook config of an accepted environment is invalid: %v", err)
 	}
 	c, err = config.Load([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn", "CAIRN_WEBHOOK_SECRET=s"})
-	if err != nil || c.Webhook() == nil || c.Webhook().Events != nil {
-		t.Errorf("no CAIRN_WEBHOOK_EVENTS: %+v, %v; want the default events (nil)", c.Webhook(), err)
+	if err != nil || c.Webhook() == nil || c.Webhook().Events != nil || c.Webhook().PreviousSecrets != nil {
+		t.Errorf("no CAIRN_WEBHOOK_EVENTS: %+v, %v; want the default events (nil) and no previous secret", c.Webhook(), err)
+	}
+
+	// Standard Webhooks secrets (whsec_ and base64), and a previous secret
+	// during a rotation.
+	c, err = config.Load([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn",
+		"CAIRN_WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "CAIRN_WEBHOOK_PREVIOUS_SECRET=s3cret"})
+	if err != nil || c.Webhook() == nil || c.Webhook().Secret != "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" ||
+		!slices.Equal(c.Webhook().PreviousSecrets, []string{"s3cret"}) || c.Webhook().Validate() != nil {
+		t.Errorf("whsec_ secret and a previous one: %+v, %v", c.Webhook(), err)
+	}
+	for _, env := range [][]string{
+		{"CAIRN_WEBHOOK_SECRET=whsec_not-base64!"},
+		{"CAIRN_WEBHOOK_SECRET=s", "CAIRN_WEBHOOK_PREVIOUS_SECRET=whsec_"},
+	} {
+		_, err = config.Load(append([]string{"CAIRN_WEBHOOK_URL=https://hooks.example.com/cairn"}, env...))
+		name, _, _ := strings.Cut(env[len(env)-1], "=")
+		if got := vars(err); !slices.Equal(got, []string{name}) || !strings.Contains(err.Error(), "base64") {
+			t.Errorf("%q: %v (vars %q); want %s not base64", env, err, got, name)
+		}
 	}
 }
 

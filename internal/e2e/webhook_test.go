@@ -40,9 +40,13 @@ func hookReceiver(t *testing.T, secret string, status func(n int) int) (url stri
 	)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		h := hookRequest{delivery: r.Header.Get(workflow.HeaderWebhookDelivery), event: r.Header.Get(workflow.HeaderWebhookEvent),
-			verified: webhook.Verify(secret, r.Header.Get(workflow.HeaderWebhookTimestamp), body,
-				r.Header.Get(workflow.HeaderWebhookSignature))}
+		// The Standard Webhooks headers verify; the deprecated X-Cairn-*
+		// ones, still sent, agree.
+		id, ts := r.Header.Get(webhook.HeaderWebhookID), r.Header.Get(webhook.HeaderWebhookTimestamp)
+		legacy := r.Header.Get("X-Cairn-Delivery") == id && r.Header.Get("X-Cairn-Timestamp") == ts &&
+			webhook.Verify(secret, ts, body, r.Header.Get("X-Cairn-Signature")) //nolint:staticcheck // the deprecated header is still sent
+		h := hookRequest{delivery: id, event: r.Header.Get(workflow.HeaderWebhookEvent),
+			verified: webhook.VerifyHeaders(secret, r.Header, body, time.Now()) == nil && legacy}
 		_ = json.Unmarshal(body, &h.note)
 		mu.Lock()
 		defer mu.Unlock()

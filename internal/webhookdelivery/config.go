@@ -57,8 +57,18 @@ func (systemClock) Now() time.Time { return time.Now() } //nolint:forbidigo // t
 type Config struct {
 	// URL receives the notifications (http or https). Required.
 	URL string
-	// Secret keys the HMAC-SHA256 signature of each delivery. Required.
+	// Secret keys the HMAC-SHA256 signature of each delivery (the
+	// Standard Webhooks webhook-signature header). Required. "whsec_" and
+	// a base64 key, the specification's form, or any other string, whose
+	// bytes are the key (webhook.DecodeSecret). The deprecated
+	// X-Cairn-Signature header, still sent, is keyed with Secret's bytes
+	// as given.
 	Secret string
+	// PreviousSecrets also sign every delivery, while receivers move from
+	// them to Secret (a rotation): webhook-signature then lists one
+	// signature per secret, and a receiver that knows any of them accepts
+	// it. Remove them once every receiver has Secret.
+	PreviousSecrets []string
 	// Events are the notification types to deliver; others are skipped.
 	// Default DefaultEvents (workflow.DefaultWebhookEvents).
 	Events []string
@@ -85,13 +95,22 @@ type Config struct {
 	Clock Clock
 }
 
-// Validate checks the URL and that a secret is set.
+// Validate checks the URL, that a secret is set, and that the secrets are
+// valid (webhook.DecodeSecret).
 func (c Config) Validate() error {
 	if err := ValidateURL(c.URL); err != nil {
 		return err
 	}
 	if c.Secret == "" {
 		return errors.New("webhook: a secret is required to sign deliveries")
+	}
+	if _, err := webhook.DecodeSecret(c.Secret); err != nil {
+		return fmt.Errorf("webhook secret: %w", err)
+	}
+	for i, s := range c.PreviousSecrets {
+		if _, err := webhook.DecodeSecret(s); err != nil {
+			return fmt.Errorf("webhook previous secret %d: %w", i+1, err)
+		}
 	}
 	for _, ev := range c.Events {
 		if !eventNameRE.MatchString(ev) {

@@ -20,12 +20,15 @@ import (
 )
 
 // Handler is the asynq handler of tasks.TypeWebhook: it POSTs the task's
-// notification to the webhook URL, signed. A network error, a 5xx, 408 or
+// notification to the webhook URL, signed as the Standard Webhooks
+// specification says (webhook-id, webhook-timestamp, webhook-signature),
+// with the deprecated X-Cairn-* signature headers too for one release. A network error, a 5xx, 408 or
 // 429 is returned for asynq to retry (see RetryDelay); any other status but
 // 2xx archives the delivery at once (asynq.SkipRetry).
 type Handler struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	signer *webhook.Signer
+	log    *slog.Logger
 }
 
 // NewHandler returns the handler of webhook deliveries; a nil log is
@@ -37,7 +40,11 @@ func NewHandler(cfg Config, log *slog.Logger) (*Handler, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{cfg: cfg.withDefaults(), log: log.With("component", "webhook")}, nil
+	signer, err := webhook.NewSigner(append([]string{cfg.Secret}, cfg.PreviousSecrets...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{cfg: cfg.withDefaults(), signer: signer, log: log.With("component", "webhook")}, nil
 }
 
 // retryAfter asks for the next attempt after a delay the receiver named
@@ -61,8 +68,13 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	retried, _ := asynq.GetRetryCount(ctx)
 	log := h.log.With(attrRunID, note.RunID, attrWorkflow, note.Workflow, "event", note.Type,
 		"delivery", note.ID, attrAttempt, retried+1)
-	ts := strconv.FormatInt(h.cfg.Clock.Now().Unix(), 10)
+	now := h.cfg.Clock.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
+	if err == nil {
+		// The Standard Webhooks headers: webhook-id is the notification's
+		// ID, the same on every attempt.
+		err = h.signer.SetHeaders(req.Header, note.ID, now, body)
+	}
 	if err != nil {
 		log.Error("cannot build the webhook request", attrError, err)
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
@@ -70,9 +82,12 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "cairn-webhook/1")
 	req.Header.Set(webhook.HeaderEvent, note.Type)
-	req.Header.Set(webhook.HeaderDelivery, note.ID)
-	req.Header.Set(webhook.HeaderTimestamp, ts)
-	req.Header.Set(webhook.HeaderSignature, webhook.Sign(h.cfg.Secret, ts, body))
+	// Cairn's earlier headers, deprecated, for one more release: receivers
+	// that check them keep working while they move to the standard ones.
+	ts := strconv.FormatInt(now.Unix(), 10)
+	req.Header.Set(webhook.HeaderDelivery, note.ID)                               //nolint:staticcheck // deprecated, still sent for one release
+	req.Header.Set(webhook.HeaderTimestamp, ts)                                   //nolint:staticcheck // deprecated, still sent for one release
+	req.Header.Set(webhook.HeaderSignature, webhook.Sign(h.cfg.Secret, ts, body)) //nolint:staticcheck // deprecated, still sent for one release
 	start := h.cfg.Clock.Now()
 	resp, err := h.cfg.HTTPClient.Do(req)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,44 +216,129 @@ func receive(t *testing.T, status int, header http.Header) (string, func() []req
 const noteBody = `{"id":"1712345678901-0","type":"run_failed","at":"2024-04-05T19:34:38.901Z","run_id":"r1","workflow":"signup"}`
 
 // TestHandlerSignsWithClock: the request carries the body as it is, the
-// headers, and a signature made at the injected clock's time.
+// Standard Webhooks headers signed at the injected clock's time (and the
+// deprecated X-Cairn-* ones, for one release), and the webhook-id is the
+// notification's ID on every attempt.
 func TestHandlerSignsWithClock(t *testing.T) {
 	t.Parallel()
 	url, got := receive(t, http.StatusNoContent, nil)
-	h, err := NewHandler(Config{URL: url, Secret: secret, Clock: &fakeClock{now: t0}}, slog.New(slog.DiscardHandler))
+	clock := &fakeClock{now: t0}
+	h, err := NewHandler(Config{URL: url, Secret: secret, Clock: clock}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := asynq.NewTask(tasks.TypeWebhook, []byte(noteBody))
+	if err := h.ProcessTask(context.Background(), task); err != nil {
+		t.Fatalf("ProcessTask: %v", err)
+	}
+	clock.Add(90 * time.Second) // a retry, later
+	if err := h.ProcessTask(context.Background(), task); err != nil {
+		t.Fatalf("ProcessTask again: %v", err)
+	}
+	rs := got()
+	if len(rs) != 2 {
+		t.Fatalf("%d requests, want 2", len(rs))
+	}
+	signer, err := webhook.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		at := t0.Add(time.Duration(i) * 90 * time.Second)
+		ts := strconv.FormatInt(at.Unix(), 10)
+		sig, err := signer.Sign("1712345678901-0", at, []byte(noteBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]string{
+			"Content-Type":                 "application/json",
+			"User-Agent":                   "cairn-webhook/1",
+			webhook.HeaderEvent:            "run_failed",
+			webhook.HeaderWebhookID:        "1712345678901-0",
+			webhook.HeaderWebhookTimestamp: ts,
+			webhook.HeaderWebhookSignature: sig,
+			// The deprecated headers, still sent.
+			"X-Cairn-Delivery":  "1712345678901-0",
+			"X-Cairn-Timestamp": ts,
+			"X-Cairn-Signature": webhook.Sign(secret, ts, []byte(noteBody)), //nolint:staticcheck // the deprecated header is still sent
+		} {
+			if v := r.header.Get(name); v != want {
+				t.Errorf("attempt %d: %s: %q, want %q", i+1, name, v, want)
+			}
+		}
+		if string(r.body) != noteBody {
+			t.Errorf("attempt %d: body %s, want %s", i+1, r.body, noteBody)
+		}
+		// A receiver whose clock agrees accepts it, with the secret's
+		// whsec_ form too.
+		for _, recv := range []string{secret, webhook.EncodeSecret([]byte(secret))} {
+			req := httptest.NewRequest(http.MethodPost, "/hook", nil)
+			req.Body = io.NopCloser(bytes.NewReader(r.body))
+			req.Header = r.header
+			if p, err := webhook.VerifyRequest(req, recv, time.Minute, at.Add(30*time.Second)); err != nil || p.RunID != "r1" {
+				t.Errorf("attempt %d: VerifyRequest with %s: %+v, %v", i+1, recv, p, err)
+			}
+		}
+	}
+}
+
+// TestHandlerSignsWithEverySecret: during a rotation, webhook-signature
+// holds one signature per secret, and a receiver with any of them
+// verifies the delivery; a whsec_ secret is used decoded.
+func TestHandlerSignsWithEverySecret(t *testing.T) {
+	t.Parallel()
+	url, got := receive(t, http.StatusNoContent, nil)
+	const current, previous = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "old-raw-secret"
+	h, err := NewHandler(Config{URL: url, Secret: current, PreviousSecrets: []string{previous},
+		Clock: &fakeClock{now: t0}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := h.ProcessTask(context.Background(), asynq.NewTask(tasks.TypeWebhook, []byte(noteBody))); err != nil {
-		t.Fatalf("ProcessTask: %v", err)
+		t.Fatal(err)
 	}
-	rs := got()
-	if len(rs) != 1 {
-		t.Fatalf("%d requests, want 1", len(rs))
+	r := got()[0]
+	if sigs := strings.Fields(r.header.Get(webhook.HeaderWebhookSignature)); len(sigs) != 2 {
+		t.Fatalf("webhook-signature %q: want two signatures", r.header.Get(webhook.HeaderWebhookSignature))
 	}
-	r := rs[0]
-	ts := strconv.FormatInt(t0.Unix(), 10)
-	for name, want := range map[string]string{
-		"Content-Type":          "application/json",
-		"User-Agent":            "cairn-webhook/1",
-		webhook.HeaderEvent:     "run_failed",
-		webhook.HeaderDelivery:  "1712345678901-0",
-		webhook.HeaderTimestamp: ts,
-		webhook.HeaderSignature: webhook.Sign(secret, ts, []byte(noteBody)),
-	} {
-		if v := r.header.Get(name); v != want {
-			t.Errorf("%s: %q, want %q", name, v, want)
+	for _, receiver := range []string{current, previous} {
+		if err := webhook.VerifyHeaders(receiver, r.header, r.body, t0); err != nil {
+			t.Errorf("receiver with %s: %v", receiver, err)
 		}
 	}
-	if string(r.body) != noteBody {
-		t.Errorf("body %s, want %s", r.body, noteBody)
+	if err := webhook.VerifyHeaders("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", r.header, r.body, t0); err == nil {
+		t.Error("the base64 text of the whsec_ secret, as a raw secret, verified: the key was not decoded")
 	}
-	// A receiver whose clock agrees accepts it.
-	req := httptest.NewRequest(http.MethodPost, "/hook", nil)
-	req.Body = io.NopCloser(bytes.NewReader(r.body))
-	req.Header = r.header
-	if p, err := webhook.VerifyRequest(req, secret, time.Minute, t0.Add(30*time.Second)); err != nil || p.RunID != "r1" {
-		t.Errorf("VerifyRequest: %+v, %v", p, err)
+	// The deprecated header is keyed with the current secret as given.
+	ts := r.header.Get(webhook.HeaderWebhookTimestamp)
+	if !webhook.Verify(current, ts, r.body, r.header.Get("X-Cairn-Signature")) { //nolint:staticcheck // the deprecated header is still sent
+		t.Error("X-Cairn-Signature is not keyed with the current secret as given")
+	}
+}
+
+// TestConfigValidateSecrets: a whsec_ secret must be base64; a raw one may
+// be anything but empty.
+func TestConfigValidateSecrets(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		secret   string
+		previous []string
+		ok       bool
+	}{
+		{"s3cret", nil, true},
+		{"whsec_czNjcmV0", []string{"old"}, true},
+		{"whsec_not base64!", nil, false},
+		{"whsec_", nil, false},
+		{"s3cret", []string{""}, false},
+		{"s3cret", []string{"whsec_%%"}, false},
+	} {
+		cfg := Config{URL: "https://example.com/hook", Secret: c.secret, PreviousSecrets: c.previous}
+		if err := cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("secret %q, previous %q: %v, want ok %v", c.secret, c.previous, err, c.ok)
+		}
+		if _, err := NewHandler(cfg, nil); (err == nil) != c.ok {
+			t.Errorf("NewHandler, secret %q, previous %q: %v, want ok %v", c.secret, c.previous, err, c.ok)
+		}
 	}
 }
 

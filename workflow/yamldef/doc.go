@@ -144,6 +144,28 @@
 // after_each_step}, either key left out), and anything else there
 // (enabled: false, another interval, another key) is an error.
 //
+// # Editors: the JSON Schema
+//
+// schema.json, beside this package's sources (and Schema, in Go), is a
+// JSON Schema (draft 2020-12) of the format: an editor with a YAML
+// language server (VS Code's YAML extension, Neovim, JetBrains IDEs, Helix)
+// completes keys, shows what each means and underlines mistakes as they are
+// typed, when the file names it in a modeline (a URL, or a path relative
+// to the file):
+//
+//	# yaml-language-server: $schema=https://raw.githubusercontent.com/cairnhq/cairn/main/workflow/yamldef/schema.json
+//	workflows:
+//	  ping:
+//	    steps: [{name: ping, type: http, with: {method: GET, url: "https://example.com/"}}]
+//
+// The schema checks the file's shape: unknown keys, types, enums, names,
+// durations, numbers, which keys each step type and a compensation take.
+// What needs more than the shape (templates and the steps they read,
+// unique step names, contiguous and used groups, hosts a URL may render,
+// policies with the worker's defaults) only loading checks, as "enqueue
+// validate FILE" does. The schema wants names, types, methods, URLs and
+// signals written as strings; it knows the built-in step types only.
+//
 // Everything is checked when the file is loaded, and every problem is
 // reported, each as FILE:LINE:COL: what is wrong (FILE:LINE: for YAML syntax
 // errors, which have no column): unknown keys (with a suggestion), values of

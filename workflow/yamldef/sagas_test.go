@@ -266,10 +266,9 @@ func TestCompensationBreakerNamedAfterItsHost(t *testing.T) {
 	}
 }
 
-// TestParseSagaErrors checks each problem of on_failure, groups and
-// compensations: where it is reported (line:col) and what it says.
-func TestParseSagaErrors(t *testing.T) {
-	t.Parallel()
+// sagaErrorCases are the files of TestParseSagaErrors (and, for the
+// schema, of TestSchemaRejectsStructuralErrors).
+func sagaErrorCases() []parseErrorCase {
 	// wf wraps workflow-level lines (indented 4) before a valid step list
 	// whose step is in group g.
 	wf := func(lines string) string {
@@ -283,12 +282,7 @@ func TestParseSagaErrors(t *testing.T) {
 		return steps("      - name: a\n        type: http\n        with: {method: POST, url: 'http://x/a'}\n        compensate:\n" + lines)
 	}
 	const undo = "          with: {method: DELETE, url: 'http://x/a'}\n"
-	tests := []struct {
-		name string
-		yaml string
-		at   string // as in TestParseErrors
-		msg  string
-	}{
+	return []parseErrorCase{
 		// on_failure.
 		{"on_failure unknown", wf("    on_failure: rollback\n"), "rollback", `workflow "w": on_failure: "rollback" is not one of stop, compensate`},
 		{"on_failure of ordering", wf("    on_failure: block\n"), "block", `on_failure: "block" is not one of stop, compensate (block is a value of ordering.on_failure`},
@@ -375,7 +369,13 @@ func TestParseSagaErrors(t *testing.T) {
 			"'https://{{", `compensate: with.url: the workflow's circuit_breaker (line 3) has no name`},
 		{"compensation breaker unknown key", comp("          type: http\n          circuit_breaker: {name: b, treshold: 3}\n" + undo), "treshold", `compensate: circuit_breaker: unknown key "treshold"`},
 	}
-	for _, tt := range tests {
+}
+
+// TestParseSagaErrors checks each problem of on_failure, groups and
+// compensations: where it is reported (line:col) and what it says.
+func TestParseSagaErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range sagaErrorCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defs, err := yamldef.Parse("f.yaml", []byte(tt.yaml), yamldef.Options{})

@@ -21,6 +21,12 @@ const (
 	typeSleep = "sleep"
 )
 
+// The keys of the with mapping of an await and of a sleep.
+var (
+	awaitKeys = []string{"signal", "timeout"}
+	sleepKeys = []string{"duration", "until"}
+)
+
 // noBody stands for await and sleep in the list of step types; the parser
 // handles them itself and never calls it.
 func noBody(StepSpec) (workflow.StepFunc, error) {
@@ -42,7 +48,7 @@ func (p *parser) parseWait(st *workflow.Step, typ string, with, typeNode *yaml.N
 		return
 	}
 	if typ == typeAwait {
-		p.unknown(m, what+": with", "signal", "timeout")
+		p.unknown(m, what+": with", awaitKeys...)
 		a := &workflow.Await{}
 		if v := m.get("signal"); v == nil {
 			p.errorf(m.node, "%s: with: missing key signal", what)
@@ -63,7 +69,7 @@ func (p *parser) parseWait(st *workflow.Step, typ string, with, typeNode *yaml.N
 		st.Await = a
 		return
 	}
-	p.unknown(m, what+": with", "duration", "until")
+	p.unknown(m, what+": with", sleepKeys...)
 	dur, until := m.get("duration"), m.get("until")
 	switch {
 	case dur == nil && until == nil:

@@ -58,9 +58,11 @@ func TestParseAwaitAndSleep(t *testing.T) {
 	}
 }
 
-func TestParseWaitErrors(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct{ step, want string }{
+// waitErrorCases are the steps of TestParseWaitErrors (and, for the
+// schema, of TestSchemaRejectsStructuralErrors): each in a workflow of its
+// own (waitFile), the loader refuses, saying want.
+func waitErrorCases() []struct{ step, want string } {
+	return []struct{ step, want string }{
 		{`{name: s, type: await}`, "needs a with mapping"},
 		{`{name: s, type: await, with: {timeout: 1h}}`, "missing key signal"},
 		{`{name: s, type: await, with: {signal: go}}`, "missing key timeout"},
@@ -72,8 +74,16 @@ func TestParseWaitErrors(t *testing.T) {
 		{`{name: s, type: sleep, with: {until: "soon"}}`, "RFC 3339"},
 		{`{name: s, type: sleep, with: {until: "{{.steps.nope.at}}"}}`, "not an earlier step"},
 		{`{name: s, type: await, with: {signal: go, timeout: 9000h}}`, "longer than"},
-	} {
-		src := "workflows:\n  w:\n    steps:\n      - " + c.step + "\n"
+	}
+}
+
+// waitFile is a file of one workflow whose one step is step.
+func waitFile(step string) string { return "workflows:\n  w:\n    steps:\n      - " + step + "\n" }
+
+func TestParseWaitErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range waitErrorCases() {
+		src := waitFile(c.step)
 		_, err := yamldef.Parse("w.yaml", []byte(src), yamldef.Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.step, err, c.want)

@@ -156,10 +156,17 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestParseErrors checks each kind of problem: where it is reported
-// (line:col) and what it says.
-func TestParseErrors(t *testing.T) {
-	t.Parallel()
+// parseErrorCase is a file the loader refuses, and the problem it reports.
+type parseErrorCase struct {
+	name string
+	yaml string
+	at   string // the error is where the last occurrence of at starts; "@L:C" or "@L:" literally, "@" for no position
+	msg  string
+}
+
+// parseErrorCases are the files of TestParseErrors (and, for the schema,
+// of TestSchemaRejectsStructuralErrors).
+func parseErrorCases() []parseErrorCase {
 	// step wraps one step's lines (indented 6) in a valid file.
 	step := func(lines string) string {
 		return "workflows:\n  w:\n    steps:\n" + lines
@@ -169,12 +176,7 @@ func TestParseErrors(t *testing.T) {
 		return "workflows:\n  w:\n" + lines + "    steps: [{name: s, type: http, with: {method: GET, url: 'http://x'}}]\n"
 	}
 	const ok = "        with: {method: GET, url: 'http://x'}\n"
-	tests := []struct {
-		name string
-		yaml string
-		at   string // the error is where the last occurrence of at starts; "@L:C" or "@L:" literally, "@" for no position
-		msg  string
-	}{
+	return []parseErrorCase{
 		// The file.
 		{"empty file", "", "@", "the file is empty"},
 		{"comment only", "# nothing\n", "@", "the file is empty"},
@@ -353,7 +355,13 @@ func TestParseErrors(t *testing.T) {
 		// Anchors and merge keys.
 		{"merge of a scalar", wf("    resiliency:\n      retry: {<<: 3}\n"), "3}", "<< must merge a mapping"},
 	}
-	for _, tt := range tests {
+}
+
+// TestParseErrors checks each kind of problem: where it is reported
+// (line:col) and what it says.
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range parseErrorCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defs, err := yamldef.Parse("f.yaml", []byte(tt.yaml), yamldef.Options{})

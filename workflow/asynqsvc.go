@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -68,9 +69,7 @@ func (e *Engine) AsynqConfig(cfg asynq.Config) asynq.Config {
 		if len(cfg.Queues) == 0 {
 			queues["default"] = 1
 		}
-		for name, p := range cfg.Queues {
-			queues[name] = p
-		}
+		maps.Copy(queues, cfg.Queues)
 		cfg.Queues = queues
 	}
 	theirDelay := cfg.RetryDelayFunc

@@ -2,7 +2,6 @@ package workflow_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -135,7 +134,7 @@ func TestAsynqConfig(t *testing.T) {
 	if d := cfg.RetryDelayFunc(1, theirs, asynq.NewTask("email:send", nil)); d != 42*time.Second {
 		t.Errorf("their task's retry delay %v, want theirs (42s)", d)
 	}
-	step, _ := json.Marshal(map[string]any{"run": "x"})
+	step := tasks.Step{RunID: "x", Workflow: "order", Name: "charge", Attempt: 1}.Encode()
 	if d := cfg.RetryDelayFunc(1, theirs, asynq.NewTask(tasks.TypeStep, step)); d == 42*time.Second {
 		t.Error("a step task took the service's retry delay")
 	}

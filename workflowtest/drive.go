@@ -248,8 +248,8 @@ func (e *Env) scan() ([]Task, error) {
 	var out []Task
 	// asynq pushes on the left of the pending list and takes from the
 	// right: the oldest is last.
-	for i := len(pending) - 1; i >= 0; i-- {
-		out = append(out, Task{ID: pending[i], Due: now})
+	for _, id := range slices.Backward(pending) {
+		out = append(out, Task{ID: id, Due: now})
 	}
 	for _, z := range scheduled {
 		id, _ := z.Member.(string) // a sorted set's members are strings

@@ -74,8 +74,10 @@ type Env struct {
 	state *retrystate.Store
 	keys  asynqKeys
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx       context.Context
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
 
 	// mu serialises the methods that deliver tasks.
 	mu sync.Mutex
@@ -171,7 +173,7 @@ func Open(opts Options, defs ...workflow.Definition) (env *Env, err error) {
 // concurrent use.
 func seeded() func() float64 {
 	var mu sync.Mutex
-	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // retry jitter in tests: reproducible on purpose
+	r := rand.New(rand.NewPCG(1, 2))
 	return func() float64 {
 		mu.Lock()
 		defer mu.Unlock()
@@ -179,17 +181,19 @@ func seeded() func() float64 {
 	}
 }
 
-// Close releases the Env: its embedded store and everything in it are gone.
+// Close releases the Env: its embedded store and everything in it are
+// gone. Closing it again does nothing.
 func (e *Env) Close() error {
-	e.cancel()
-	var err error
-	if e.store != nil {
-		if e.rdb != nil {
-			err = e.rdb.Close()
+	e.closeOnce.Do(func() {
+		e.cancel()
+		if e.store != nil {
+			if e.rdb != nil {
+				e.closeErr = e.rdb.Close()
+			}
+			e.store.Close()
 		}
-		e.store.Close()
-	}
-	return err
+	})
+	return e.closeErr
 }
 
 // Register adds workflow definitions to the Env's engine and publishes

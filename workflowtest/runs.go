@@ -3,6 +3,7 @@ package workflowtest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -113,9 +114,9 @@ func (e *Env) RequireEvent(t testing.TB, id, typ, step string) workflow.Event {
 // LastEvent returns the last event of evs of type typ (for step, unless
 // step is "").
 func LastEvent(evs []workflow.Event, typ, step string) (workflow.Event, bool) {
-	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == typ && (step == "" || evs[i].Step == step) {
-			return evs[i], true
+	for _, ev := range slices.Backward(evs) {
+		if ev.Type == typ && (step == "" || ev.Step == step) {
+			return ev, true
 		}
 	}
 	return workflow.Event{}, false

@@ -62,7 +62,9 @@ func newAsynqKeys(queue string) asynqKeys {
 // (a step the engine has no body for, a Redis error); the task is then left
 // in the queue.
 func (e *Env) RunUntilIdle() error {
-	e.mu.Lock()
+	if err := e.lock(); err != nil {
+		return err
+	}
 	defer e.mu.Unlock()
 	budget := e.opts.MaxDeliveries
 	return e.settle(&budget)
@@ -83,7 +85,9 @@ func (e *Env) Advance(d time.Duration) error {
 // before or at t, moves the clock to that moment and runs what is due
 // then; the clock ends at t.
 func (e *Env) AdvanceTo(t time.Time) error {
-	e.mu.Lock()
+	if err := e.lock(); err != nil {
+		return err
+	}
 	defer e.mu.Unlock()
 	if t.Before(e.clock.Now()) {
 		return fmt.Errorf("workflowtest: AdvanceTo(%s): the clock is at %s and does not go back", t, e.clock.Now())
@@ -111,7 +115,9 @@ func (e *Env) AdvanceTo(t time.Time) error {
 // and returns the ended run. It returns the run and an error wrapping
 // ErrNothingDue when the run has not ended and nothing is due.
 func (e *Env) RunUntilDone(id string) (*workflow.Run, error) {
-	e.mu.Lock()
+	if err := e.lock(); err != nil {
+		return nil, err
+	}
 	defer e.mu.Unlock()
 	budget := e.opts.MaxDeliveries
 	for {
@@ -139,7 +145,9 @@ func (e *Env) RunUntilDone(id string) (*workflow.Run, error) {
 // Tasks returns the step tasks in the queue, in the order the Env delivers
 // them: by due time, then oldest first.
 func (e *Env) Tasks() ([]Task, error) {
-	e.mu.Lock()
+	if err := e.lock(); err != nil {
+		return nil, err
+	}
 	defer e.mu.Unlock()
 	return e.scan()
 }
@@ -147,9 +155,29 @@ func (e *Env) Tasks() ([]Task, error) {
 // NextDue returns the next moment something is due after the fake clock's
 // time: a task, or a run's deadline; false when nothing is.
 func (e *Env) NextDue() (time.Time, bool, error) {
-	e.mu.Lock()
+	if err := e.lock(); err != nil {
+		return time.Time{}, false, err
+	}
 	defer e.mu.Unlock()
 	return e.next()
+}
+
+// ErrInStep is returned by the methods that deliver tasks (RunUntilIdle,
+// Advance, Start, ...) when called while the Env delivers one: from a step
+// body, which would wait for itself.
+var ErrInStep = errors.New("workflowtest: called while a step runs (a step body may use Client, not the Env's methods that run steps)")
+
+// lock takes the Env's delivery lock, or returns ErrInStep when a delivery
+// holds it: the caller is (most likely) a step body of that delivery.
+func (e *Env) lock() error {
+	if e.mu.TryLock() {
+		return nil
+	}
+	if e.delivering.Load() {
+		return ErrInStep
+	}
+	e.mu.Lock()
+	return nil
 }
 
 // settle delivers the due tasks and fails the runs past their deadline
@@ -289,11 +317,14 @@ func (e *Env) scan() ([]Task, error) {
 // deliver hands a task to the engine, as asynq's server would, and removes
 // it once handled, as asynq does with a task whose handler returned nil.
 func (e *Env) deliver(t Task) error {
-	if err := e.eng.ProcessTask(e.ctx, asynq.NewTask(t.typ, t.payload)); err != nil {
+	e.delivering.Store(true)
+	err := e.eng.ProcessTask(e.ctx, asynq.NewTask(t.typ, t.payload))
+	e.delivering.Store(false)
+	if err != nil {
 		return fmt.Errorf("workflowtest: delivery of task %s (run %s, step %s, attempt %d) at %s: %w",
 			t.ID, t.RunID, t.Step, t.Attempt, e.clock.Now().Format(time.RFC3339Nano), err)
 	}
-	_, err := e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
+	_, err = e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
 		p.LRem(e.ctx, e.keys.pending, 0, t.ID)
 		p.ZRem(e.ctx, e.keys.scheduled, t.ID)
 		p.Del(e.ctx, e.keys.taskPrefix+t.ID)

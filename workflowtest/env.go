@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,8 +62,8 @@ type Options struct {
 
 // Env is a workflow test environment: an engine and a client on a private
 // store, with a fake clock. Build one with New (in a test) or Open. Its
-// methods must not be called from inside a step body, nor concurrently with
-// one another (a step body may use Client).
+// methods that run steps return ErrInStep when called from a step body (a
+// step body may use Client); calls from several goroutines take turns.
 type Env struct {
 	opts  Options
 	clock *clock
@@ -79,8 +80,10 @@ type Env struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// mu serialises the methods that deliver tasks.
-	mu sync.Mutex
+	// mu serialises the methods that deliver tasks; delivering is set
+	// while one does (see lock).
+	mu         sync.Mutex
+	delivering atomic.Bool
 
 	// inj holds the injected step bodies (inject.go); steps the registered
 	// steps by workflow, for checking the names injections use.

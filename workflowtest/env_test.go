@@ -602,3 +602,22 @@ func TestRealRedis(t *testing.T) {
 	must[*workflow.SignalResult](t)(env.Signal(run.ID, "approve", map[string]string{"by": "ada"}))
 	env.RequireStatus(t, run.ID, workflow.StatusSucceeded)
 }
+
+// A step body that calls the Env's methods that run steps gets ErrInStep
+// rather than waiting for itself; it may use the Client.
+func TestCallFromStep(t *testing.T) {
+	var env *workflowtest.Env
+	var inStep error
+	env = workflowtest.New(t, workflow.Definition{Name: "w", Steps: []workflow.Step{
+		{Name: "s", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+			inStep = env.Advance(time.Second)
+			_, err := env.Client().Get(ctx, sc.RunID)
+			return nil, err
+		}},
+	}})
+	run := must[*workflow.Run](t)(env.Start("w", nil, nil))
+	env.RequireStatus(t, run.ID, workflow.StatusSucceeded)
+	if !errors.Is(inStep, workflowtest.ErrInStep) {
+		t.Errorf("Advance from a step: %v", inStep)
+	}
+}

@@ -37,9 +37,9 @@
 // What the kit does not simulate: a step body runs for real, so a step that
 // calls time.Sleep or a real service takes that long (a test should stub it
 // with OnStep); its context's deadline (the step timeout or the run's
-// deadline) is measured in real time from when the attempt starts, and is
-// not cancelled by a Cancel of its run while it runs (the engine discards the
-// body's result when it returns). Workers crashing, Redis outages, asynq's
+// deadline) is measured in real time from when the attempt starts, and a
+// Cancel of its run while it runs does not end its context (the engine
+// discards the body's result when it returns). Workers crashing, Redis outages, asynq's
 // own redeliveries and webhooks are not simulated: the tests of package
 // workflow cover them. Finished runs do not expire (retention is not
 // applied by the embedded store).

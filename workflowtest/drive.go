@@ -15,8 +15,10 @@ import (
 )
 
 // ErrNothingDue is returned by RunUntilDone for a run that has not ended
-// while nothing is due: it waits for something only the test can do (a
-// signal to an await, or another run that holds its ordering key).
+// while nothing is due: it waits for something only the test can do, such
+// as a run ahead of it in its ordering key's line that failed for good (and
+// blocks the key until it is recovered or cancelled). An await is not such a
+// wait: its timeout is due, and RunUntilDone goes through it.
 var ErrNothingDue = errors.New("workflowtest: nothing is due")
 
 // ErrTooManyDeliveries is returned when one call delivered
@@ -37,7 +39,7 @@ type Task struct {
 	Attempt  int
 	// Due is when the task is due by the fake clock: when its retry, its
 	// snooze, its sleep or its await's timeout ends; for a task due at
-	// once, the time it was found.
+	// once, the fake clock's time.
 	Due time.Time
 
 	typ     string
@@ -111,9 +113,10 @@ func (e *Env) AdvanceTo(t time.Time) error {
 }
 
 // RunUntilDone runs the run to its end, moving the fake clock from one due
-// moment to the next (through backoffs, snoozes, sleeps, await timeouts),
-// and returns the ended run. It returns the run and an error wrapping
-// ErrNothingDue when the run has not ended and nothing is due.
+// moment to the next (through backoffs, snoozes, sleeps, await timeouts,
+// other runs' steps), and returns the ended run. It returns the run and an
+// error wrapping ErrNothingDue when the run has not ended and nothing is
+// due. To test an await that gets its signal, send the signal before.
 func (e *Env) RunUntilDone(id string) (*workflow.Run, error) {
 	if err := e.lock(); err != nil {
 		return nil, err

@@ -621,3 +621,20 @@ func TestCallFromStep(t *testing.T) {
 		t.Errorf("Advance from a step: %v", inStep)
 	}
 }
+
+// A run cancelled while its step runs: the step's result is discarded.
+func TestCancelWhileStepRuns(t *testing.T) {
+	var env *workflowtest.Env
+	env = workflowtest.New(t, workflow.Definition{Name: "w", Steps: []workflow.Step{
+		{Name: "s", Run: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+			_, err := env.Client().Cancel(ctx, sc.RunID, nil)
+			return "done", err
+		}},
+		{Name: "t", Run: ok("never")},
+	}})
+	run := must[*workflow.Run](t)(env.Start("w", nil, nil))
+	run = env.RequireStatus(t, run.ID, workflow.StatusCancelled)
+	if s := run.Step("s"); len(s.Output) != 0 || run.Step("t").Attempts != 0 {
+		t.Errorf("steps after the cancel: %+v, %+v", s, run.Step("t"))
+	}
+}

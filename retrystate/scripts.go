@@ -4,6 +4,7 @@ import (
 	"embed"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -11,7 +12,7 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scripts holds the loaded Lua scripts of one Store. Each run-level script is
+// scripts holds the loaded Lua scripts of the Stores. Each run-level script is
 // the part of common.lua it uses followed by the script's own file.
 type scripts struct {
 	create, begin, complete, fail, cancel, renew  *redis.Script
@@ -22,7 +23,13 @@ type scripts struct {
 	compdone                                      *redis.Script
 }
 
-func loadScripts() scripts {
+// loadScripts returns the scripts, built once: every Store of the process
+// shares them (a redis.Script is immutable), as building them takes some
+// 40ms of regexp matching (commonLua.prelude), which each Engine, Client
+// and reconciler would otherwise pay again.
+var loadScripts = sync.OnceValue(buildScripts)
+
+func buildScripts() scripts {
 	common := parseCommon(mustRead("lua/common.lua"))
 	withCommon := func(name string) *redis.Script {
 		return redis.NewScript(common.prelude(mustRead("lua/" + name)))

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"log/slog"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/workflowtest"
 )
 
 func ExampleClient_Events() {
@@ -30,29 +26,15 @@ func ExampleClient_Events() {
 
 // printJournal runs a workflow whose step fails once, then prints the run's
 // journal.
-func printJournal() (err error) {
-	store, err := embedded.Start("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
-	defer rdb.Close()
-	quiet := slog.New(slog.DiscardHandler)
-	const queue = "example_events"
-
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
-		EngineConfig: workflow.EngineConfig{Queue: queue, Logger: quiet},
-	})
-	if err != nil {
-		return err
-	}
-	err = w.Register(workflow.Definition{
+func printJournal() error {
+	// A workflowtest.Env stands in for Redis and a worker (see package
+	// workflowtest); its clock is fake, so the retry's backoff takes no
+	// time.
+	env, err := workflowtest.Open(workflowtest.Options{}, workflow.Definition{
 		Name: "flaky",
 		Steps: []workflow.Step{{Name: "fetch", Run: func(_ context.Context, sc *workflow.StepContext) (any, error) {
 			if sc.Attempt == 1 {
-				// Retry at once rather than after the policy's backoff.
-				return nil, workflow.RetryAfter(errors.New("connection reset"), 0)
+				return nil, errors.New("connection reset")
 			}
 			return "ok", nil
 		}}},
@@ -60,28 +42,15 @@ func printJournal() (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if err := w.Engine().Publish(ctx); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		stop()
-		if werr := <-done; err == nil {
-			err = werr
-		}
-	}()
+	defer env.Close()
 
-	c := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: quiet})
+	ctx := context.Background()
+	c := env.Client()
 	run, err := c.Start(ctx, "flaky", nil, nil)
 	if err != nil {
 		return err
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := c.Wait(waitCtx, run.ID, 10*time.Millisecond); err != nil {
+	if _, err := env.RunUntilDone(run.ID); err != nil {
 		return err
 	}
 

@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"log/slog"
 	"strings"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/workflowtest"
 )
 
 func ExampleClient_Start() {
@@ -23,28 +19,12 @@ func ExampleClient_Start() {
 	// "HELLO, ADA!"
 }
 
-// greet runs a worker of a two-step workflow and, as a client, starts a run
-// of it and waits for its end.
-func greet() (err error) {
-	// The embedded development store stands in for Redis.
-	store, err := embedded.Start("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
-	defer rdb.Close()
-	quiet := slog.New(slog.DiscardHandler)
-	const queue = "example_start"
-
-	// A worker runs the workflow's steps.
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{
-		EngineConfig: workflow.EngineConfig{Queue: queue, Logger: quiet},
-	})
-	if err != nil {
-		return err
-	}
-	err = w.Register(workflow.Definition{
+// greet starts a run of a two-step workflow as a client and reads its
+// result once the steps have run.
+func greet() error {
+	// A workflowtest.Env stands in for Redis and a worker here: it runs
+	// the steps of the runs its client starts (see package workflowtest).
+	env, err := workflowtest.Open(workflowtest.Options{}, workflow.Definition{
 		Name: "greet",
 		Steps: []workflow.Step{
 			{Name: "hello", Run: func(_ context.Context, sc *workflow.StepContext) (any, error) {
@@ -68,31 +48,23 @@ func greet() (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	// Run publishes the definitions too; publishing first lets a client
-	// start the workflow at once.
-	if err := w.Engine().Publish(ctx); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		stop()
-		if werr := <-done; err == nil {
-			err = werr
-		}
-	}()
+	defer env.Close()
 
-	// A client, in any process, starts runs and follows them.
-	c := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: quiet})
+	// A client, in any process, starts runs and follows them: in
+	// production, workflow.NewClient(rdb, ...) on the workers' Redis and
+	// queue.
+	ctx := context.Background()
+	c := env.Client()
 	run, err := c.Start(ctx, "greet", map[string]string{"name": "Ada"}, nil)
 	if err != nil {
 		return err
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	run, err = c.Wait(waitCtx, run.ID, 10*time.Millisecond)
+	// The worker runs the steps (c.Wait follows a run until it ends); here
+	// the Env runs them, until nothing is left to do.
+	if err := env.RunUntilIdle(); err != nil {
+		return err
+	}
+	run, err = c.Get(ctx, run.ID)
 	if err != nil {
 		return err
 	}

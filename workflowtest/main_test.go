@@ -1,0 +1,9 @@
+package workflowtest_test
+
+import (
+	"testing"
+
+	"github.com/cairnhq/cairn/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }

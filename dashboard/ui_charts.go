@@ -100,11 +100,12 @@ var chartStatuses = []workflow.RunStatus{workflow.StatusSucceeded, workflow.Stat
 // Geometry of the runs chart, in SVG user units (the viewBox; the SVG
 // scales to its box).
 const (
-	runsChartW    = 720
-	runsChartH    = 220
-	runsChartLeft = 40 // room for the y labels
-	runsChartTop  = 10
-	runsChartBot  = 24 // room for the x labels
+	runsChartW     = 1000
+	runsChartH     = 240
+	runsChartLeft  = 44 // room for the y labels
+	runsChartRight = 24
+	runsChartTop   = 10
+	runsChartBot   = 24 // room for the x labels
 )
 
 // svgRect is a rectangle of a chart, with its class (the colour, from the
@@ -193,7 +194,7 @@ func buildRunsChart(w chartWindow, edges []time.Time, counts map[workflow.RunSta
 		c.Buckets = append(c.Buckets, b)
 	}
 	c.Max = niceMax(c.Max)
-	plotW := float64(runsChartW - runsChartLeft - 4)
+	plotW := float64(runsChartW - runsChartLeft - runsChartRight)
 	plotH := float64(runsChartH - runsChartTop - runsChartBot)
 	bw := plotW / float64(max(n, 1))
 	y0 := float64(runsChartTop) + plotH
@@ -220,15 +221,12 @@ func buildRunsChart(w chartWindow, edges []time.Time, counts map[workflow.RunSta
 			b.Title = span + ": " + strings.Join(parts, ", ")
 		}
 	}
-	// Four grid lines with their counts, and a time label every
-	// TickEvery buckets.
-	for k := 0; k <= 4; k++ {
-		v := c.Max * int64(k) / 4
-		if k > 0 && v == c.Max*int64(k-1)/4 {
-			continue
-		}
+	// Grid lines at a round step with their counts, and a time label
+	// every TickEvery buckets.
+	step := yStep(c.Max)
+	for v := int64(0); v <= c.Max; v += step {
 		y := round2(y0 - plotH*float64(v)/float64(c.Max))
-		c.Grid = append(c.Grid, svgLine{X1: runsChartLeft, Y1: y, X2: runsChartW - 4, Y2: y, Class: "grid"})
+		c.Grid = append(c.Grid, svgLine{X1: runsChartLeft, Y1: y, X2: runsChartW - runsChartRight, Y2: y, Class: "grid"})
 		c.Labels = append(c.Labels, svgText{X: runsChartLeft - 6, Y: y + 4, Text: strconv.FormatInt(v, 10), Anchor: "end",
 			Class: "axis"})
 	}
@@ -236,8 +234,11 @@ func buildRunsChart(w chartWindow, edges []time.Time, counts map[workflow.RunSta
 	for i := 0; i <= n; i += every {
 		x := round2(float64(runsChartLeft) + float64(i)*bw)
 		anchor := "middle"
-		if i == 0 {
+		switch i {
+		case 0:
 			anchor = "start"
+		case n:
+			anchor = "end"
 		}
 		c.Labels = append(c.Labels, svgText{X: x, Y: runsChartH - 6, Text: edges[i].Format("15:04"), Anchor: anchor, Class: "axis"})
 		c.Grid = append(c.Grid, svgLine{X1: x, Y1: y0, X2: x, Y2: y0 + 4, Class: "tick"})
@@ -254,6 +255,19 @@ func buildRunsChart(w chartWindow, edges []time.Time, counts map[workflow.RunSta
 	}
 	c.Summary += "."
 	return c
+}
+
+// yStep is the step of the grid lines of an axis from 0 to top (a
+// niceMax): the smallest of 1, 2, 5, 10, 20, ... that makes at most five
+// steps.
+func yStep(top int64) int64 {
+	for s := int64(1); ; s *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if top/(m*s) <= 5 {
+				return m * s
+			}
+		}
+	}
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
@@ -312,8 +326,8 @@ func stepStats(ns []workflow.Notification, keep func(workflow.Notification) bool
 
 // Geometry of the steps chart.
 const (
-	stepsChartW     = 720
-	stepsChartLabel = 230 // room for "workflow · step"
+	stepsChartW     = 1000
+	stepsChartLabel = 260 // room for "workflow · step"
 	stepsChartRow   = 22
 	stepsChartTop   = 6
 )
@@ -389,11 +403,8 @@ func buildStepsChart(stats []stepStat) stepsChart {
 			plural(s.Retries, "retry", "retries"), s.Failures, plural(s.Failures, "failure", "failures")))
 	}
 	bottom := float64(stepsChartTop + len(stats)*stepsChartRow)
-	for k := 0; k <= 4; k++ {
-		v := c.Max * int64(k) / 4
-		if k > 0 && v == c.Max*int64(k-1)/4 {
-			continue
-		}
+	step := yStep(c.Max)
+	for v := int64(0); v <= c.Max; v += step {
 		x := round2(stepsChartLabel + float64(v)*scale)
 		c.Grid = append(c.Grid, svgLine{X1: x, Y1: stepsChartTop, X2: x, Y2: bottom, Class: "grid"})
 		c.Labels = append(c.Labels, svgText{X: x, Y: bottom + 14, Text: strconv.FormatInt(v, 10), Anchor: "middle", Class: "axis"})

@@ -128,6 +128,20 @@ func TestBuildRunsChart(t *testing.T) {
 			t.Errorf("niceMax(%d) = %d", n, m)
 		}
 	}
+	for top, want := range map[int64]int64{1: 1, 2: 1, 5: 1, 10: 2, 20: 5, 50: 10, 100: 20, 2000: 500} {
+		if got := yStep(top); got != want {
+			t.Errorf("yStep(%d) = %d, want %d", top, got, want)
+		}
+	}
+	var ys []string
+	for _, l := range c.Labels {
+		if l.Anchor == "end" && l.X == runsChartLeft-6 {
+			ys = append(ys, l.Text)
+		}
+	}
+	if strings.Join(ys, ",") != "0,2,4,6,8,10" {
+		t.Errorf("y labels %v, want 0 to 10 by 2", ys)
+	}
 	if niceMax(11) != 20 || niceMax(101) != 200 || niceMax(4999) != 5000 {
 		t.Errorf("niceMax: 11→%d 101→%d 4999→%d", niceMax(11), niceMax(101), niceMax(4999))
 	}
@@ -182,6 +196,19 @@ func TestStepStats(t *testing.T) {
 	}
 	if c := buildStepsChart(nil); len(c.Rows) != 0 || c.Summary != "No retries and no failures." {
 		t.Errorf("none: %+v", c)
+	}
+}
+
+func TestShortTime(t *testing.T) {
+	t.Parallel()
+	if got := shortTime(t0.Add(-time.Hour), t0); got != "09:07:30" {
+		t.Errorf("same day: %q", got)
+	}
+	if got := shortTime(t0.Add(-24*time.Hour), t0); got != "Mar 3 10:07" {
+		t.Errorf("the day before: %q", got)
+	}
+	if got := shortTime(time.Time{}, t0); got != "—" {
+		t.Errorf("zero: %q", got)
 	}
 }
 

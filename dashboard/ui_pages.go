@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,13 +37,7 @@ func (u *webUI) funcs() template.FuncMap {
 		"thenText":    compensationThen,
 		"human":       humanDuration,
 		"orderingURL": orderingURL,
-		"pct": func(n, total int64) string {
-			if total <= 0 {
-				return "0%"
-			}
-			return strconv.FormatFloat(100*float64(n)/float64(total), 'f', 0, 64) + "%"
-		},
-		"since": func(t time.Time, now time.Time) string { return humanDuration(now.Sub(t)) },
+		"tsShort":     shortTime,
 	}
 }
 
@@ -67,6 +60,19 @@ func formatTime(v any) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// shortTime shows a time in UTC briefly: the time of day alone on now's
+// day, else with the month and day too.
+func shortTime(t time.Time, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.IsZero() {
+		return "—"
+	}
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("Jan 2 15:04")
 }
 
 // stepDuration is how long a step took (or has been running, until now).

@@ -122,14 +122,14 @@ func (r *runRow) fill(full *workflow.Run) {
 		case workflow.WaitSignal:
 			r.Waits = "signal " + wf.Signal
 		case workflow.WaitOrderingKey:
-			r.Waits = "its turn under its ordering key"
+			r.Waits = "its turn (ordering key)"
 		case workflow.WaitWorkflowLimit:
-			r.Waits = "a slot under max_running"
+			r.Waits = "a slot (max_running)"
 		case workflow.WaitTimer:
 			r.Waits = "a timer"
 		}
 		if wf.Position > 0 {
-			r.Waits += " (position " + strconv.Itoa(wf.Position) + ")"
+			r.Waits += ", #" + strconv.Itoa(wf.Position)
 		}
 	}
 }

@@ -378,24 +378,24 @@ func TestStepErrorsAreHistoryOnceDone(t *testing.T) {
 	}
 	errs := stepErrors(evs)
 	done := stepView{StepState: workflow.StepState{Name: "a", Status: workflow.StepSucceeded, LastError: "second"}}
-	done.setErrors(errs["a"])
+	setStepErrors(&done, errs["a"])
 	if done.CurrentError || len(done.History) != 2 || done.History[1].Error != "second" {
 		t.Errorf("succeeded after errors: current %v, history %+v; want no current error, both in the history",
 			done.CurrentError, done.History)
 	}
 	retrying := stepView{StepState: workflow.StepState{Name: "a", Status: workflow.StepPending, LastError: "second"}}
-	retrying.setErrors(errs["a"])
+	setStepErrors(&retrying, errs["a"])
 	if !retrying.CurrentError || len(retrying.History) != 1 || retrying.History[0].Error != "first" {
 		t.Errorf("retrying: current %v, history %+v; want the last error current, the first in the history",
 			retrying.CurrentError, retrying.History)
 	}
 	trimmed := stepView{StepState: workflow.StepState{Name: "c", Status: workflow.StepSucceeded, LastError: "old", Attempts: 3}}
-	trimmed.setErrors(nil)
+	setStepErrors(&trimmed, nil)
 	if trimmed.CurrentError || len(trimmed.History) != 1 || trimmed.History[0].Error != "old" {
 		t.Errorf("journal trimmed: %+v", trimmed.History)
 	}
 	clean := stepView{StepState: workflow.StepState{Name: "d", Status: workflow.StepSucceeded}}
-	clean.setErrors(nil)
+	setStepErrors(&clean, nil)
 	if clean.CurrentError || clean.History != nil {
 		t.Errorf("no errors: %+v", clean)
 	}

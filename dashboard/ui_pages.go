@@ -291,13 +291,14 @@ func stepDone(st workflow.StepStatus) bool {
 	case workflow.StepSucceeded, workflow.StepSkipped, workflow.StepCompensated, workflow.StepRolledBack,
 		workflow.StepCancelled:
 		return true
+	default:
+		return false
 	}
-	return false
 }
 
-// setErrors sets the step's current error and history from its failed
+// setStepErrors sets a step's current error and history from its failed
 // attempts in the journal (oldest first).
-func (s *stepView) setErrors(errs []stepError) {
+func setStepErrors(s *stepView, errs []stepError) {
 	s.CurrentError = s.LastError != "" && !stepDone(s.Status)
 	s.History = errs
 	switch {
@@ -394,7 +395,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		if st.EffectivePolicy != nil {
 			sv.MaxAttempts = st.EffectivePolicy.MaxAttempts
 		}
-		sv.setErrors(errs[st.Name])
+		setStepErrors(&sv, errs[st.Name])
 		sv.CanRetry = run.Status == workflow.StatusFailed && st.Status == workflow.StepFailed && !atCompensation
 		sv.CanSkip = sv.CanRetry && st.Optional
 		if c := st.Compensation; c != nil {

@@ -46,6 +46,7 @@ func (s *Server) routes() {
 
 	m.Handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
 	m.Handle("POST /api/v1/admin/workflows/{id}/restore", admin(s.restore))
+	m.Handle("POST "+BulkPath, admin(s.bulk))
 	m.Handle("GET /api/v1/admin/audit", admin(s.audit))
 
 	s.mountMonitoring()

@@ -50,6 +50,48 @@
 // compensation again. The run JSON carries the saga (on_failure,
 // compensating, each step's group and compensation).
 //
+// # Bulk actions
+//
+// POST /api/v1/admin/workflows/bulk (admins only; see BulkRequest) recovers
+// or cancels many runs: those listed by ID (at most MaxBulkRuns), or every
+// run a filter (status, workflow, owner) selects. A dry run ("dry_run":
+// true) answers how many runs the action applies to, and writes nothing;
+// the action itself carries that count as "expect", and when the runs it
+// applies to are no longer that many nothing is done (409), so that what
+// the confirmation said is what happens. Each run is acted on as by its
+// single action: journaled with the admin as actor, and audited when it is
+// another subject's run. The web UI's runs list offers it to admins: tick
+// runs, or act on every run matching the list's filters, after a
+// confirmation that says how many.
+//
+// # Charts
+//
+// The web UI shows time as well as rows: counts by status above the runs
+// list (each a link that filters it), each run's current step, attempts,
+// countdown to its next retry and duration; an activity page (GET
+// /activity?window=1h or 24h) with the runs created per bucket of the
+// window by their status now, and the retries and failed runs per workflow
+// and step; a timeline on each run's page, one bar per attempt and the
+// waits between them (backoff, snooze, timer, signal, circuit breaker,
+// ordering key or max_running) to scale, with crashes, repairs and
+// operators' actions marked; and the ordering keys and workflow limits in
+// use (GET /ordering, admins; anyone may look up a key and see their own
+// runs in its line).
+//
+// Charts are SVG drawn on the server from the data the API reads, with no
+// chart library and no script: they work under the pages' strict
+// Content-Security-Policy (no inline script or style; colours come from the
+// stylesheet), print, and scale with the page. Each has a <title> and a
+// <desc> (its text alternative, named by aria-labelledby), a <title>
+// tooltip on each shape, and a table with the same numbers.
+//
+// Their reads are bounded whatever the queue holds: an admin's runs chart
+// is one ZCOUNT per status and bucket of the status indexes (which score
+// runs by creation time); a user's, and the counts of a filtered list, read
+// the newest runs' heads up to a cap (and say so when it is reached); the
+// retries chart reads the window's notifications, newest first, up to a
+// cap. Finished runs count until they expire.
+//
 // # Event stream
 //
 // GET /api/v1/events streams the queue's notifications (see

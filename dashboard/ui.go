@@ -43,6 +43,8 @@ const fragmentParam = "fragment"
 //
 //	GET  /                the caller's runs (an admin's: every run), with filters
 //	GET  /runs/{id}       a run: steps, attempts, errors, countdown, journal, actions
+//	GET  /activity        charts: runs over time by status, retries and failures per step
+//	GET  /ordering        ordering keys and workflow limits in use (admins), one key's line
 //	GET  /attention       admins: the runs that need an operator
 //	GET  /signin          the sign-in form; POST /signin checks the token
 //	POST /signout         forgets the token
@@ -65,6 +67,8 @@ func WebUI(s *Server, mux *http.ServeMux) {
 	mux.Handle("GET /runs/{id}", u.page(false, u.runPage))
 	mux.Handle("GET "+AttentionPath, u.page(true, u.attentionPage))
 	mux.Handle("GET "+BreakersPath, u.page(false, u.breakersPage))
+	mux.Handle("GET "+ActivityPath, u.page(false, u.activityPage))
+	mux.Handle("GET "+OrderingPath, u.page(false, u.orderingPage))
 	mux.HandleFunc("GET "+SignInPath, u.signInForm)
 	mux.HandleFunc("POST "+SignInPath, u.signIn)
 	mux.HandleFunc("POST "+SignOutPath, u.signOut)
@@ -104,11 +108,11 @@ func newWebUI(s *Server) (*webUI, error) {
 		}
 		u.assets[e.Name()] = asset{body: body, ctype: ctype, hash: hex.EncodeToString(sum[:6])}
 	}
-	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(uiFiles, "templates/layout.html")
+	base, err := template.New("layout.html").Funcs(u.funcs()).ParseFS(uiFiles, "templates/layout.html", "templates/charts.html")
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "attention", "breakers", "signin", "error"} {
+	for _, name := range []string{"runs", "run", "attention", "breakers", "activity", "ordering", "signin", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "templates/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -122,7 +126,8 @@ func newWebUI(s *Server) (*webUI, error) {
 // authentication, and the page's own data.
 type view struct {
 	Title string
-	// Page names the page (runs, run, attention, signin, error).
+	// Page names the page (runs, run, attention, breakers, activity,
+	// ordering, signin, error).
 	Page      string
 	Principal Principal
 	SignedIn  bool

@@ -27,14 +27,17 @@ func (u *webUI) funcs() template.FuncMap {
 			}
 			return ""
 		},
-		"dur":      stepDuration,
-		"until":    secondsUntil,
-		"details":  sortedDetails,
-		"json":     prettyJSON,
-		"runURL":   func(id string) string { return "/runs/" + url.PathEscape(id) },
-		"apiRun":   func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
-		"stepAPI":  stepActionURL,
-		"thenText": compensationThen,
+		"dur":         stepDuration,
+		"until":       secondsUntil,
+		"details":     sortedDetails,
+		"json":        prettyJSON,
+		"runURL":      func(id string) string { return "/runs/" + url.PathEscape(id) },
+		"apiRun":      func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
+		"stepAPI":     stepActionURL,
+		"thenText":    compensationThen,
+		"human":       humanDuration,
+		"orderingURL": orderingURL,
+		"tsShort":     shortTime,
 	}
 }
 
@@ -57,6 +60,19 @@ func formatTime(v any) string {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// shortTime shows a time in UTC briefly: the time of day alone on now's
+// day, else with the month and day too.
+func shortTime(t time.Time, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.IsZero() {
+		return "—"
+	}
+	if t.Year() == now.Year() && t.YearDay() == now.YearDay() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("Jan 2 15:04")
 }
 
 // stepDuration is how long a step took (or has been running, until now).
@@ -166,6 +182,14 @@ type runsData struct {
 	// Cursor is this page's; NextURL the next page's ("" after the last).
 	Cursor  string
 	NextURL string
+	// Rows are the runs with their current steps; Counts the bar of counts
+	// by status (nil when they could not be read).
+	Rows   []runRow
+	Counts *countsBar
+	// Bulk offers the admins' bulk actions; FilterText describes the
+	// filters in use, for their confirmation.
+	Bulk       bool
+	FilterText string
 }
 
 // runsPage lists the caller's runs (an admin's: every run, or one owner's),
@@ -186,7 +210,11 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		opts.Owner = d.Owner
 	}
 	if d.Workflow != "" && !workflowNameRE.MatchString(d.Workflow) {
-		u.renderError(w, r, p, http.StatusBadRequest, fmt.Sprintf("%q is not a workflow name.", d.Workflow))
+		u.renderError(w, r, p, http.StatusBadRequest, fmt.Sprintf("%q is not a workflow name.", cut(d.Workflow, 80)))
+		return
+	}
+	if len(d.Owner) > 128 {
+		u.renderError(w, r, p, http.StatusBadRequest, "The owner filter is longer than 128 bytes.")
 		return
 	}
 	v := u.newView(r, p, "runs", "Runs")
@@ -197,6 +225,14 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	d.Runs = runs
+	d.Rows = u.runRows(r.Context(), runs, v.Now)
+	if cb, err := u.countRuns(r.Context(), p, q, d.Status, d.Workflow, d.Owner); err == nil {
+		d.Counts = &cb
+	} else {
+		reqLog(r).Warn("runs page: cannot count the runs", "error", err)
+	}
+	d.Bulk = p.IsAdmin()
+	d.FilterText = bulkFilterText(d.Status, d.Workflow, d.Owner)
 	if next != "" {
 		nq := url.Values{}
 		for _, k := range []string{"status", "workflow", "owner", "limit"} {
@@ -240,6 +276,38 @@ type stepView struct {
 	// (nil otherwise; Compensable then tells whether the step has one).
 	Comp        *compView
 	Compensable bool
+	// CurrentError: the step's last error is why it is where it is (it
+	// failed, or waits to retry); History its earlier failed attempts (all
+	// of them once it succeeded, was skipped or undone: errors it got past
+	// are history, not a current error).
+	CurrentError bool
+	History      []stepError
+}
+
+// stepDone tells whether a step status is one the step's errors are
+// behind: it succeeded, was skipped, undone or cancelled.
+func stepDone(st workflow.StepStatus) bool {
+	switch st {
+	case workflow.StepSucceeded, workflow.StepSkipped, workflow.StepCompensated, workflow.StepRolledBack,
+		workflow.StepCancelled:
+		return true
+	default:
+		return false
+	}
+}
+
+// setStepErrors sets a step's current error and history from its failed
+// attempts in the journal (oldest first).
+func setStepErrors(s *stepView, errs []stepError) {
+	s.CurrentError = s.LastError != "" && !stepDone(s.Status)
+	s.History = errs
+	switch {
+	case s.CurrentError && len(errs) > 0:
+		s.History = errs[:len(errs)-1] // the last one is shown as current
+	case !s.CurrentError && len(errs) == 0 && s.LastError != "":
+		// The journal no longer has it (trimmed): the record's last error.
+		s.History = []stepError{{Attempt: s.Attempts, Class: s.LastErrorClass, Code: s.LastErrorCode, Error: s.LastError}}
+	}
 }
 
 // Scheduled reports whether the step waits for a scheduled retry.
@@ -289,6 +357,8 @@ type runData struct {
 	Waiting  *workflow.WaitingFor
 	WaitLeft string
 	Signal   string
+	// Timeline is the run's attempts and waits, drawn to scale.
+	Timeline timelineView
 }
 
 // maxJournalRows bounds the journal entries the run page shows; the API
@@ -313,6 +383,9 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		CanRecover: run.Status == workflow.StatusFailed || (run.NeedsAttention && !run.Terminal()),
 		CanCancel: run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning ||
 			run.Status == workflow.StatusCompensating}
+	now := u.s.clock.Now()
+	d.Timeline = layoutTimeline(buildTimeline(run, evs, now))
+	errs := stepErrors(evs)
 	atCompensation := strings.HasPrefix(run.CurrentStep, workflow.CompensationPrefix)
 	if run.Status == workflow.StatusFailed && atCompensation {
 		d.CompensationStopped = strings.TrimPrefix(run.CurrentStep, workflow.CompensationPrefix)
@@ -322,6 +395,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		if st.EffectivePolicy != nil {
 			sv.MaxAttempts = st.EffectivePolicy.MaxAttempts
 		}
+		setStepErrors(&sv, errs[st.Name])
 		sv.CanRetry = run.Status == workflow.StatusFailed && st.Status == workflow.StepFailed && !atCompensation
 		sv.CanSkip = sv.CanRetry && st.Optional
 		if c := st.Compensation; c != nil {
@@ -347,7 +421,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 			break
 		}
 	}
-	waitView(&d, u.s.clock.Now())
+	waitView(&d, now)
 	slices.Reverse(evs)
 	if len(evs) > maxJournalRows {
 		d.MoreEvents = len(evs) - maxJournalRows

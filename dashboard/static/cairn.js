@@ -1,5 +1,6 @@
-// Cairn dashboard: live updates from the event stream, retry countdowns, and
-// the operator actions. The pages work without it (minus those three).
+// Cairn dashboard: live updates from the event stream, retry countdowns,
+// running durations, the operator actions and the admins' bulk actions. The
+// pages work without it (minus those).
 (function () {
   "use strict";
 
@@ -23,8 +24,28 @@
   // time and the browser's clock. When one runs out, the live part is
   // fetched once more (an attempt that starts sends no event).
   var expired = {};
+
+  // human writes a duration in ms as the server does (humanDuration):
+  // "850ms", "42s", "3m 04s", "2h 05m", "3d 04h".
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function human(ms) {
+    if (ms <= 0) return "0s";
+    if (ms < 1000) return Math.floor(ms) + "ms";
+    var s = Math.floor(ms / 1000);
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m " + pad(s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h " + pad(Math.floor(s % 3600 / 60)) + "m";
+    return Math.floor(s / 86400) + "d " + pad(Math.floor(s % 86400 / 3600)) + "h";
+  }
+
   function tick() {
     var now = Date.now();
+    // Durations of runs not ended: [data-since] says since when.
+    var ds = document.querySelectorAll("[data-since]");
+    for (var j = 0; j < ds.length; j++) {
+      var since = Date.parse(ds[j].dataset.since);
+      if (!isNaN(since)) ds[j].textContent = human(now - since);
+    }
     var els = document.querySelectorAll("[data-due]");
     for (var i = 0; i < els.length; i++) {
       var el = els[i];
@@ -55,7 +76,14 @@
         return res.text();
       })
       .then(function (html) {
-        if (html !== null) { live.innerHTML = html; tick(); }
+        if (html === null) return;
+        var picked = pickedIDs();
+        live.innerHTML = html;
+        // The selection of the bulk actions survives the refresh.
+        var boxes = live.querySelectorAll("input.pick");
+        for (var i = 0; i < boxes.length; i++) boxes[i].checked = picked.indexOf(boxes[i].value) >= 0;
+        updateBulk();
+        tick();
       })
       .catch(function () { /* the next event or countdown tries again */ })
       .then(function () {
@@ -162,6 +190,110 @@
     });
   });
 
+  // Bulk actions (admins, on the runs list): recover or cancel the runs
+  // selected, or every run the list's filters match. A dry run counts the
+  // runs the action applies to; the confirmation says how many; the action
+  // then carries that count, and the server does nothing if it changed.
+  var bulkEl = document.getElementById("bulk");
+  function pickedIDs() {
+    var out = [];
+    var boxes = document.querySelectorAll("input.pick:checked");
+    for (var i = 0; i < boxes.length; i++) out.push(boxes[i].value);
+    return out;
+  }
+  function updateBulk() {
+    if (!bulkEl) return;
+    var n = pickedIDs().length;
+    var countEl = document.getElementById("bulk-count");
+    if (countEl) countEl.textContent = n === 0 ? "No run selected" : n + (n === 1 ? " run selected" : " runs selected");
+    var bs = bulkEl.querySelectorAll('button[data-scope="selected"]');
+    for (var i = 0; i < bs.length; i++) bs[i].disabled = n === 0;
+    var all = document.getElementById("pick-all");
+    if (all) {
+      var boxes = document.querySelectorAll("input.pick");
+      all.checked = boxes.length > 0 && n === boxes.length;
+    }
+  }
+  document.addEventListener("change", function (ev) {
+    var t = ev.target;
+    if (t.id === "pick-all") {
+      var boxes = document.querySelectorAll("input.pick");
+      for (var i = 0; i < boxes.length; i++) boxes[i].checked = t.checked;
+    }
+    if (t.id === "pick-all" || (t.classList && t.classList.contains("pick"))) updateBulk();
+  });
+  function postJSON(url, body) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf, "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify(body)
+    }).then(function (res) {
+      if (res.status === 401) { window.location.reload(); throw new Error("signed out"); }
+      return res.json().then(function (j) {
+        if (!res.ok) throw new Error(j.detail || j.title || ("HTTP " + res.status));
+        return j;
+      });
+    });
+  }
+  if (bulkEl) {
+    bulkEl.addEventListener("click", function (ev) {
+      var b = ev.target.closest ? ev.target.closest("button[data-bulk]") : null;
+      if (!b) return;
+      var action = b.dataset.bulk;
+      var verb = action === "recover" ? "Recover" : "Cancel";
+      var req = { action: action };
+      var what;
+      if (b.dataset.scope === "selected") {
+        req.ids = pickedIDs();
+        if (req.ids.length === 0) return;
+        what = "of the " + req.ids.length + " selected";
+      } else {
+        var f = {};
+        if (bulkEl.dataset.filterStatus) f.status = bulkEl.dataset.filterStatus;
+        if (bulkEl.dataset.filterWorkflow) f.workflow = bulkEl.dataset.filterWorkflow;
+        if (bulkEl.dataset.filterOwner) f.owner = bulkEl.dataset.filterOwner;
+        req.filter = f;
+        what = "matching " + bulkEl.dataset.filterText;
+      }
+      b.disabled = true;
+      req.dry_run = true;
+      postJSON(bulkEl.dataset.bulkUrl, req).then(function (dry) {
+        if (dry.eligible === 0) {
+          flash(verb + ": no run " + what + " can be " + (action === "recover" ? "recovered" : "cancelled") + ".", "error");
+          return null;
+        }
+        var msg = verb + " " + dry.eligible + (dry.eligible === 1 ? " run" : " runs") + " " + what + "?";
+        if (dry.matched > dry.eligible) {
+          msg += " (" + (dry.matched - dry.eligible) + " other" + (dry.matched - dry.eligible === 1 ? " is" : "s are") +
+            " not in a state to " + action + " and stay as they are.)";
+        }
+        if (!window.confirm(msg)) return null;
+        req.dry_run = false;
+        req.expect = dry.eligible;
+        return postJSON(bulkEl.dataset.bulkUrl, req);
+      }).then(function (res) {
+        if (!res) return;
+        body.dataset.bulkApplied = String(res.applied.length);
+        var text = verb + ": " + res.applied.length + (res.applied.length === 1 ? " run" : " runs") + " done";
+        if (res.refused.length) {
+          text += "; " + res.refused.length + " refused (" + res.refused[0].id + ": " + res.refused[0].detail +
+            (res.refused.length > 1 ? ", …" : "") + ")";
+        }
+        flash(text + ".", res.refused.length ? "error" : "");
+        var boxes = document.querySelectorAll("input.pick:checked");
+        for (var i = 0; i < boxes.length; i++) boxes[i].checked = false;
+        updateBulk();
+        refresh();
+      }).catch(function (e) {
+        flash(verb + " refused: " + e.message, "error");
+      }).then(function () {
+        b.disabled = b.dataset.scope === "selected" && pickedIDs().length === 0;
+      });
+    });
+  }
+
+  updateBulk();
   tick();
   setInterval(tick, 1000);
   connect();

@@ -1,0 +1,533 @@
+package dashboard
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// The run page's timeline: from the run's journal, one bar per attempt of
+// each step, and between them the gaps, each with what the run waited for:
+// a backoff before a retry, a snooze, a timer, a signal, a circuit breaker
+// that deferred the attempt, or its turn under an ordering key or its
+// workflow's max_running. Crashes, repairs and operators' actions are
+// marks. Everything is drawn to scale on one time axis, from the run's
+// creation to its end (or now).
+
+// Kinds of timeline segments: the outcomes of attempts, then the gaps.
+const (
+	segRunning     = "running"
+	segSucceeded   = "succeeded"
+	segFailed      = "failed"
+	segCrashed     = "crashed"
+	segInterrupted = "interrupted"
+	segSnoozed     = "snoozed"
+	segStopped     = "stopped" // the run ended (cancelled, failed) during the attempt
+
+	gapBackoff  = "backoff"
+	gapSnooze   = "snooze"
+	gapTimer    = "timer"
+	gapSignal   = "signal"
+	gapBreaker  = "breaker"
+	gapOrdering = "ordering"
+)
+
+// Kinds of timeline marks.
+const (
+	markCrash     = "crash"
+	markOperator  = "operator"
+	markRepair    = "repair"
+	markAttention = "attention"
+	markGoto      = "goto"
+)
+
+// tlSegment is an attempt or a gap on a row of the timeline.
+type tlSegment struct {
+	Kind       string
+	Gap        bool
+	Start, End time.Time
+	// Open: still going at the end of the timeline (now).
+	Open    bool
+	Attempt int
+	// Label says what the segment is, for its title; Detail adds the
+	// error of a failed attempt.
+	Label  string
+	Detail string
+}
+
+// tlMark is an instant on the timeline: a crash, a repair, an operator's
+// action.
+type tlMark struct {
+	At    time.Time
+	Kind  string
+	Step  string
+	Label string
+}
+
+// tlRow is a row of the timeline: a step (or the run's own waits).
+type tlRow struct {
+	Name     string
+	Segments []tlSegment
+}
+
+// timeline is a run's timeline before layout.
+type timeline struct {
+	Start, End time.Time
+	Rows       []tlRow
+	Marks      []tlMark
+	// Truncated: the journal had more segments than the timeline shows.
+	Truncated bool
+}
+
+// runRowName is the name of the row of the run's own waits (ordering key,
+// workflow limit).
+const runRowName = "(run)"
+
+// maxTimelineSegments bounds the segments of a timeline: a run that
+// looped through many attempts shows its first ones, and says so.
+const maxTimelineSegments = 600
+
+// buildTimeline reads a run's journal (oldest first) into its timeline,
+// as of now.
+func buildTimeline(run *workflow.Run, evs []workflow.Event, now time.Time) timeline {
+	tl := timeline{Start: run.CreatedAt}
+	if len(evs) > 0 && (tl.Start.IsZero() || evs[0].At.Before(tl.Start)) {
+		tl.Start = evs[0].At
+	}
+	tl.End = now
+	if run.FinishedAt != nil {
+		tl.End = *run.FinishedAt
+	}
+	rows := map[string]int{}
+	row := func(name string) *tlRow {
+		i, ok := rows[name]
+		if !ok {
+			i = len(tl.Rows)
+			rows[name] = i
+			tl.Rows = append(tl.Rows, tlRow{Name: name})
+		}
+		return &tl.Rows[i]
+	}
+	// The run's own row comes first when it has segments.
+	row(runRowName)
+	segments := 0
+	open := func(r *tlRow, s tlSegment) {
+		if segments >= maxTimelineSegments {
+			tl.Truncated = true
+			return
+		}
+		segments++
+		s.Open = true
+		r.Segments = append(r.Segments, s)
+	}
+	// last returns the row's open segment that is an attempt (gap false)
+	// or a gap (gap true), if any.
+	last := func(r *tlRow, gap bool) *tlSegment {
+		for i := len(r.Segments) - 1; i >= 0; i-- {
+			s := &r.Segments[i]
+			if s.Open && s.Gap == gap {
+				return s
+			}
+		}
+		return nil
+	}
+	closeSeg := func(s *tlSegment, at time.Time, kind string) {
+		if s == nil {
+			return
+		}
+		s.Open = false
+		s.End = at
+		if kind != "" {
+			s.Kind = kind
+		}
+	}
+	closeAll := func(at time.Time, attemptKind string) {
+		for i := range tl.Rows {
+			for j := range tl.Rows[i].Segments {
+				s := &tl.Rows[i].Segments[j]
+				if !s.Open {
+					continue
+				}
+				if s.Gap {
+					closeSeg(s, at, "")
+				} else {
+					closeSeg(s, at, attemptKind)
+				}
+			}
+		}
+	}
+	mark := func(ev workflow.Event, kind, label string) {
+		tl.Marks = append(tl.Marks, tlMark{At: ev.At, Kind: kind, Step: ev.Step, Label: label})
+	}
+	d := func(ev workflow.Event, k string) string { return ev.Details[k] }
+	for _, ev := range evs {
+		name := ev.Step
+		if name == "" {
+			name = runRowName
+		}
+		r := row(name)
+		switch ev.Type {
+		case workflow.EventAttemptStarted:
+			closeSeg(last(r, true), ev.At, "")
+			closeSeg(last(r, false), ev.At, segCrashed) // an attempt that never reported
+			label := fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)
+			if d(ev, "resumed") == "1" {
+				label += " (resumed)"
+			}
+			open(r, tlSegment{Kind: segRunning, Start: ev.At, Attempt: ev.Attempt, Label: label})
+		case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptInterrupted,
+			workflow.EventStepSnoozed:
+			kind := map[string]string{workflow.EventAttemptSucceeded: segSucceeded, workflow.EventAttemptFailed: segFailed,
+				workflow.EventAttemptInterrupted: segInterrupted, workflow.EventStepSnoozed: segSnoozed}[ev.Type]
+			s := last(r, false)
+			if s == nil {
+				// No start journaled (an inline attempt): its duration,
+				// when given, places it.
+				start := ev.At
+				if ms, err := strconv.ParseInt(d(ev, "duration_ms"), 10, 64); err == nil && ms > 0 {
+					start = ev.At.Add(-time.Duration(ms) * time.Millisecond)
+				}
+				open(r, tlSegment{Kind: segRunning, Start: start, Attempt: ev.Attempt,
+					Label: fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)})
+				s = last(r, false)
+			}
+			closeSeg(s, ev.At, kind)
+			if s != nil && ev.Type == workflow.EventAttemptFailed {
+				s.Detail = d(ev, "error")
+				if what := strings.TrimSpace(d(ev, "class") + " " + d(ev, "code")); what != "" {
+					s.Detail = what + ": " + s.Detail
+				}
+			}
+			if ev.Type == workflow.EventStepSnoozed {
+				open(r, tlSegment{Kind: gapSnooze, Gap: true, Start: ev.At,
+					Label: "snoozed " + msText(d(ev, "delay_ms"))})
+			}
+		case workflow.EventAttemptCrashed:
+			closeSeg(last(r, false), ev.At, segCrashed)
+			mark(ev, markCrash, fmt.Sprintf("%s attempt %d: the worker stopped (crash %s)", ev.Step, ev.Attempt, d(ev, "crashes")))
+		case workflow.EventRetryScheduled:
+			closeSeg(last(r, true), ev.At, "")
+			open(r, tlSegment{Kind: gapBackoff, Gap: true, Start: ev.At, Attempt: ev.Attempt,
+				Label: fmt.Sprintf("backoff %s before attempt %d", msText(d(ev, "delay_ms")), ev.Attempt)})
+		case "attempt_deferred":
+			closeSeg(last(r, true), ev.At, "")
+			open(r, tlSegment{Kind: gapBreaker, Gap: true, Start: ev.At, Attempt: ev.Attempt,
+				Label: "deferred by circuit breaker " + d(ev, "breaker")})
+		case workflow.EventTimerSet:
+			closeSeg(last(r, true), ev.At, "")
+			open(r, tlSegment{Kind: gapTimer, Gap: true, Start: ev.At, Label: "sleeping" + prefixed(" until ", d(ev, "until"))})
+		case workflow.EventTimerFired:
+			closeSeg(last(r, true), ev.At, "")
+		case "await_started":
+			closeSeg(last(r, true), ev.At, "")
+			open(r, tlSegment{Kind: gapSignal, Gap: true, Start: ev.At, Label: "waiting for signal " + d(ev, "signal") +
+				prefixed(" until ", d(ev, "until"))})
+		case "signal_received", "signal_consumed", "await_timed_out":
+			if ev.Step != "" {
+				closeSeg(last(r, true), ev.At, "")
+			}
+		case workflow.EventRunWaiting:
+			what := "its turn under its ordering key"
+			if d(ev, "reason") == "workflow_limit" {
+				what = "a slot under its workflow's max_running"
+			}
+			if p := d(ev, "position"); p != "" {
+				what += " (position " + p + ")"
+			}
+			rr := row(runRowName)
+			closeSeg(last(rr, true), ev.At, "")
+			open(rr, tlSegment{Kind: gapOrdering, Gap: true, Start: ev.At, Label: "waiting for " + what})
+		case workflow.EventRunAdmitted:
+			closeSeg(last(row(runRowName), true), ev.At, "")
+		case workflow.EventRunSucceeded, workflow.EventRunCompensated:
+			closeAll(ev.At, segStopped)
+		case workflow.EventRunFailed:
+			closeAll(ev.At, segStopped)
+		case workflow.EventRunCancelled:
+			closeAll(ev.At, segStopped)
+			mark(ev, markOperator, "cancelled by "+orDash(d(ev, "actor")))
+		case workflow.EventRunRecovered:
+			mark(ev, markOperator, fmt.Sprintf("%s by %s", orDash(d(ev, "action")), orDash(d(ev, "actor"))))
+		case workflow.EventStepSkipped:
+			mark(ev, markOperator, fmt.Sprintf("%s skipped by %s", ev.Step, orDash(d(ev, "actor"))))
+		case workflow.EventRepair:
+			mark(ev, markRepair, "repaired: "+orDash(d(ev, "kind")))
+		case workflow.EventNeedsAttention:
+			mark(ev, markAttention, "needs attention: "+orDash(d(ev, "reason")))
+		case workflow.EventStepGoto:
+			mark(ev, markGoto, fmt.Sprintf("goto %s", d(ev, "to")))
+		}
+	}
+	// What is still open runs to the end of the timeline.
+	for i := range tl.Rows {
+		for j := range tl.Rows[i].Segments {
+			s := &tl.Rows[i].Segments[j]
+			if s.Open {
+				s.End = tl.End
+				if run.Terminal() {
+					s.Open = false
+					if !s.Gap {
+						s.Kind = segStopped
+					}
+				}
+			}
+		}
+	}
+	for i := range tl.Rows {
+		for j := range tl.Rows[i].Segments {
+			s := &tl.Rows[i].Segments[j]
+			if s.End.Before(s.Start) {
+				s.End = s.Start
+			}
+			if s.End.After(tl.End) {
+				tl.End = s.End
+			}
+		}
+	}
+	for _, m := range tl.Marks {
+		if m.At.After(tl.End) {
+			tl.End = m.At
+		}
+	}
+	if !tl.End.After(tl.Start) {
+		tl.End = tl.Start.Add(time.Millisecond)
+	}
+	// Rows without segments (a step known only by a mark, the run's own
+	// row without waits) are left out; their marks span the timeline.
+	tl.Rows = slices.DeleteFunc(tl.Rows, func(r tlRow) bool { return len(r.Segments) == 0 })
+	return tl
+}
+
+// prefixed is prefix and s, or "" for an empty s.
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// msText writes a duration given in milliseconds ("" for none).
+func msText(v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return ""
+	}
+	return humanDuration(time.Duration(n) * time.Millisecond)
+}
+
+// Geometry of the timeline.
+const (
+	tlW      = 1000
+	tlLabelW = 170
+	tlRowH   = 26
+	tlTop    = 8
+	tlAxisH  = 22
+	tlMinBar = 2.0 // attempts are at least this wide, to be seen
+)
+
+// tlShape is a segment laid out.
+type tlShape struct {
+	svgRect
+	Gap bool
+}
+
+// tlMarkShape is a mark laid out: a line across its row (or the whole
+// timeline) and a small triangle on top.
+type tlMarkShape struct {
+	X, Y1, Y2 float64
+	Points    string // the triangle
+	Class     string
+	Title     string
+}
+
+// tlRowView is a row laid out.
+type tlRowView struct {
+	Name   string
+	Y      float64
+	Shapes []tlShape
+	Label  svgText
+}
+
+// timelineView is a timeline laid out, for the template.
+type timelineView struct {
+	W, H      int
+	Rows      []tlRowView
+	Marks     []tlMarkShape
+	Grid      []svgLine
+	Labels    []svgText
+	Truncated bool
+	// Items lists every segment and mark in time order: the table
+	// alternative of the chart.
+	Items []tlItem
+	// Summary is the chart's text alternative, for its <desc>.
+	Summary string
+}
+
+// tlItem is a line of the timeline's table.
+type tlItem struct {
+	At       time.Time
+	Row      string
+	Kind     string
+	Label    string
+	Duration string
+}
+
+// layoutTimeline lays out a timeline on a linear time axis.
+func layoutTimeline(tl timeline) timelineView {
+	v := timelineView{W: tlW, Truncated: tl.Truncated}
+	span := tl.End.Sub(tl.Start)
+	plotW := float64(tlW - tlLabelW - 10)
+	x := func(t time.Time) float64 {
+		return float64(tlLabelW) + plotW*float64(t.Sub(tl.Start))/float64(span)
+	}
+	rowY := map[string]float64{}
+	for i, r := range tl.Rows {
+		y := float64(tlTop + i*tlRowH)
+		rowY[r.Name] = y
+		rv := tlRowView{Name: r.Name, Y: y, Label: svgText{X: tlLabelW - 8, Y: y + tlRowH/2 + 4, Text: cut(r.Name, 24),
+			Anchor: "end", Class: "row-label"}}
+		for _, s := range r.Segments {
+			x1, x2 := x(s.Start), x(s.End)
+			sh := tlShape{Gap: s.Gap}
+			sh.Class = "t-" + s.Kind
+			if s.Open {
+				sh.Class += " open"
+			}
+			if s.Gap {
+				sh.Y, sh.H = y+tlRowH/2-3, 6
+				sh.W = max(x2-x1, 1)
+			} else {
+				sh.Y, sh.H = y+4, tlRowH-8
+				sh.W = max(x2-x1, tlMinBar)
+			}
+			sh.X, sh.W, sh.Y = round2(x1), round2(sh.W), round2(sh.Y)
+			dur := humanDuration(s.End.Sub(s.Start))
+			sh.Title = s.Label + " — " + dur
+			if !s.Gap {
+				sh.Title += ", " + s.Kind
+			}
+			if s.Open {
+				sh.Title += " (so far)"
+			}
+			if s.Detail != "" {
+				sh.Title += "\n" + s.Detail
+			}
+			rv.Shapes = append(rv.Shapes, sh)
+			v.Items = append(v.Items, tlItem{At: s.Start, Row: r.Name, Kind: s.Kind, Label: s.Label + detailSuffix(s.Detail),
+				Duration: dur})
+		}
+		v.Rows = append(v.Rows, rv)
+	}
+	bottom := float64(tlTop + len(tl.Rows)*tlRowH)
+	for _, m := range tl.Marks {
+		mx := round2(x(m.At))
+		y1, y2 := float64(tlTop), bottom
+		if y, ok := rowY[m.Step]; ok && m.Step != "" {
+			y1, y2 = y, y+tlRowH
+		}
+		v.Marks = append(v.Marks, tlMarkShape{X: mx, Y1: y1, Y2: y2, Class: "m-" + m.Kind, Title: m.Label,
+			Points: fmt.Sprintf("%.2f,%.2f %.2f,%.2f %.2f,%.2f", mx-4, y1, mx+4, y1, mx, y1+6)})
+		row := m.Step
+		if row == "" {
+			row = runRowName
+		}
+		v.Items = append(v.Items, tlItem{At: m.At, Row: row, Kind: m.Kind, Label: m.Label})
+	}
+	sortItems(v.Items)
+	// Time ticks: relative to the start, at a round interval.
+	step := tickStep(span, 6)
+	for t := time.Duration(0); t <= span; t += step {
+		tx := round2(x(tl.Start.Add(t)))
+		v.Grid = append(v.Grid, svgLine{X1: tx, Y1: tlTop, X2: tx, Y2: bottom, Class: "grid"})
+		label := "+" + humanDuration(t)
+		if t == 0 {
+			label = tl.Start.UTC().Format("15:04:05")
+		}
+		anchor := "middle"
+		if t == 0 {
+			anchor = "start"
+		}
+		v.Labels = append(v.Labels, svgText{X: tx, Y: bottom + 15, Text: label, Anchor: anchor, Class: "axis"})
+	}
+	v.H = int(bottom) + tlAxisH
+	attempts, gaps := 0, 0
+	for _, r := range tl.Rows {
+		for _, s := range r.Segments {
+			if s.Gap {
+				gaps++
+			} else {
+				attempts++
+			}
+		}
+	}
+	v.Summary = fmt.Sprintf("%d attempts and %d waits over %s, from %s; %d marks (crashes, repairs, operator actions).",
+		attempts, gaps, humanDuration(span), tl.Start.UTC().Format("2006-01-02 15:04:05 UTC"), len(tl.Marks))
+	return v
+}
+
+func detailSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " — " + d
+}
+
+// sortItems sorts the table lines by time, stably.
+func sortItems(items []tlItem) {
+	slices.SortStableFunc(items, func(a, b tlItem) int { return a.At.Compare(b.At) })
+}
+
+// tickSteps are the intervals the timeline's ticks may take.
+var tickSteps = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 2 * 24 * time.Hour,
+	7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
+}
+
+// tickStep returns the smallest tick interval that cuts span into at most
+// n intervals.
+func tickStep(span time.Duration, n int) time.Duration {
+	for _, s := range tickSteps {
+		if span/s <= time.Duration(n) {
+			return s
+		}
+	}
+	return span / time.Duration(n)
+}
+
+// stepError is an attempt's error in a step's history.
+type stepError struct {
+	Attempt int
+	At      time.Time
+	Class   string
+	Code    string
+	Error   string
+}
+
+// stepErrors returns each step's failed attempts from the journal, oldest
+// first, by step name.
+func stepErrors(evs []workflow.Event) map[string][]stepError {
+	out := map[string][]stepError{}
+	for _, ev := range evs {
+		if ev.Type != workflow.EventAttemptFailed || ev.Step == "" {
+			continue
+		}
+		out[ev.Step] = append(out[ev.Step], stepError{Attempt: ev.Attempt, At: ev.At, Class: ev.Details["class"],
+			Code: ev.Details["code"], Error: ev.Details["error"]})
+	}
+	return out
+}

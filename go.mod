@@ -20,7 +20,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require go.etcd.io/bbolt v1.5.0
+require (
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/term v0.46.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

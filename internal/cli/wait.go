@@ -28,7 +28,14 @@ const (
 // returns its final state. On an error (ctx done included) it returns the
 // error and the last state read.
 func (s *session) wait(ctx context.Context, run *workflow.Run) (*workflow.Run, error) {
-	p := &progress{w: s.stderr(), tty: s.cli.isTerminal(s.stderr()), width: s.cli.columns(), now: s.cli.now}
+	return s.waitFrom(ctx, run, "")
+}
+
+// waitFrom is wait showing only the journal events after the event with ID
+// after ("" for all of them): what happens after an operator's action.
+func (s *session) waitFrom(ctx context.Context, run *workflow.Run, after string) (*workflow.Run, error) {
+	p := &progress{w: s.stderr(), tty: s.cli.isTerminal(s.stderr()), width: s.cli.columns(s.stderr()), now: s.cli.now,
+		lastEvent: after}
 	poll := time.NewTicker(s.cli.pollInterval())
 	defer poll.Stop()
 	var redraw <-chan time.Time

@@ -15,23 +15,29 @@ import (
 )
 
 // parseSignal parses "signal <run-id> <name> [--payload JSON|@file] [--id
-// ID] [--json]".
+// ID] [--json]", or "signal --last <name> ...".
 func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
-	fs := newFlagSet("signal")
+	fs := c.newFlagSet("signal")
 	payload := fs.String("payload", "", "")
 	id := fs.String("id", "", "")
+	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if len(pos) != 2 {
-		return nil, usageErrorf("signal: want a run ID and a signal name (usage: enqueue signal <run-id> <name> [flags])")
+	want := 2
+	if *last {
+		want = 1
 	}
-	runID, name := pos[0], pos[1]
-	if !workflow.ValidRunID(runID) {
-		return nil, usageErrorf("%v %q: want the 26-character ID that start printed", workflow.ErrInvalidRunID, runID)
+	if len(pos) != want {
+		return nil, usageErrorf("signal: want a run ID and a signal name, or --last and a signal name (usage: enqueue signal <run-id> <name> [flags])")
 	}
+	ref, rest, err := takeRunRef("signal", pos, *last)
+	if err != nil {
+		return nil, err
+	}
+	name := rest[0]
 	if len(*id) > workflow.MaxSignalID {
 		return nil, usageErrorf("signal: --id longer than %d bytes", workflow.MaxSignalID)
 	}
@@ -42,6 +48,10 @@ func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
 		}
 	}
 	return func(ctx context.Context, s *session) error {
+		runID, err := s.resolve(ctx, ref)
+		if err != nil {
+			return err
+		}
 		res, err := s.client.Signal(ctx, runID, name, raw, &workflow.SignalOptions{ID: *id, Actor: "cli"})
 		switch {
 		case errors.Is(err, workflow.ErrRunFinished):

@@ -106,12 +106,18 @@ func (s *Store) appendVisible(ctx context.Context, out []*Run, ids []indexEntry,
 // RunHead returns a run without its steps, or ErrRunNotFound (expired runs
 // included).
 func (s *Store) RunHead(ctx context.Context, id string) (*Run, error) {
-	runs, err := s.runHeads(ctx, []indexEntry{{ID: id}})
+	vals, err := s.rdb.HMGet(ctx, s.keys.run(id), runFields...).Result()
 	if err != nil {
 		return nil, err
 	}
-	if len(runs) == 0 {
+	h := make(map[string]string, len(runFields))
+	for j, v := range vals {
+		if v, ok := v.(string); ok && j < len(runFields) {
+			h[runFields[j]] = v
+		}
+	}
+	if h["status"] == "" {
 		return nil, ErrRunNotFound
 	}
-	return runs[0], nil
+	return parseRun(id, h), nil
 }

@@ -49,7 +49,7 @@ func parseBreakers(_ context.Context, c *CLI, args []string) (action, error) {
 			if b.Cooldown > 0 {
 				cooldown = fmtDuration(b.Cooldown.Round(time.Millisecond))
 			}
-			t.add(cell(b.Name, 0), cell(b.State, 0), strconv.Itoa(b.Failures), until, cooldown,
+			t.add(cell(b.Name), cell(b.State), strconv.Itoa(b.Failures), until, cooldown,
 				strconv.FormatInt(b.Opened, 10), strconv.FormatInt(b.Deferred, 10))
 		}
 		return t.write(s.stdout())

@@ -92,7 +92,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // IsTerminal reports whether w is an *os.File open on a terminal.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // TerminalWidth returns the width, in columns, of the terminal w is open
@@ -102,7 +102,7 @@ func TerminalWidth(w io.Writer) int {
 	if !ok {
 		return 0
 	}
-	width, _, err := term.GetSize(int(f.Fd())) //nolint:gosec // a file descriptor fits an int
+	width, _, err := term.GetSize(int(f.Fd()))
 	if err != nil {
 		return 0
 	}

@@ -64,8 +64,10 @@ func flagsOf(cmd *command) []compFlag {
 // shortDesc is a description for completion: its first clause, without
 // what it says in parentheses.
 func shortDesc(s string) string {
-	if i := strings.IndexAny(s, ":;"); i > 0 {
-		s = s[:i]
+	for _, sep := range []string{": ", "; "} {
+		if i := strings.Index(s, sep); i > 0 {
+			s = s[:i]
+		}
 	}
 	var b strings.Builder
 	depth := 0

@@ -41,7 +41,7 @@ func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
 		}
 		return ""
 	}
-	field := func(name, value string) { head.add(name+":", cell(value, 0)) }
+	field := func(name, value string) { head.add(name+":", cell(value)) }
 	field("id", run.ID)
 	field("workflow", run.Workflow)
 	field("status", string(run.Status))
@@ -145,12 +145,12 @@ func stepRow(name, group string, grouped bool, st workflow.StepState, now time.T
 	if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
 		next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
 	}
-	row := []string{cell(name, 0)}
+	row := []string{cell(name)}
 	if grouped {
-		row = append(row, cell(group, 0))
+		row = append(row, cell(group))
 	}
-	return append(row, cell(string(st.Status), 0), strconv.Itoa(st.Attempts), cell(retry, 0), next,
-		cell(dash(st.LastError), 0))
+	return append(row, cell(string(st.Status)), strconv.Itoa(st.Attempts), cell(retry), next,
+		cell(dash(st.LastError)))
 }
 
 // compensationsText says what a run's compensations undo and what follows
@@ -228,14 +228,14 @@ func writeKeyRuns(w io.Writer, lay layout, k *workflow.KeyRuns) error {
 	}
 	t.add("POSITION", "RUN", "WORKFLOW", "STATUS", "CREATED")
 	for _, r := range k.Active {
-		t.add("active", r.ID, cell(r.Workflow, 0), string(r.Status), fmtTime(&r.CreatedAt))
+		t.add("active", r.ID, cell(r.Workflow), string(r.Status), fmtTime(&r.CreatedAt))
 	}
 	for _, r := range k.Waiting {
 		pos := "-"
 		if r.WaitingFor != nil && r.WaitingFor.Position > 0 {
 			pos = strconv.Itoa(r.WaitingFor.Position)
 		}
-		t.add(pos, r.ID, cell(r.Workflow, 0), string(r.Status), fmtTime(&r.CreatedAt))
+		t.add(pos, r.ID, cell(r.Workflow), string(r.Status), fmtTime(&r.CreatedAt))
 	}
 	if err := t.write(w); err != nil {
 		return err
@@ -271,7 +271,7 @@ func writeRunList(w io.Writer, lay layout, runs []*workflow.Run) error {
 		if r.NeedsAttention {
 			attention = "yes"
 		}
-		t.add(r.ID, cell(r.Workflow, 0), string(r.Status), cell(dash(r.Warning), 0), attention, fmtTime(&r.CreatedAt))
+		t.add(r.ID, cell(r.Workflow), string(r.Status), cell(dash(r.Warning)), attention, fmtTime(&r.CreatedAt))
 	}
 	return t.write(w)
 }
@@ -298,7 +298,7 @@ func writeEvents(w io.Writer, lay layout, evs []workflow.Event) error {
 		if ev.Attempt > 0 {
 			attempt = strconv.Itoa(ev.Attempt)
 		}
-		t.add(fmtTime(&ev.At), cell(ev.Type, 0), cell(dash(ev.Step), 0), attempt, formatDetails(ev.Details))
+		t.add(fmtTime(&ev.At), cell(ev.Type), cell(dash(ev.Step)), attempt, formatDetails(ev.Details))
 	}
 	return t.write(w)
 }
@@ -337,16 +337,15 @@ func formatDetails(d map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// cell makes s safe for a table cell: one line, no tabs, and at most width
-// runes when width > 0.
-func cell(s string, width int) string {
-	s = strings.Map(func(r rune) rune {
+// cell makes s safe for a table cell: one line, no tabs (a table cuts its
+// free-text column to a width: see table).
+func cell(s string) string {
+	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, s)
-	return truncate(s, width)
 }
 
 // truncate shortens s to width runes, ending with "…"; width <= 0 keeps s.

@@ -156,8 +156,8 @@ func writeOutbox(w io.Writer, lay layout, c *workflow.OutboxContents) error {
 		t.add("SEQ", "KIND", "RUN ID", "WORKFLOW/SIGNAL", "KEY", "QUEUED AT", "ATTEMPTS", "LAST ERROR")
 		for i := range c.Queued {
 			e := &c.Queued[i]
-			t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind), 0), e.RunID, cell(outboxWhat(e), 0),
-				cell(dash(outboxKey(e)), 0), fmtTime(&e.QueuedAt), strconv.Itoa(e.Attempts), cell(dash(e.LastError), 0))
+			t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind)), e.RunID, cell(outboxWhat(e)),
+				cell(dash(outboxKey(e))), fmtTime(&e.QueuedAt), strconv.Itoa(e.Attempts), cell(dash(e.LastError)))
 		}
 		if err := t.write(w); err != nil {
 			return err
@@ -174,8 +174,8 @@ func writeOutbox(w io.Writer, lay layout, c *workflow.OutboxContents) error {
 	t.add("SEQ", "KIND", "RUN ID", "WORKFLOW/SIGNAL", "KEY", "QUEUED AT", "DEAD AT", "REASON")
 	for i := range c.Dead {
 		e := &c.Dead[i]
-		t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind), 0), dash(e.RunID), cell(dash(outboxWhat(e)), 0),
-			cell(dash(outboxKey(e)), 0), fmtTime(&e.QueuedAt), fmtTime(e.DeadAt), cell(e.DeadReason, 0))
+		t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind)), dash(e.RunID), cell(dash(outboxWhat(e))),
+			cell(dash(outboxKey(e))), fmtTime(&e.QueuedAt), fmtTime(e.DeadAt), cell(e.DeadReason))
 	}
 	return t.write(w)
 }

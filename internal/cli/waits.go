@@ -132,9 +132,9 @@ func waitCountdown(run *workflow.Run, now time.Time) string {
 	}
 	left := inDuration(st.WaitingFor.Until.Sub(now))
 	if st.WaitingFor.Signal != "" {
-		return fmt.Sprintf("%s: waiting for signal %s; times out %s", cell(st.Name, 0), cell(st.WaitingFor.Signal, 0), left)
+		return fmt.Sprintf("%s: waiting for signal %s; times out %s", cell(st.Name), cell(st.WaitingFor.Signal), left)
 	}
-	return fmt.Sprintf("%s: sleeping; wakes %s", cell(st.Name, 0), left)
+	return fmt.Sprintf("%s: sleeping; wakes %s", cell(st.Name), left)
 }
 
 // waitProgressLine describes a journal event of an await or a sleep for
@@ -143,16 +143,16 @@ func waitProgressLine(ev workflow.Event) (line string, ok bool) {
 	d := ev.Details
 	switch ev.Type {
 	case workflow.EventAwaitStarted:
-		return fmt.Sprintf("%s: waiting for signal %s until %s", ev.Step, cell(d["signal"], 0), dash(d["until"])), true
+		return fmt.Sprintf("%s: waiting for signal %s until %s", ev.Step, cell(d["signal"]), dash(d["until"])), true
 	case workflow.EventSignalReceived:
 		if ev.Step == "" {
-			return fmt.Sprintf("signal %s received; kept for a later step", cell(d["signal"], 0)), true
+			return fmt.Sprintf("signal %s received; kept for a later step", cell(d["signal"])), true
 		}
-		return fmt.Sprintf("%s: signal %s received", ev.Step, cell(d["signal"], 0)), true
+		return fmt.Sprintf("%s: signal %s received", ev.Step, cell(d["signal"])), true
 	case workflow.EventSignalConsumed:
-		return fmt.Sprintf("%s: signal %s (received earlier) taken", ev.Step, cell(d["signal"], 0)), true
+		return fmt.Sprintf("%s: signal %s (received earlier) taken", ev.Step, cell(d["signal"])), true
 	case workflow.EventAwaitTimedOut:
-		return fmt.Sprintf("%s: no signal %s before %s", ev.Step, cell(d["signal"], 0), dash(d["until"])), true
+		return fmt.Sprintf("%s: no signal %s before %s", ev.Step, cell(d["signal"]), dash(d["until"])), true
 	case workflow.EventTimerSet:
 		return fmt.Sprintf("%s: sleeping until %s", ev.Step, dash(d["until"])), true
 	case workflow.EventTimerFired:

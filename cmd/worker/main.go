@@ -1,6 +1,6 @@
 // Command worker runs Cairn workflows: it executes step attempts from the
 // queue, with the demo workflow registered. Configuration comes from the
-// environment (see the README). With CAIRN_REDIS_URL unset it starts the
+// environment (docs/configuration.md). With CAIRN_REDIS_URL unset it starts the
 // embedded, non-durable development store. It also serves the HTTP API and
 // dashboard (package dashboard) on CAIRN_HTTP_ADDR; with --dashboard-only
 // it serves only those. With --healthcheck it asks the server of a running

@@ -272,7 +272,7 @@ Environment:
                        worker started without CAIRN_REDIS_URL, at
                        CAIRN_EMBEDDED_ADDR (default 127.0.0.1:6390).
   CAIRN_REDIS_MIN_REPLICAS  state writes wait until this many replicas have
-                       them (default 0: do not wait; see the README)
+                       them (default 0: do not wait; see docs/redis.md)
   CAIRN_QUEUE          the workers' queue (default workflows)
   CAIRN_RETENTION      how long a cancelled run is kept (default 168h); match
                        the workers'

@@ -165,7 +165,8 @@ func TestCompletion(t *testing.T) {
 	// fish completes commands, flags and values.
 	if fish, err := exec.LookPath("fish"); err == nil {
 		for line, want := range map[string]string{
-			"enqueue st":                 "start\tstart a run of a workflow and print its ID\nstatus\tshow a run and the progress of its steps",
+			"enqueue st": "start\t" + "start a run of a workflow and print its ID\n" +
+				"status\t" + "show a run and the progress of its steps",
 			"enqueue list --status comp": "compensated\tonly runs in status S\ncompensating\tonly runs in status S",
 			"enqueue completion ":        "bash\nfish\nzsh",
 		} {

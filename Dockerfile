@@ -22,10 +22,15 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local
 COPY go.mod go.sum ./
 RUN go mod download && go mod verify
 COPY . .
+# What --version reports: docker build --build-arg VERSION=v1.2.0 (empty:
+# "devel", as the context has no .git to take a revision from).
+ARG VERSION=
 # -trimpath: no build paths in the binaries; -buildvcs=false: the context
 # has no .git (.dockerignore); -s -w: no symbol table or DWARF (stack
-# traces keep their function names and lines).
-RUN go build -trimpath -buildvcs=false -ldflags='-s -w' -o /out/ ./cmd/worker ./cmd/enqueue
+# traces keep their function names and lines); -X: the version.
+RUN go build -trimpath -buildvcs=false \
+	-ldflags="-s -w -X github.com/cairnhq/cairn/internal/version.Version=${VERSION}" \
+	-o /out/ ./cmd/worker ./cmd/enqueue
 
 # distroless/static: CA certificates (rediss://, https webhooks), time zone
 # data and /etc/passwd with the user nonroot (65532), and no shell or

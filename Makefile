@@ -13,9 +13,14 @@ help: ## List the targets
 run: ## Run the worker on the embedded, non-durable store (CAIRN_REDIS_URL unset)
 	env -u CAIRN_REDIS_URL $(GO) run ./cmd/worker
 
+# VERSION is the version the binaries report with --version, set at link
+# time for a release: make build VERSION=v1.2.0. Empty: the version the Go
+# toolchain records (the module's, else the VCS revision; internal/version).
+VERSION ?=
+
 .PHONY: build
-build: ## Build the worker and the CLI into ./bin
-	$(GO) build -o $(BIN)/ ./cmd/worker ./cmd/enqueue
+build: ## Build the worker and the CLI into ./bin (VERSION=v1.2.0 sets what --version says)
+	$(GO) build -ldflags '-X github.com/cairnhq/cairn/internal/version.Version=$(VERSION)' -o $(BIN)/ ./cmd/worker ./cmd/enqueue
 
 .PHONY: test
 test: ## Run every test with the race detector (needs redis-server on PATH), then the fuzz targets briefly

@@ -23,6 +23,7 @@ require (
 require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/term v0.46.0
 )
 
 require (

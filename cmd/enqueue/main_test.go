@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,5 +158,49 @@ func TestBinaryStopsReadingStdinOnSignal(t *testing.T) {
 					sig, code, cmd.ProcessState, stdout.String(), stderr.String(), want)
 			}
 		})
+	}
+}
+
+// TestBinaryVersion: --version prints the version the build recorded, or
+// the one a release sets with -ldflags -X.
+func TestBinaryVersion(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
+	t.Parallel()
+	stdout, stderr, code := proctest.Run(t, enqueue(t), nil, "", "--version")
+	if code != 0 || stderr != "" || !regexp.MustCompile(`^enqueue \S+ \(go\S+ \w+/\w+\)\n$`).MatchString(stdout) {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to build with -ldflags")
+	}
+	bin := filepath.Join(t.TempDir(), "enqueue")
+	build := exec.Command(gotool, "build", "-o", bin,
+		"-ldflags=-X github.com/cairnhq/cairn/internal/version.Version=v9.8.7-test", "github.com/cairnhq/cairn/cmd/enqueue")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", build.Args, err, out)
+	}
+	stdout, stderr, code = proctest.Run(t, bin, nil, "", "--version")
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "enqueue v9.8.7-test (go") {
+		t.Errorf("--version of a build with -ldflags -X: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestBinaryHelpFlags: --help exits 0 with the usage on stdout; an
+// unknown flag exits 2.
+func TestBinaryHelpFlags(t *testing.T) {
+	testkit.SkipShort(t, needsBinary)
+	t.Parallel()
+	bin := enqueue(t)
+	for _, arg := range []string{"--help", "-h"} {
+		stdout, stderr, code := proctest.Run(t, bin, nil, "", arg)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage: enqueue <command>") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", arg, code, stdout, stderr)
+		}
+	}
+	stdout, stderr, code := proctest.Run(t, bin, nil, "", "--bogus")
+	if code != 2 || stdout != "" || stderr != "enqueue: unknown flag \"--bogus\" (run \"enqueue help\" for usage)\n" {
+		t.Errorf("--bogus: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,16 +27,45 @@ type options struct {
 	// healthcheck probes the HTTP server of a running worker or dashboard
 	// and exits (healthcheck.go).
 	healthcheck bool
+	// version prints the version and exits.
+	version bool
 }
 
-const usage = "usage: worker [--dashboard-only | --healthcheck]"
+// synopsis is the first line of the usage.
+const synopsis = "Usage: worker [--dashboard-only | --healthcheck | --version | --help]"
+
+// usage is the help text of worker --help.
+const usage = synopsis + `
+
+worker runs Cairn workflows: it executes their step attempts from the queue
+and serves the HTTP API and the dashboard on CAIRN_HTTP_ADDR (default
+127.0.0.1:8080; empty: no HTTP). Its configuration is CAIRN_* environment
+variables (docs/configuration.md). With CAIRN_REDIS_URL unset it starts an
+embedded, non-durable store for development.
+
+Flags:
+  --dashboard-only  serve only the HTTP API and the dashboard, on the
+                    configured Redis: no engine, no reconciler
+  --healthcheck     ask the server of a worker or dashboard running on this
+                    host (CAIRN_HTTP_ADDR) whether it is ready: exit 0 or 1
+  --version         print the version of worker and exit
+  -h, --help        show this help and exit
+
+Exit codes: 0 stopped by SIGINT or SIGTERM (or a help, version or healthy
+check); 1 an error at run time; 2 a usage error or a bad configuration.
+`
+
+// errHelp is parseFlags' error for -h or --help.
+var errHelp = flag.ErrHelp
 
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.BoolVar(&o.dashboardOnly, "dashboard-only", false, "")
 	fs.BoolVar(&o.healthcheck, "healthcheck", false, "")
+	fs.BoolVar(&o.version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -105,6 +135,7 @@ func serveHTTP(ctx context.Context, s *dashboard.Server, addr string, log *slog.
 		_ = s.Close()
 		return func() {}
 	}
+	logDashboard(s, ln.Addr(), log)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -141,5 +172,35 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 	warnUnsharedCSRF(cfg, true, log)
 	log.Info("serving the dashboard only", "redis", target.String(), "topology", target.Topology(), "queue", cfg.Queue,
 		"addr", cfg.HTTPAddr)
-	return s.ListenAndServe(ctx)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		_ = s.Close()
+		return fmt.Errorf("HTTP API: %w", err)
+	}
+	logDashboard(s, ln.Addr(), log)
+	return s.Serve(ctx, ln)
+}
+
+// logDashboard logs the URL of the dashboard s serves on addr, unless s
+// will refuse to serve there (no API tokens on an address that is not
+// loopback: Serve says so).
+func logDashboard(s *dashboard.Server, addr net.Addr, log *slog.Logger) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || (s.AuthDisabled() && !tcp.IP.IsLoopback()) {
+		return
+	}
+	log.Info("dashboard: "+dashboardURL(tcp), "url", dashboardURL(tcp))
+}
+
+// dashboardURL is the URL of the dashboard served on addr. An unspecified
+// address (0.0.0.0, ::) is reached from this host at the loopback address.
+func dashboardURL(addr *net.TCPAddr) string {
+	ip := addr.IP
+	switch {
+	case ip == nil || ip.Equal(net.IPv4zero):
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.Equal(net.IPv6unspecified):
+		ip = net.IPv6loopback
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port)) + "/"
 }

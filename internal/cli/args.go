@@ -25,6 +25,9 @@ type command struct {
 	// offline: the action needs no Redis (its session has only the
 	// configuration).
 	offline bool
+	// standalone: the action needs neither Redis nor the configuration
+	// (completion): a bad CAIRN_* variable does not stop it.
+	standalone bool
 	// queues: with CAIRN_OUTBOX, the action queues in the outbox when
 	// Redis cannot be reached (start, signal).
 	queues bool
@@ -53,7 +56,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		{
 			name: "status", synopsis: "status <run-id> [flags]",
 			summary: "show a run and the progress of its steps: their groups, and the compensations of a saga",
-			flags:   []string{"--json\tprint the run as JSON"},
+			flags:   []string{lastFlag, "--json\tprint the run as JSON"},
 			parse:   parseStatus,
 		},
 		{
@@ -70,7 +73,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		{
 			name: "events", synopsis: "events <run-id> [flags]",
 			summary: "show a run's journal, oldest first",
-			flags:   []string{"--json\tprint a JSON array of events"},
+			flags:   []string{lastFlag, "--json\tprint a JSON array of events"},
 			parse:   parseEvents,
 		},
 		{
@@ -81,6 +84,7 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 				"--compensate\tcancel, then run the compensations of the run's succeeded steps, last first: the run is " +
 					"compensating, then compensated with code cancelled; a failed run can be compensated too (it keeps " +
 					"its failure code); a run with nothing to compensate is just cancelled; a repeat is a no-op",
+				lastFlag,
 				"--json\tprint the run as JSON",
 			},
 			parse: parseCancel,
@@ -88,29 +92,31 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		{
 			name: "recover", synopsis: "recover <run-id> [flags]",
 			summary: "resume a failed run (or one needing attention) from its last checkpoint, with a fresh budget for the step it stopped at",
-			flags:   []string{"--json	print the run as JSON"},
+			flags:   []string{lastFlag, operatorWaitFlag, "--json\tprint the run as JSON (with --wait: as it ended)"},
 			parse:   parseOperator("recover"),
 		},
 		{
 			name: "retry", synopsis: "retry <run-id> --step NAME [flags]",
 			summary: "re-run the failed step of a failed run with a fresh budget (or its failed compensation, which then goes on with the saga)",
-			flags: []string{"--step NAME	the failed step, or compensate:STEP for the compensation of STEP that failed (required)",
-				"--json	print the run as JSON"},
+			flags: []string{"--step NAME\tthe failed step, or compensate:STEP for the compensation of STEP that failed (required)",
+				lastFlag, operatorWaitFlag, "--json\tprint the run as JSON (with --wait: as it ended)"},
 			parse: parseOperator("retry"),
 		},
 		{
 			name: "skip", synopsis: "skip <run-id> --step NAME [flags]",
 			summary: "skip the failed optional step of a failed run and continue with the next (a compensation cannot be skipped)",
-			flags:   []string{"--step NAME	the failed optional step (required)", "--json	print the run as JSON"},
-			parse:   parseOperator("skip"),
+			flags: []string{"--step NAME\tthe failed optional step (required)", lastFlag, operatorWaitFlag,
+				"--json\tprint the run as JSON (with --wait: as it ended)"},
+			parse: parseOperator("skip"),
 		},
 		{
 			name: "signal", synopsis: "signal <run-id> <name> [flags]",
 			summary: "send a signal to a run: its await of that name takes the payload as output (a signal sent before the run reaches the await is kept for it)",
 			flags: []string{
-				"--payload JSON|@file	the signal's payload: JSON text, @path to read a regular file, @- to read stdin; at most 64 KiB (default null)",
-				"--id ID	make the signal idempotent: a second signal with this ID is a no-op",
-				"--json	print the outcome as JSON",
+				"--payload JSON|@file\tthe signal's payload: JSON text, @path to read a regular file, @- to read stdin; at most 64 KiB (default null)",
+				"--id ID\tmake the signal idempotent: a second signal with this ID is a no-op",
+				"--last\tthe newest run (the first that enqueue list shows): signal --last <name>",
+				"--json\tprint the outcome as JSON",
 			},
 			parse: parseSignal, queues: true,
 		},
@@ -146,8 +152,19 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			summary: "check a YAML workflows file (the worker's CAIRN_WORKFLOWS_FILE; at most 8 MiB) without a worker or Redis",
 			parse:   parseValidate, offline: true,
 		},
+		{
+			name: "completion", synopsis: "completion bash|zsh|fish",
+			summary: "print the shell completion script of enqueue for bash, zsh or fish (the README says how to install it)",
+			parse:   parseCompletion, standalone: true,
+		},
 	}
 }
+
+// Flags several commands share.
+const (
+	lastFlag         = "--last\tthe newest run (the first that enqueue list shows) instead of a run ID"
+	operatorWaitFlag = "--wait\twait for the run to end, as start --wait does, showing its progress on stderr; exit 1 unless it succeeds"
+)
 
 // lookup returns the command called name, or nil.
 func lookup(name string) *command {
@@ -214,6 +231,18 @@ Commands:
 Flags may come before or after the argument: "start demo --wait" and
 "start --wait demo" are the same.
 
+A <run-id> is the 26-character ID that start printed, or a prefix of it
+that no other run's ID starts with (4 characters or more; an ambiguous
+prefix is an error that lists runs it matches). --last, instead of a run
+ID, names the newest run. Both look among every run of the queue, whoever
+started it, as list does.
+
+Global flags (before the command, or among its flags):
+  --no-color  no colour; without it, colour is used only when stdout is a
+              terminal and NO_COLOR is unset or empty (https://no-color.org)
+  --version   print the version of enqueue and exit
+  -h, --help  show this help, or with a command, the command's
+
 Exit codes:
   0  success
   1  the run ended failed, cancelled or compensated (start --wait: a
@@ -227,7 +256,8 @@ Exit codes:
      missing or extra argument, malformed or empty --input, an --input
      over 1 MiB, an @file that is missing, unreadable or not a regular
      file (a directory, FIFO, device or socket), unknown workflow, invalid
-     or unknown run ID, invalid --status, --limit or --cursor, bad
+     or unknown run ID, a prefix that matches no run or several, --last
+     without a run, invalid --status, --limit or --cursor, bad
      configuration; a validate file that is missing, unreadable, not a
      regular file or over 8 MiB
 
@@ -242,7 +272,7 @@ Environment:
                        worker started without CAIRN_REDIS_URL, at
                        CAIRN_EMBEDDED_ADDR (default 127.0.0.1:6390).
   CAIRN_REDIS_MIN_REPLICAS  state writes wait until this many replicas have
-                       them (default 0: do not wait; see the README)
+                       them (default 0: do not wait; see docs/redis.md)
   CAIRN_QUEUE          the workers' queue (default workflows)
   CAIRN_RETENTION      how long a cancelled run is kept (default 168h); match
                        the workers'
@@ -263,11 +293,13 @@ The other CAIRN_* variables of the worker are validated too.
 // errHelp is returned by a command's parse when -h or --help was given.
 var errHelp = errors.New("help requested")
 
-// newFlagSet returns a flag set that reports its errors only as values.
-func newFlagSet(name string) *flag.FlagSet {
+// newFlagSet returns a flag set that reports its errors only as values,
+// with the global flag --no-color, which every command takes.
+func (c *CLI) newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	fs.BoolVar(&c.noColor, "no-color", c.noColor, "")
 	return fs
 }
 

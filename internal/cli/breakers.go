@@ -10,8 +10,8 @@ import (
 )
 
 // parseBreakers parses "breakers [--json]".
-func parseBreakers(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("breakers")
+func parseBreakers(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("breakers")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -31,8 +31,15 @@ func parseBreakers(_ context.Context, _ *CLI, args []string) (action, error) {
 			}
 			return writeJSON(s.stdout(), bs)
 		}
-		tw := newTable(s.stdout())
-		fmt.Fprintln(tw, "BREAKER\tSTATE\tFAILURES\tOPEN UNTIL\tCOOLDOWN\tOPENED\tDEFERRED")
+		t := newTable(s.cli.layout())
+		t.head = true
+		t.style = func(row []string, col int) string {
+			if col == 1 {
+				return breakerStyle(row[col])
+			}
+			return ""
+		}
+		t.add("BREAKER", "STATE", "FAILURES", "OPEN UNTIL", "COOLDOWN", "OPENED", "DEFERRED")
 		for _, b := range bs {
 			until := "-"
 			if b.OpenUntil != nil {
@@ -42,16 +49,16 @@ func parseBreakers(_ context.Context, _ *CLI, args []string) (action, error) {
 			if b.Cooldown > 0 {
 				cooldown = fmtDuration(b.Cooldown.Round(time.Millisecond))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(b.Name, 0), b.State, b.Failures, until, cooldown,
+			t.add(cell(b.Name), cell(b.State), strconv.Itoa(b.Failures), until, cooldown,
 				strconv.FormatInt(b.Opened, 10), strconv.FormatInt(b.Deferred, 10))
 		}
-		return tw.Flush()
+		return t.write(s.stdout())
 	}, nil
 }
 
 // parseBreaker parses "breaker reset <name>".
-func parseBreaker(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("breaker")
+func parseBreaker(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("breaker")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -67,4 +74,18 @@ func parseBreaker(_ context.Context, _ *CLI, args []string) (action, error) {
 		_, err := fmt.Fprintf(s.stdout(), "reset circuit breaker %s: closed\n", name)
 		return err
 	}, nil
+}
+
+// breakerStyle is the colour of a breaker's state: red when open, yellow
+// when half open, green when closed.
+func breakerStyle(state string) string {
+	switch state {
+	case "open":
+		return styleRed
+	case "half_open":
+		return styleYellow
+	case "closed":
+		return styleGreen
+	}
+	return ""
 }

@@ -13,8 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
+	"golang.org/x/term"
 
 	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/internal/version"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -68,6 +70,13 @@ type CLI struct {
 	// OutboxLockTimeout bounds the wait for another process that has the
 	// outbox (CAIRN_OUTBOX) open. Default 15s.
 	OutboxLockTimeout time.Duration
+	// Width returns the width of terminal w, in columns, or 0 when it
+	// cannot tell. Default TerminalWidth. $COLUMNS, then 80, stand in for
+	// a 0.
+	Width func(w io.Writer) int
+
+	// noColor is set by the flag --no-color.
+	noColor bool
 }
 
 // Main runs the CLI with args (without the program name) and returns the
@@ -80,14 +89,24 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return c.Run(ctx, args)
 }
 
-// IsTerminal reports whether w is an *os.File open on a character device.
+// IsTerminal reports whether w is an *os.File open on a terminal.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// TerminalWidth returns the width, in columns, of the terminal w is open
+// on, or 0 when w is not an *os.File on a terminal.
+func TerminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
 	if !ok {
-		return false
+		return 0
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return width
 }
 
 func (c *CLI) isTerminal(w io.Writer) bool {
@@ -97,16 +116,50 @@ func (c *CLI) isTerminal(w io.Writer) bool {
 	return IsTerminal(w)
 }
 
-// columns returns the terminal width from $COLUMNS, or 80.
-func (c *CLI) columns() int {
-	for _, kv := range c.Environ {
-		if v, ok := strings.CutPrefix(kv, "COLUMNS="); ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 20 {
-				return n
-			}
-		}
+// minColumns is the least terminal width the CLI lays its lines out for.
+const minColumns = 20
+
+// columns returns the width of terminal w: as the terminal tells it, else
+// $COLUMNS, else 80.
+func (c *CLI) columns(w io.Writer) int {
+	width := c.Width
+	if width == nil {
+		width = TerminalWidth
+	}
+	if n := width(w); n >= minColumns {
+		return n
+	}
+	if n, err := strconv.Atoi(c.getenv("COLUMNS")); err == nil && n >= minColumns {
+		return n
 	}
 	return 80
+}
+
+// getenv returns the value of the environment variable name, or "".
+func (c *CLI) getenv(name string) string {
+	v := ""
+	for _, kv := range c.Environ {
+		if val, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = val // the last one wins, as with os.Getenv's setenv
+		}
+	}
+	return v
+}
+
+// color reports whether to colour what is written to w: only on a
+// terminal, without --no-color, with NO_COLOR unset or empty
+// (https://no-color.org) and TERM not "dumb".
+func (c *CLI) color(w io.Writer) bool {
+	return !c.noColor && c.getenv("NO_COLOR") == "" && c.getenv("TERM") != "dumb" && c.isTerminal(w)
+}
+
+// layout is how stdout's tables are laid out: to the terminal's width, in
+// colour, or neither (not a terminal).
+func (c *CLI) layout() layout {
+	if !c.isTerminal(c.Stdout) {
+		return layout{}
+	}
+	return layout{width: c.columns(c.Stdout), color: c.color(c.Stdout)}
 }
 
 func (c *CLI) pollInterval() time.Duration {
@@ -139,6 +192,15 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if c.Stdin == nil {
 		c.Stdin = strings.NewReader("")
 	}
+	// Global flags before the command.
+	for len(args) > 0 {
+		if args[0] == "--no-color" || args[0] == "-no-color" {
+			c.noColor = true
+			args = args[1:]
+			continue
+		}
+		break
+	}
 	if len(args) == 0 {
 		fmt.Fprint(c.Stderr, usage())
 		return ExitUsage
@@ -147,7 +209,17 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	if isHelp(name) {
 		return c.help(rest)
 	}
+	if name == "--version" || name == "-version" {
+		if len(rest) > 0 {
+			return c.fail(usageErrorf("--version takes no argument (got %q)", rest[0]))
+		}
+		_, err := fmt.Fprintln(c.Stdout, version.Line("enqueue"))
+		return c.fail(err)
+	}
 	cmd := lookup(name)
+	if cmd == nil && strings.HasPrefix(name, "-") && name != "-" {
+		return c.fail(usageErrorf("unknown flag %q (run \"enqueue help\" for usage)", name))
+	}
 	if cmd == nil {
 		return c.fail(usageErrorf("unknown command %q (run \"enqueue help\" for usage)", name))
 	}
@@ -158,6 +230,9 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 	}
 	if err != nil {
 		return c.fail(err)
+	}
+	if cmd.standalone {
+		return c.fail(act(ctx, &session{cli: c}))
 	}
 
 	cfg, err := config.Load(c.Environ)
@@ -265,7 +340,7 @@ func failuref(format string, args ...any) error {
 var badInput = []error{
 	workflow.ErrUnknownWorkflow, workflow.ErrInvalidRunID, workflow.ErrRunNotFound,
 	workflow.ErrInvalidInput, workflow.ErrInvalidStatus, workflow.ErrIdempotencyConflict,
-	workflow.ErrInvalidCursor, workflow.ErrBreakerNotFound,
+	workflow.ErrInvalidCursor, workflow.ErrBreakerNotFound, errAmbiguousRunID,
 }
 
 // exitCode maps an error to the exit code it causes.

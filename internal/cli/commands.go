@@ -38,7 +38,7 @@ var statuses = func() []string {
 // parseStart parses "start <workflow> [--input JSON|@file]
 // [--idempotency-key K] [--wait] [--json]".
 func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
-	fs := newFlagSet("start")
+	fs := c.newFlagSet("start")
 	input := fs.String("input", "", "")
 	key := fs.String("idempotency-key", "", "")
 	ordKey := fs.String("ordering-key", "", "")
@@ -226,31 +226,24 @@ func failureText(run *workflow.Run) string {
 	return "no reason recorded"
 }
 
-// runIDArg parses the single run ID argument of cmd and checks its form.
-func runIDArg(cmd string, pos []string) (string, error) {
-	id, err := positional(cmd, pos, "run ID")
-	if err != nil {
-		return "", err
-	}
-	if !workflow.ValidRunID(id) {
-		return "", usageErrorf("%v %q: want the 26-character ID that start printed", workflow.ErrInvalidRunID, id)
-	}
-	return id, nil
-}
-
-// parseStatus parses "status <run-id> [--json]".
-func parseStatus(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("status")
+// parseStatus parses "status <run-id>|--last [--json]".
+func parseStatus(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("status")
+	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	id, err := runIDArg("status", pos)
+	ref, err := runRefArg("status", pos, *last)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, s *session) error {
+		id, err := s.resolve(ctx, ref)
+		if err != nil {
+			return err
+		}
 		run, err := s.client.Get(ctx, id)
 		if err != nil {
 			return err
@@ -258,13 +251,13 @@ func parseStatus(_ context.Context, _ *CLI, args []string) (action, error) {
 		if *asJSON {
 			return writeJSON(s.stdout(), run)
 		}
-		return writeRun(s.stdout(), run, s.cli.now())
+		return writeRun(s.stdout(), s.cli.layout(), run, s.cli.now())
 	}, nil
 }
 
 // parseKey parses "key <ordering-key> [--json]".
-func parseKey(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("key")
+func parseKey(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("key")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -285,13 +278,13 @@ func parseKey(_ context.Context, _ *CLI, args []string) (action, error) {
 		if *asJSON {
 			return writeJSON(s.stdout(), line)
 		}
-		return writeKeyRuns(s.stdout(), line)
+		return writeKeyRuns(s.stdout(), s.cli.layout(), line)
 	}, nil
 }
 
 // parseList parses "list [--status S] [--limit N] [--cursor C] [--json]".
-func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("list")
+func parseList(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("list")
 	status := fs.String("status", "", "")
 	limit := fs.Int("limit", defaultListLimit, "")
 	cursor := fs.String("cursor", "", "")
@@ -327,7 +320,7 @@ func parseList(_ context.Context, _ *CLI, args []string) (action, error) {
 		if *asJSON {
 			err = writeJSON(s.stdout(), runs)
 		} else {
-			err = writeRunList(s.stdout(), runs)
+			err = writeRunList(s.stdout(), s.cli.layout(), runs)
 		}
 		if err == nil && next != "" {
 			fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", next)
@@ -352,19 +345,24 @@ func badCursor(c string) error {
 		workflow.ErrInvalidCursor, c)
 }
 
-// parseEvents parses "events <run-id> [--json]".
-func parseEvents(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("events")
+// parseEvents parses "events <run-id>|--last [--json]".
+func parseEvents(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("events")
+	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	id, err := runIDArg("events", pos)
+	ref, err := runRefArg("events", pos, *last)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, s *session) error {
+		id, err := s.resolve(ctx, ref)
+		if err != nil {
+			return err
+		}
 		evs, err := s.client.Events(ctx, id)
 		if err != nil {
 			return err
@@ -375,24 +373,29 @@ func parseEvents(_ context.Context, _ *CLI, args []string) (action, error) {
 		if *asJSON {
 			return writeJSON(s.stdout(), evs)
 		}
-		return writeEvents(s.stdout(), evs)
+		return writeEvents(s.stdout(), s.cli.layout(), evs)
 	}, nil
 }
 
-// parseCancel parses "cancel <run-id> [--compensate] [--json]".
-func parseCancel(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("cancel")
+// parseCancel parses "cancel <run-id>|--last [--compensate] [--json]".
+func parseCancel(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("cancel")
 	compensate := fs.Bool("compensate", false, "")
+	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	id, err := runIDArg("cancel", pos)
+	ref, err := runRefArg("cancel", pos, *last)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, s *session) error {
+		id, err := s.resolve(ctx, ref)
+		if err != nil {
+			return err
+		}
 		run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli", Compensate: *compensate})
 		if errors.Is(err, workflow.ErrRunFinished) {
 			status := "finished"
@@ -432,18 +435,22 @@ func cancelLine(run *workflow.Run, compensate bool) string {
 }
 
 // parseOperator parses "recover <run-id>", "retry <run-id> --step NAME" and
-// "skip <run-id> --step NAME". An action the run's state does not allow is
-// refused with exit code 1 and the reason; nothing changes.
+// "skip <run-id> --step NAME" (--last for the run ID, and --wait, --json).
+// An action the run's state does not allow is refused with exit code 1 and
+// the reason; nothing changes. With --wait it then waits for the run to
+// end, as start --wait does, showing the journal from the action on.
 func parseOperator(name string) func(context.Context, *CLI, []string) (action, error) {
-	return func(_ context.Context, _ *CLI, args []string) (action, error) {
-		fs := newFlagSet(name)
+	return func(_ context.Context, c *CLI, args []string) (action, error) {
+		fs := c.newFlagSet(name)
 		step := fs.String("step", "", "")
+		last := addLastFlag(fs)
+		wait := fs.Bool("wait", false, "")
 		asJSON := fs.Bool("json", false, "")
 		pos, err := parseArgs(fs, args)
 		if err != nil {
 			return nil, err
 		}
-		id, err := runIDArg(name, pos)
+		ref, err := runRefArg(name, pos, *last)
 		if err != nil {
 			return nil, err
 		}
@@ -454,9 +461,24 @@ func parseOperator(name string) func(context.Context, *CLI, []string) (action, e
 			return nil, usageErrorf("recover takes no --step: it resumes at the step the run stopped at (use retry --step)")
 		}
 		return func(ctx context.Context, s *session) error {
+			id, err := s.resolve(ctx, ref)
+			if err != nil {
+				return err
+			}
+			// With --wait, the progress shown starts after the journal's
+			// last event before the action.
+			after := ""
+			if *wait {
+				evs, err := s.client.Events(ctx, id)
+				if err != nil {
+					return err
+				}
+				if len(evs) > 0 {
+					after = evs[len(evs)-1].ID
+				}
+			}
 			opts := &workflow.ActionOptions{Actor: "cli"}
 			var run *workflow.Run
-			var err error
 			switch name {
 			case "recover":
 				run, err = s.client.Recover(ctx, id, opts)
@@ -471,11 +493,30 @@ func parseOperator(name string) func(context.Context, *CLI, []string) (action, e
 			if err != nil {
 				return err
 			}
-			if *asJSON {
+			if *asJSON && !*wait {
 				return writeJSON(s.stdout(), run)
 			}
-			_, err = fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status, run.CurrentStep)
-			return err
+			if !*asJSON {
+				if _, err := fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status,
+					run.CurrentStep); err != nil {
+					return err
+				}
+			}
+			if !*wait {
+				return nil
+			}
+			// Waiting may take long: let other commands use the outbox.
+			s.closeOutbox()
+			run, err = s.waitFrom(ctx, run, after)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				if err := writeJSON(s.stdout(), run); err != nil {
+					return err
+				}
+			}
+			return runResult(run)
 		}, nil
 	}
 }

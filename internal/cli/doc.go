@@ -1,6 +1,7 @@
 // Package cli implements enqueue, Cairn's command-line client: it starts
 // workflow runs, shows their status, steps and journal, lists runs and
-// cancels them, through workflow.Client.
+// steers them (cancel, recover, retry, skip, signal), through
+// workflow.Client.
 //
 // cmd/enqueue is a thin main around [Main]; everything here takes its
 // arguments, standard streams and environment as parameters, so the whole
@@ -25,7 +26,13 @@
 //     interrupted; 2 a usage error or bad input (unknown command or flag,
 //     bad flag value, missing argument, malformed or too large input, an
 //     input or validate file that is missing, unreadable or not a regular
-//     file, unknown workflow, invalid or unknown run ID, invalid status,
-//     limit or cursor, bad configuration). The usage text (see usage) and
-//     the README list them; keep the three in step.
+//     file, unknown workflow, invalid or unknown run ID, a run ID prefix
+//     that matches no run or several, invalid status, limit or cursor, bad
+//     configuration). The usage text (see usage) and docs/cli.md list
+//     them; keep the three in step.
+//   - A run ID argument may be a unique prefix of one, or --last for the
+//     newest run (runref.go); they resolve once connected, over every run
+//     of the queue.
+//   - Tables (table.go) are cut to the terminal's width and coloured only
+//     when stdout is a terminal; otherwise their output is stable.
 package cli

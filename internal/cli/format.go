@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 
@@ -17,7 +16,8 @@ import (
 // timeLayout is how the tables show times: UTC, to the millisecond.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// maxErrorWidth is how much of an error message the tables show.
+// maxErrorWidth is how much of a step's last error the steps table shows
+// when stdout is not a terminal (on a terminal: as much as fits).
 const maxErrorWidth = 60
 
 // writeJSON writes v as indented JSON.
@@ -28,14 +28,20 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func newTable(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-}
-
 // writeRun writes a run as a header and a table of its steps.
-func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
-	tw := newTable(w)
-	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, cell(value, 0)) }
+func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
+	head := newTable(lay)
+	head.style = func(row []string, col int) string {
+		switch {
+		case col == 0:
+		case row[0] == "status:":
+			return statusStyle(row[1])
+		case row[0] == "needs attention:" && row[1] == "yes":
+			return styleRed
+		}
+		return ""
+	}
+	field := func(name, value string) { head.add(name+":", cell(value)) }
 	field("id", run.ID)
 	field("workflow", run.Workflow)
 	field("status", string(run.Status))
@@ -81,7 +87,7 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	} else {
 		field("finished", "-")
 	}
-	if err := tw.Flush(); err != nil {
+	if err := head.write(w); err != nil {
 		return err
 	}
 	if len(run.Steps) == 0 {
@@ -89,11 +95,21 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	grouped := slices.ContainsFunc(run.Steps, func(st workflow.StepState) bool { return st.Group != "" })
-	tw = newTable(w)
+	steps := newTable(lay)
+	steps.head = true
+	status := 1 // the STATUS column
 	if grouped {
-		fmt.Fprintln(tw, "STEP\tGROUP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
+		status = 2
+		steps.add("STEP", "GROUP", "STATUS", "ATTEMPTS", "RETRY", "NEXT ATTEMPT", "LAST ERROR")
 	} else {
-		fmt.Fprintln(tw, "STEP\tSTATUS\tATTEMPTS\tRETRY\tNEXT ATTEMPT\tLAST ERROR")
+		steps.add("STEP", "STATUS", "ATTEMPTS", "RETRY", "NEXT ATTEMPT", "LAST ERROR")
+	}
+	steps.flex, steps.flexMax = len(steps.rows[0])-1, maxErrorWidth
+	steps.style = func(row []string, col int) string {
+		if col == status {
+			return statusStyle(row[col])
+		}
+		return ""
 	}
 	for i, st := range run.Steps {
 		name := st.Name
@@ -107,17 +123,17 @@ func writeRun(w io.Writer, run *workflow.Run, now time.Time) error {
 				group += " (optional)"
 			}
 		}
-		writeStepRow(tw, name, group, grouped, st, now)
+		steps.add(stepRow(name, group, grouped, st, now)...)
 		if c := st.Compensation; c != nil && run.CompensationInPlay(i) {
-			writeStepRow(tw, "  "+c.Name, "", grouped, *c, now)
+			steps.add(stepRow("  "+c.Name, "", grouped, *c, now)...)
 		}
 	}
-	return tw.Flush()
+	return steps.write(w)
 }
 
-// writeStepRow writes a row of the steps table: a step's, or (indented
-// under it) its compensation's.
-func writeStepRow(tw io.Writer, name, group string, grouped bool, st workflow.StepState, now time.Time) {
+// stepRow is a row of the steps table: a step's, or (indented under it)
+// its compensation's. Its last error is cut by the table.
+func stepRow(name, group string, grouped bool, st workflow.StepState, now time.Time) []string {
 	next := "-"
 	retry := string(st.RetryState)
 	if st.RetryState == workflow.RetryScheduled && st.NextAttemptAt != nil {
@@ -129,13 +145,12 @@ func writeStepRow(tw io.Writer, name, group string, grouped bool, st workflow.St
 	if st.Status == workflow.StepWaiting && st.WaitingFor != nil && st.WaitingFor.Until != nil {
 		next = "wakes " + inDuration(st.WaitingFor.Until.Sub(now))
 	}
+	row := []string{cell(name)}
 	if grouped {
-		name = cell(name, 0) + "\t" + cell(group, 0)
-	} else {
-		name = cell(name, 0)
+		row = append(row, cell(group))
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", name, cell(string(st.Status), 0), st.Attempts,
-		cell(retry, 0), next, cell(dash(st.LastError), maxErrorWidth))
+	return append(row, cell(string(st.Status)), strconv.Itoa(st.Attempts), cell(retry), next,
+		cell(dash(st.LastError)))
 }
 
 // compensationsText says what a run's compensations undo and what follows
@@ -202,20 +217,27 @@ func waitingText(w *workflow.WaitingFor, now time.Time) string {
 
 // writeKeyRuns writes an ordering key's line: its active runs, then its
 // waiting runs in the order they will start.
-func writeKeyRuns(w io.Writer, k *workflow.KeyRuns) error {
-	tw := newTable(w)
-	fmt.Fprintln(tw, "POSITION	RUN	WORKFLOW	STATUS	CREATED")
+func writeKeyRuns(w io.Writer, lay layout, k *workflow.KeyRuns) error {
+	t := newTable(lay)
+	t.head = true
+	t.style = func(row []string, col int) string {
+		if col == 3 {
+			return statusStyle(row[col])
+		}
+		return ""
+	}
+	t.add("POSITION", "RUN", "WORKFLOW", "STATUS", "CREATED")
 	for _, r := range k.Active {
-		fmt.Fprintf(tw, "active	%s	%s	%s	%s\n", r.ID, cell(r.Workflow, 0), r.Status, fmtTime(&r.CreatedAt))
+		t.add("active", r.ID, cell(r.Workflow), string(r.Status), fmtTime(&r.CreatedAt))
 	}
 	for _, r := range k.Waiting {
 		pos := "-"
 		if r.WaitingFor != nil && r.WaitingFor.Position > 0 {
 			pos = strconv.Itoa(r.WaitingFor.Position)
 		}
-		fmt.Fprintf(tw, "%s	%s	%s	%s	%s\n", pos, r.ID, cell(r.Workflow, 0), r.Status, fmtTime(&r.CreatedAt))
+		t.add(pos, r.ID, cell(r.Workflow), string(r.Status), fmtTime(&r.CreatedAt))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.write(w); err != nil {
 		return err
 	}
 	if more := k.WaitingTotal - int64(len(k.Waiting)); more > 0 && len(k.Waiting) > 0 {
@@ -225,23 +247,33 @@ func writeKeyRuns(w io.Writer, k *workflow.KeyRuns) error {
 	return nil
 }
 
-// writeRunList writes runs as a table.
-func writeRunList(w io.Writer, runs []*workflow.Run) error {
+// writeRunList writes runs as a table. On a terminal their warnings are
+// cut to fit its width.
+func writeRunList(w io.Writer, lay layout, runs []*workflow.Run) error {
 	if len(runs) == 0 {
 		_, err := fmt.Fprintln(w, "no runs")
 		return err
 	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATUS\tWARNING\tATTENTION\tCREATED")
+	t := newTable(lay)
+	t.head, t.flex = true, 3
+	t.style = func(row []string, col int) string {
+		switch {
+		case col == 2:
+			return statusStyle(row[col])
+		case col == 4 && row[col] == "yes":
+			return styleRed
+		}
+		return ""
+	}
+	t.add("ID", "WORKFLOW", "STATUS", "WARNING", "ATTENTION", "CREATED")
 	for _, r := range runs {
 		attention := "-"
 		if r.NeedsAttention {
 			attention = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cell(r.Workflow, 0), r.Status, cell(dash(r.Warning), 0),
-			attention, fmtTime(&r.CreatedAt))
+		t.add(r.ID, cell(r.Workflow), string(r.Status), cell(dash(r.Warning)), attention, fmtTime(&r.CreatedAt))
 	}
-	return tw.Flush()
+	return t.write(w)
 }
 
 // detailOrder is the order in which the events table shows an event's
@@ -251,23 +283,24 @@ var detailOrder = []string{
 	"delay_ms", "due_at", "duration_ms", "crashes", "resumed",
 }
 
-// writeEvents writes a journal, one event per line.
-func writeEvents(w io.Writer, evs []workflow.Event) error {
+// writeEvents writes a journal, one event per line. On a terminal the
+// details are cut to fit its width.
+func writeEvents(w io.Writer, lay layout, evs []workflow.Event) error {
 	if len(evs) == 0 {
 		_, err := fmt.Fprintln(w, "no events")
 		return err
 	}
-	tw := newTable(w)
-	fmt.Fprintln(tw, "TIME\tTYPE\tSTEP\tATTEMPT\tDETAILS")
+	t := newTable(lay)
+	t.head, t.flex = true, 4
+	t.add("TIME", "TYPE", "STEP", "ATTEMPT", "DETAILS")
 	for _, ev := range evs {
 		attempt := "-"
 		if ev.Attempt > 0 {
 			attempt = strconv.Itoa(ev.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&ev.At), cell(ev.Type, 0), cell(dash(ev.Step), 0), attempt,
-			formatDetails(ev.Details))
+		t.add(fmtTime(&ev.At), cell(ev.Type), cell(dash(ev.Step)), attempt, formatDetails(ev.Details))
 	}
-	return tw.Flush()
+	return t.write(w)
 }
 
 // formatDetails writes an event's details as key=value pairs, quoting
@@ -304,16 +337,15 @@ func formatDetails(d map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// cell makes s safe for a table cell: one line, no tabs, and at most width
-// runes when width > 0.
-func cell(s string, width int) string {
-	s = strings.Map(func(r rune) rune {
+// cell makes s safe for a table cell: one line, no tabs (a table cuts its
+// free-text column to a width: see table).
+func cell(s string) string {
+	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, s)
-	return truncate(s, width)
 }
 
 // truncate shortens s to width runes, ending with "…"; width <= 0 keeps s.

@@ -31,7 +31,7 @@ func TestParseArgsAcceptsFlagsAnywhere(t *testing.T) {
 		{args: []string{"-", "x"}, pos: []string{"-", "x"}},
 		{args: []string{"--wait=false", "demo"}, pos: []string{"demo"}},
 	} {
-		fs := newFlagSet("test")
+		fs := (&CLI{}).newFlagSet("test")
 		wait := fs.Bool("wait", false, "")
 		input := fs.String("input", "", "")
 		limit := fs.Int("limit", 0, "")
@@ -49,12 +49,12 @@ func TestParseArgsAcceptsFlagsAnywhere(t *testing.T) {
 
 func TestParseArgsErrors(t *testing.T) {
 	t.Parallel()
-	fs := newFlagSet("test")
+	fs := (&CLI{}).newFlagSet("test")
 	fs.Bool("wait", false, "")
 	if _, err := parseArgs(fs, []string{"demo", "-h"}); !errors.Is(err, errHelp) {
 		t.Errorf("-h: %v, want errHelp", err)
 	}
-	_, err := parseArgs(newFlagSet("test"), []string{"demo", "--nope"})
+	_, err := parseArgs((&CLI{}).newFlagSet("test"), []string{"demo", "--nope"})
 	if err == nil || exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "-nope") {
 		t.Errorf("unknown flag: %v (exit %d)", err, exitCode(err))
 	}
@@ -267,7 +267,7 @@ func TestWriteRunShowsLoops(t *testing.T) {
 		CreatedAt: now, Steps: []workflow.StepState{{Name: "poll", Status: workflow.StepPending, Attempts: 1,
 			RetryState: workflow.RetryScheduled, NextAttemptAt: &due, Snoozes: 3, Snoozed: true}}}
 	var b strings.Builder
-	if err := writeRun(&b, run, now); err != nil {
+	if err := writeRun(&b, layout{}, run, now); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"iterations:       7 (2 gotos)", "snoozed (3)", "in 30s"} {
@@ -303,7 +303,7 @@ func TestWriteRunShowsSaga(t *testing.T) {
 				Compensation: comp("notify", workflow.StepPending, 0)},
 		}}
 	var b strings.Builder
-	if err := writeRun(&b, run, now); err != nil {
+	if err := writeRun(&b, layout{}, run, now); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -337,7 +337,7 @@ func TestWriteRunShowsSaga(t *testing.T) {
 	run.Status, run.FailureCode, run.NeedsAttention = workflow.StatusFailed, "compensation_failed", true
 	run.Steps[1].Compensation = comp("debit", workflow.StepFailed, 4)
 	b.Reset()
-	if err := writeRun(&b, run, now); err != nil {
+	if err := writeRun(&b, layout{}, run, now); err != nil {
 		t.Fatal(err)
 	}
 	if want := "resume with:      enqueue retry r1 --step compensate:debit (its compensation runs again)"; !strings.Contains(b.String(), want) {

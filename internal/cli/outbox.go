@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -71,8 +72,8 @@ func word(n int, one, many string) string {
 }
 
 // parseOutbox parses "outbox [--json] [--requeue-dead] [--drop-dead]".
-func parseOutbox(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("outbox")
+func parseOutbox(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("outbox")
 	asJSON := fs.Bool("json", false, "")
 	requeue := fs.Bool("requeue-dead", false, "")
 	drop := fs.Bool("drop-dead", false, "")
@@ -102,7 +103,7 @@ func parseOutbox(_ context.Context, _ *CLI, args []string) (action, error) {
 		if *asJSON {
 			return writeJSON(s.stdout(), contents)
 		}
-		return writeOutbox(s.stdout(), contents)
+		return writeOutbox(s.stdout(), s.cli.layout(), contents)
 	}, nil
 }
 
@@ -145,19 +146,20 @@ func (s *session) changeDeadLetters(ctx context.Context, requeue bool) error {
 }
 
 // writeOutbox writes the queued entries and the dead letters as tables.
-func writeOutbox(w io.Writer, c *workflow.OutboxContents) error {
+func writeOutbox(w io.Writer, lay layout, c *workflow.OutboxContents) error {
 	if len(c.Queued) == 0 {
 		fmt.Fprintln(w, "nothing queued")
 	} else {
 		fmt.Fprintf(w, "%d queued (sent in this order when Redis is reachable):\n", len(c.Queued))
-		tw := newTable(w)
-		fmt.Fprintln(tw, "SEQ\tKIND\tRUN ID\tWORKFLOW/SIGNAL\tKEY\tQUEUED AT\tATTEMPTS\tLAST ERROR")
+		t := newTable(lay)
+		t.head, t.flex, t.flexMax = true, 7, 60
+		t.add("SEQ", "KIND", "RUN ID", "WORKFLOW/SIGNAL", "KEY", "QUEUED AT", "ATTEMPTS", "LAST ERROR")
 		for i := range c.Queued {
 			e := &c.Queued[i]
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Kind, e.RunID, cell(outboxWhat(e), 0),
-				cell(dash(outboxKey(e)), 0), fmtTime(&e.QueuedAt), e.Attempts, cell(dash(e.LastError), 60))
+			t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind)), e.RunID, cell(outboxWhat(e)),
+				cell(dash(outboxKey(e))), fmtTime(&e.QueuedAt), strconv.Itoa(e.Attempts), cell(dash(e.LastError)))
 		}
-		if err := tw.Flush(); err != nil {
+		if err := t.write(w); err != nil {
 			return err
 		}
 	}
@@ -167,14 +169,15 @@ func writeOutbox(w io.Writer, c *workflow.OutboxContents) error {
 	}
 	fmt.Fprintf(w, "%d dead %s (refused by Redis; enqueue outbox --requeue-dead queues them again):\n", len(c.Dead),
 		word(len(c.Dead), "letter", "letters"))
-	tw := newTable(w)
-	fmt.Fprintln(tw, "SEQ\tKIND\tRUN ID\tWORKFLOW/SIGNAL\tKEY\tQUEUED AT\tDEAD AT\tREASON")
+	t := newTable(lay)
+	t.head, t.flex, t.flexMax = true, 7, 80
+	t.add("SEQ", "KIND", "RUN ID", "WORKFLOW/SIGNAL", "KEY", "QUEUED AT", "DEAD AT", "REASON")
 	for i := range c.Dead {
 		e := &c.Dead[i]
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Kind, dash(e.RunID), cell(dash(outboxWhat(e)), 0),
-			cell(dash(outboxKey(e)), 0), fmtTime(&e.QueuedAt), fmtTime(e.DeadAt), cell(e.DeadReason, 80))
+		t.add(strconv.FormatUint(e.Seq, 10), cell(string(e.Kind)), dash(e.RunID), cell(dash(outboxWhat(e))),
+			cell(dash(outboxKey(e))), fmtTime(&e.QueuedAt), fmtTime(e.DeadAt), cell(e.DeadReason))
 	}
-	return tw.Flush()
+	return t.write(w)
 }
 
 // outboxWhat is an entry's workflow (a start) or signal name.

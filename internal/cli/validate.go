@@ -19,8 +19,8 @@ const maxWorkflowsFileBytes = yamldef.MaxFileBytes
 // the worker would load it (with the environment's defaults), without Redis.
 // The file must be a regular file of at most maxWorkflowsFileBytes; anything
 // else is bad input, refused without waiting.
-func parseValidate(_ context.Context, _ *CLI, args []string) (action, error) {
-	fs := newFlagSet("validate")
+func parseValidate(_ context.Context, c *CLI, args []string) (action, error) {
+	fs := c.newFlagSet("validate")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err

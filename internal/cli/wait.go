@@ -28,7 +28,14 @@ const (
 // returns its final state. On an error (ctx done included) it returns the
 // error and the last state read.
 func (s *session) wait(ctx context.Context, run *workflow.Run) (*workflow.Run, error) {
-	p := &progress{w: s.stderr(), tty: s.cli.isTerminal(s.stderr()), width: s.cli.columns(), now: s.cli.now}
+	return s.waitFrom(ctx, run, "")
+}
+
+// waitFrom is wait showing only the journal events after the event with ID
+// after ("" for all of them): what happens after an operator's action.
+func (s *session) waitFrom(ctx context.Context, run *workflow.Run, after string) (*workflow.Run, error) {
+	p := &progress{w: s.stderr(), tty: s.cli.isTerminal(s.stderr()), width: s.cli.columns(s.stderr()), now: s.cli.now,
+		lastEvent: after}
 	poll := time.NewTicker(s.cli.pollInterval())
 	defer poll.Stop()
 	var redraw <-chan time.Time
@@ -170,18 +177,18 @@ func (p *progress) countdown(run *workflow.Run, redraw bool) {
 		return
 	}
 	if st.Snoozed {
-		p.show(fmt.Sprintf("%s: snoozed (%d so far); runs again %s", cell(st.Name, 0), st.Snoozes,
+		p.show(fmt.Sprintf("%s: snoozed (%d so far); runs again %s", cell(st.Name), st.Snoozes,
 			inDuration(st.NextAttemptAt.Sub(now))), redraw, now)
 		return
 	}
-	head := fmt.Sprintf("%s: attempt %d failed: ", cell(st.Name, 0), st.Attempts)
+	head := fmt.Sprintf("%s: attempt %d failed: ", cell(st.Name), st.Attempts)
 	tail := fmt.Sprintf("; next attempt %d %s", st.Attempts+1, inDuration(st.NextAttemptAt.Sub(now)))
 	errWidth := maxCountdownError
 	if p.tty {
 		// Shorten the error, not the countdown, to fit the line.
 		errWidth = min(errWidth, max(p.width-1-utf8.RuneCountInString(head+tail), 1))
 	}
-	p.show(head+truncate(cell(st.LastError, 0), errWidth)+tail, redraw, now)
+	p.show(head+truncate(cell(st.LastError), errWidth)+tail, redraw, now)
 }
 
 // show draws a countdown line: on a terminal one line, rewritten when
@@ -262,7 +269,7 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 		if d["class"] == workflow.ClassPermanent {
 			how = "failed permanently"
 		}
-		return fmt.Sprintf("%s: attempt %d %s: %s", ev.Step, ev.Attempt, how, cell(d["error"], 0))
+		return fmt.Sprintf("%s: attempt %d %s: %s", ev.Step, ev.Attempt, how, cell(d["error"]))
 	case workflow.EventAttemptCrashed:
 		return fmt.Sprintf("%s: attempt %d was interrupted: its worker was lost (crash %s)", ev.Step, ev.Attempt,
 			dash(d["crashes"]))
@@ -274,7 +281,7 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 	case workflow.EventStepSnoozed:
 		return fmt.Sprintf("%s: snoozed: attempt %d runs again%s", ev.Step, ev.Attempt, msSuffix(d["delay_ms"]))
 	case workflow.EventStepGoto:
-		return fmt.Sprintf("%s: goto %s", ev.Step, cell(d["to"], 0))
+		return fmt.Sprintf("%s: goto %s", ev.Step, cell(d["to"]))
 	case workflow.EventStepSuperseded:
 		return fmt.Sprintf("%s: checkpoint of attempt %d superseded by the goto", ev.Step, ev.Attempt)
 	case workflow.EventRunWaiting:
@@ -326,11 +333,11 @@ func progressLine(run *workflow.Run, ev workflow.Event) string {
 func reasonCode(reason, code string) string {
 	switch {
 	case reason != "" && code != "":
-		return cell(reason, 0) + " [" + cell(code, 0) + "]"
+		return cell(reason) + " [" + cell(code) + "]"
 	case reason != "":
-		return cell(reason, 0)
+		return cell(reason)
 	}
-	return dash(cell(code, 0))
+	return dash(cell(code))
 }
 
 // msSuffix returns " in " and the duration of ms milliseconds, or "".

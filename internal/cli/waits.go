@@ -15,23 +15,29 @@ import (
 )
 
 // parseSignal parses "signal <run-id> <name> [--payload JSON|@file] [--id
-// ID] [--json]".
+// ID] [--json]", or "signal --last <name> ...".
 func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
-	fs := newFlagSet("signal")
+	fs := c.newFlagSet("signal")
 	payload := fs.String("payload", "", "")
 	id := fs.String("id", "", "")
+	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
 	}
-	if len(pos) != 2 {
-		return nil, usageErrorf("signal: want a run ID and a signal name (usage: enqueue signal <run-id> <name> [flags])")
+	want := 2
+	if *last {
+		want = 1
 	}
-	runID, name := pos[0], pos[1]
-	if !workflow.ValidRunID(runID) {
-		return nil, usageErrorf("%v %q: want the 26-character ID that start printed", workflow.ErrInvalidRunID, runID)
+	if len(pos) != want {
+		return nil, usageErrorf("signal: want a run ID and a signal name, or --last and a signal name (usage: enqueue signal <run-id> <name> [flags])")
 	}
+	ref, rest, err := takeRunRef("signal", pos, *last)
+	if err != nil {
+		return nil, err
+	}
+	name := rest[0]
 	if len(*id) > workflow.MaxSignalID {
 		return nil, usageErrorf("signal: --id longer than %d bytes", workflow.MaxSignalID)
 	}
@@ -42,6 +48,10 @@ func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
 		}
 	}
 	return func(ctx context.Context, s *session) error {
+		runID, err := s.resolve(ctx, ref)
+		if err != nil {
+			return err
+		}
 		res, err := s.client.Signal(ctx, runID, name, raw, &workflow.SignalOptions{ID: *id, Actor: "cli"})
 		switch {
 		case errors.Is(err, workflow.ErrRunFinished):
@@ -122,9 +132,9 @@ func waitCountdown(run *workflow.Run, now time.Time) string {
 	}
 	left := inDuration(st.WaitingFor.Until.Sub(now))
 	if st.WaitingFor.Signal != "" {
-		return fmt.Sprintf("%s: waiting for signal %s; times out %s", cell(st.Name, 0), cell(st.WaitingFor.Signal, 0), left)
+		return fmt.Sprintf("%s: waiting for signal %s; times out %s", cell(st.Name), cell(st.WaitingFor.Signal), left)
 	}
-	return fmt.Sprintf("%s: sleeping; wakes %s", cell(st.Name, 0), left)
+	return fmt.Sprintf("%s: sleeping; wakes %s", cell(st.Name), left)
 }
 
 // waitProgressLine describes a journal event of an await or a sleep for
@@ -133,16 +143,16 @@ func waitProgressLine(ev workflow.Event) (line string, ok bool) {
 	d := ev.Details
 	switch ev.Type {
 	case workflow.EventAwaitStarted:
-		return fmt.Sprintf("%s: waiting for signal %s until %s", ev.Step, cell(d["signal"], 0), dash(d["until"])), true
+		return fmt.Sprintf("%s: waiting for signal %s until %s", ev.Step, cell(d["signal"]), dash(d["until"])), true
 	case workflow.EventSignalReceived:
 		if ev.Step == "" {
-			return fmt.Sprintf("signal %s received; kept for a later step", cell(d["signal"], 0)), true
+			return fmt.Sprintf("signal %s received; kept for a later step", cell(d["signal"])), true
 		}
-		return fmt.Sprintf("%s: signal %s received", ev.Step, cell(d["signal"], 0)), true
+		return fmt.Sprintf("%s: signal %s received", ev.Step, cell(d["signal"])), true
 	case workflow.EventSignalConsumed:
-		return fmt.Sprintf("%s: signal %s (received earlier) taken", ev.Step, cell(d["signal"], 0)), true
+		return fmt.Sprintf("%s: signal %s (received earlier) taken", ev.Step, cell(d["signal"])), true
 	case workflow.EventAwaitTimedOut:
-		return fmt.Sprintf("%s: no signal %s before %s", ev.Step, cell(d["signal"], 0), dash(d["until"])), true
+		return fmt.Sprintf("%s: no signal %s before %s", ev.Step, cell(d["signal"]), dash(d["until"])), true
 	case workflow.EventTimerSet:
 		return fmt.Sprintf("%s: sleeping until %s", ev.Step, dash(d["until"])), true
 	case workflow.EventTimerFired:

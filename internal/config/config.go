@@ -25,8 +25,8 @@ import (
 // CAIRN_REDIS_URL is unset.
 const DefaultEmbeddedAddr = "127.0.0.1:6390"
 
-// Config is the configuration of the worker and the CLI. The README's
-// configuration table lists the same variables.
+// Config is the configuration of the worker and the CLI. The table of
+// docs/configuration.md lists the same variables.
 type Config struct {
 	// RedisURL names the Redis: one server (redis://, rediss://), a master
 	// behind Sentinel (redis-sentinel://) or a Redis Cluster

@@ -64,7 +64,7 @@ func (c Config) Redis() (*RedisTarget, error) {
 	return ParseRedisURL(c.EffectiveRedisURL())
 }
 
-// ParseRedisURL parses a Redis URL of one of the forms the README
+// ParseRedisURL parses a Redis URL of one of the forms docs/redis.md
 // documents:
 //
 //	redis://[[user]:password@]host[:port][/db][?option=value...]       (rediss:// for TLS)

@@ -445,9 +445,15 @@ func TestDockerfile(t *testing.T) {
 	if m == nil {
 		t.Fatal("go.mod has no go line")
 	}
-	arg := regexp.MustCompile(`^GO_VERSION=([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$`).FindStringSubmatch(instruction(lines, "ARG"))
+	goArg := "" // ARG GO_VERSION=...; the other ARGs (VERSION) are the build's options
+	for _, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "ARG GO_VERSION"); ok {
+			goArg = "GO_VERSION" + rest
+		}
+	}
+	arg := regexp.MustCompile(`^GO_VERSION=([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$`).FindStringSubmatch(goArg)
 	if arg == nil {
-		t.Fatalf("Dockerfile: ARG %q, want GO_VERSION=MAJOR.MINOR.PATCH", instruction(lines, "ARG"))
+		t.Fatalf("Dockerfile: ARG %q, want GO_VERSION=MAJOR.MINOR.PATCH", goArg)
 	}
 	num := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	if arg[1] != m[1] || arg[2] != m[2] || num(arg[3]) < num(m[3]) {
@@ -463,7 +469,8 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("Dockerfile: FROM %q, want two stages, the first golang:${GO_VERSION}-...", froms)
 	}
 	all := strings.Join(lines, "\n")
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/worker", "./cmd/enqueue"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/worker", "./cmd/enqueue",
+		"-X github.com/cairnhq/cairn/internal/version.Version=${VERSION}"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}

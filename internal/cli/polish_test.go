@@ -155,14 +155,14 @@ func TestCompletion(t *testing.T) {
 	for shell, check := range map[string][]string{"bash": {"-n"}, "zsh": {"-n"}, "fish": {"--no-execute"}} {
 		path, err := exec.LookPath(shell)
 		if err != nil {
-			t.Logf("%s is not installed: its script is not checked", shell)
+			t.Errorf("%s is not installed, and its completion script must be checked: apt-get install -y %s", shell, shell)
 			continue
 		}
 		if out, err := exec.Command(path, append(check, filepath.Join(dir, shell))...).CombinedOutput(); err != nil {
 			t.Errorf("%s %v: %v\n%s", shell, check, err, out)
 		}
 	}
-	// fish completes commands, flags and values.
+	// fish completes commands, flags and values (fish's absence failed above).
 	if fish, err := exec.LookPath("fish"); err == nil {
 		for line, want := range map[string]string{
 			"enqueue st": "start\t" + "start a run of a workflow and print its ID\n" +
@@ -179,7 +179,7 @@ func TestCompletion(t *testing.T) {
 	// bash completes commands, flags and values.
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("bash is not installed")
+		t.Fatal("bash is not installed: apt-get install -y bash")
 	}
 	for _, tc := range []struct {
 		words []string

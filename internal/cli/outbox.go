@@ -41,6 +41,12 @@ func (s *session) openOutbox(ctx context.Context, mustOpen bool) error {
 	fctx, cancel := context.WithTimeout(ctx, outboxFlushTimeout)
 	defer cancel()
 	rep, err := client.FlushOutbox(fctx)
+	// The client's background flusher starts at once and may have sent
+	// entries before this flush ran: report what the client sent in all
+	// (the flushes take turns, so the background one has ended by now).
+	if st, serr := client.OutboxStats(); serr == nil {
+		rep.Flushed, rep.DeadLettered = int(st.Flushed), int(st.DeadLettered)
+	}
 	if rep.Flushed > 0 {
 		fmt.Fprintf(s.stderr(), "outbox: sent %d queued %s\n", rep.Flushed, word(rep.Flushed, "entry", "entries"))
 	}

@@ -178,11 +178,14 @@ end
 -- put_now writes to asynq, pending (due now), the task id of step idx
 -- (name, attempt, gen, timeout_ms) of run rid, as asynq's enqueue would
 -- (tasks/asynqwire.go): the task that continues a run written by the
--- script that changes the run (gate admission, compensations). It uses no
--- local of the script around it (see gate below) and encodes the message
--- itself: tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
--- checks byte for byte against Go's.
-local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms)
+-- script that changes the run (gate admission, compensations). Given
+-- due_ms (Unix ms) after now, the task is scheduled instead, for due_ms
+-- rounded up to the whole second, as asynq's schedule would (put_task; the
+-- reconciler's repair of a retry or wake-up, repair.lua). It uses no local
+-- of the script around it (see gate below) and encodes the message itself:
+-- tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
+-- and TestRepairWritesAsynqTask check byte for byte against Go's.
+local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, due_ms)
   local prefix, nows = ARGV[2], ARGV[3]
   -- queue is the queue's name, from the prefix cairn:{<queue>}:.
   local queue = string.sub(prefix, 8, -3)
@@ -211,6 +214,12 @@ local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms)
   end
   local msg = pb_bytes(1, "cairn:step") .. pb_bytes(2, payload) .. pb_bytes(3, id) .. pb_bytes(4, queue) ..
     string.char(5 * 8) .. pb_varint(25) .. string.char(8 * 8) .. pb_varint(secs)
+  local due = tonumber(due_ms) or 0
+  if due > tonumber(nows) then
+    redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "scheduled")
+    redis.call("ZADD", "asynq:{" .. queue .. "}:scheduled", string.format("%d", math.floor((due + 999) / 1000)), id)
+    return
+  end
   redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "pending", "pending_since",
     nows .. "000000")
   redis.call("LPUSH", "asynq:{" .. queue .. "}:pending", id)

@@ -183,7 +183,6 @@ func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-
 // ExpireDeadline fails a run that passed its deadline with run_timeout
 // (OutcomeRunFailed, kind deadline).
 func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Result, error) {

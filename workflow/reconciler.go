@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )

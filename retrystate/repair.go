@@ -169,12 +169,21 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 	}
 }
 
-// isScriptError tells whether err is Redis's reply that a script failed
-// (an "ERR" error: a Lua error or a failed redis.call), rather than that the
-// command could not run (Redis unreachable, LOADING, READONLY, OOM, ...).
+// isScriptError tells whether err is Redis's reply that a script ran and
+// failed (a Lua error, a redis.call that failed on the run's keys), rather
+// than that it could not run: Redis unreachable, or refusing every command
+// for now (loading, read-only, out of memory, busy, cluster down, ...).
 func isScriptError(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR ")
+	if !errors.As(err, &re) {
+		return false
+	}
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return !moved && !ask && !redis.IsLoadingError(err) && !redis.IsReadOnlyError(err) &&
+		!redis.IsClusterDownError(err) && !redis.IsTryAgainError(err) && !redis.IsMasterDownError(err) &&
+		!redis.IsMaxClientsError(err) && !redis.IsAuthError(err) && !redis.IsPermissionError(err) &&
+		!redis.IsOOMError(err) && !redis.IsNoReplicasError(err) && !strings.HasPrefix(re.Error(), "BUSY")
 }
 
 // isNoScript tells whether err is Redis's NOSCRIPT: the script is not in

@@ -238,13 +238,28 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		start := time.Now()
 		err := next(ctx, cmds)
-		names := make([]string, len(cmds))
-		for i, c := range cmds {
-			names[i] = c.Name()
-		}
-		h.record("pipeline["+strings.Join(names, ",")+"]", time.Since(start))
+		h.record("pipeline["+pipelineNames(cmds)+"]", time.Since(start))
 		return err
 	}
+}
+
+// pipelineNames names a pipeline's commands, a run of one name once with
+// its count: "sadd,evalsha*500".
+func pipelineNames(cmds []redis.Cmder) string {
+	var parts []string
+	for i := 0; i < len(cmds); {
+		j := i
+		for j < len(cmds) && cmds[j].Name() == cmds[i].Name() {
+			j++
+		}
+		if j-i > 1 {
+			parts = append(parts, fmt.Sprintf("%s*%d", cmds[i].Name(), j-i))
+		} else {
+			parts = append(parts, cmds[i].Name())
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
 }
 
 func (h *tripCounter) record(label string, d time.Duration) {

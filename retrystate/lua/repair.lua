@@ -101,17 +101,20 @@ local ok, why = auto_repair(ARGV[6], kind)
 if not ok then
   return {"attention", why}
 end
-local gen, id = num(st_gen), st_task
+-- (The reply passes on the step's numbers as the hash holds them: decimal
+-- integers, int() of what a script wrote.)
+local gen, id = st_gen or "0", st_task
 if trouble ~= "missing" then
-  gen = step_incr(idx, "gen", "1")
+  gen = int(step_incr(idx, "gen", "1"))
   id = task_id(idx, st_attempt, gen)
   step_set(idx, "task", id)
 end
 touch()
 journal("repair", "kind", kind, "step", st_name, "attempt", st_attempt, "task", id)
 notify("run_recovered", run_workflow, "by", "reconciler", "kind", kind, "step", st_name, "attempt", st_attempt)
-if redis.call("EXISTS", TASK .. id) == 0 then
+-- ("check" found the missing task missing a moment ago, in this script.)
+if (check and trouble == "missing") or redis.call("EXISTS", TASK .. id) == 0 then
   put_now(RUN_ID, run_workflow, idx, st_name, st_attempt, gen, id, st_timeout_ms, st_next_attempt_at)
 end
-return {"repair", int(idx), st_name, int(st_attempt), int(gen), int(st_next_attempt_at), int(st_timeout_ms), kind,
-  run_workflow}
+return {"repair", run_current or "0", st_name, st_attempt or "0", gen, st_next_attempt_at or "0",
+  st_timeout_ms or "0", kind, run_workflow}

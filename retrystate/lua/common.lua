@@ -184,7 +184,7 @@ end
 -- reconciler's repair of a retry or wake-up, repair.lua). It uses no local
 -- of the script around it (see gate below) and encodes the message itself:
 -- tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
--- and TestRepairWritesAsynqTask check byte for byte against Go's.
+-- and TestRepairedTaskMatchesAsynq check byte for byte against Go's.
 local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, due_ms)
   local prefix, nows = ARGV[2], ARGV[3]
   -- queue is the queue's name, from the prefix cairn:{<queue>}:.

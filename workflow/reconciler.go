@@ -22,7 +22,9 @@ type ReconcilerConfig struct {
 	// died (their fence expired), so that a crashed step resumes within
 	// about FenceTTL + SweepInterval. Default 2s.
 	SweepInterval time.Duration
-	// Concurrency bounds the repairs in flight. Default 5.
+	// Concurrency bounds the repairs in flight that take calls of their
+	// own (not a pass's checks of the tasks, which go a page of runs per
+	// pipeline). Default 5.
 	Concurrency int
 	// MaxAutoRecoveries is how often one run may be repaired automatically;
 	// past it the run is marked as needing attention and left alone.
@@ -673,8 +675,17 @@ func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 	return r.outcome(ctx, id, rp)
 }
 
-// checkPageSize is the number of runs whose tasks one pipeline checks.
-const checkPageSize = 500
+// checkPageSize is the number of runs whose tasks one pipeline checks, and
+// checkPagesInFlight the pipelines a walk has sent at a time: one that
+// Redis runs and the next, waiting, so that Redis never waits for the
+// reconciler. Each call to Redis must answer within slowCall, or it counts
+// as an outage (see reached): a page waits for the one before it, and a
+// check that repairs takes Redis about 50µs, so a page's answer comes
+// within about 20ms, or ten times that on a loaded machine.
+const (
+	checkPageSize      = 200
+	checkPagesInFlight = 2
+)
 
 // pageReader reads the next page of up to n runs of an index walk from at.
 type pageReader func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error)
@@ -684,7 +695,7 @@ type pageReader func(ctx context.Context, at retrystate.IndexCursor, n int64) ([
 // where it stopped (the start again when it reached the end, or failed).
 // The runs are read a page at a time (checkPageSize) and each page is
 // checked, and repaired where it must be, in one pipeline of script calls
-// (checkPage), with up to Concurrency pages in flight; idle: the runs come
+// (checkPage), with up to checkPagesInFlight pages in flight; idle: the runs come
 // from idx:active, and those in idx:scheduled are left to its own walk.
 func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor, idle bool, read pageReader) (Report, error) {
 	var (
@@ -692,7 +703,7 @@ func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor,
 		total   Report
 		failed  error
 		wg      sync.WaitGroup
-		pages   = make(chan struct{}, r.cfg.Concurrency)
+		pages   = make(chan struct{}, checkPagesInFlight)
 		checked int
 	)
 	for checked < r.cfg.MaxChecks && ctx.Err() == nil {

@@ -121,7 +121,7 @@ func (h *waitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 			return next(ctx, cmds)
 		}
 		wait := redis.NewIntCmd(ctx, "wait", h.w.n, h.w.timeout.Milliseconds())
-		err := next(ctx, append(cmds[:len(cmds):len(cmds)], wait))
+		err := next(ctx, append(slices.Clip(cmds), wait))
 		wrote := false
 		for _, c := range cmds {
 			if isStateWrite(c) && c.Err() == nil {

@@ -332,14 +332,18 @@ var learned sync.Map
 var scriptHeader = regexp.MustCompile(`(?m)^-- ([a-z_]+\.lua):`)
 
 func learnScript(cmd redis.Cmder) {
-	if cmd.Name() != "eval" {
-		return
-	}
 	args := cmd.Args()
-	if len(args) < 2 {
+	var body string
+	switch {
+	case cmd.Name() == "eval" && len(args) >= 2:
+		body, _ = args[1].(string)
+	case cmd.Name() == "script" && len(args) >= 3 && fmt.Sprint(args[1]) == "load":
+		// SCRIPT LOAD, as Store.CheckTasks sends after a NOSCRIPT in its
+		// pipeline.
+		body, _ = args[2].(string)
+	default:
 		return
 	}
-	body, _ := args[1].(string)
 	m := scriptHeader.FindAllStringSubmatch(body, -1)
 	if len(m) == 0 {
 		return

@@ -75,7 +75,9 @@
 // time on a line "reconcile <n> retries <time>" (the target: at most 10 s
 // for 100,000), each pass, and per repair the commands, round trips and CPU
 // time of Redis and of the Go side (-v: by command and script; -cpuprofile:
-// samples labelled phase=reconcile). CAIRN_BENCH_RECONCILE_CONCURRENCY sets
+// samples labelled phase=reconcile); then the time of one more pass a
+// minute later, every task there (the steady state), and its CPU per run
+// checked. CAIRN_BENCH_RECONCILE_CONCURRENCY sets
 // the reconciler's Concurrency (default 5, ReconcilerConfig's; the pass's
 // task checks, 200 runs to a pipeline, do not depend on it).
 //

@@ -680,8 +680,9 @@ func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 // Redis runs and the next, waiting, so that Redis never waits for the
 // reconciler. Each call to Redis must answer within slowCall, or it counts
 // as an outage (see reached): a page waits for the one before it, and a
-// check that repairs takes Redis about 50µs, so a page's answer comes
-// within about 20ms, or ten times that on a loaded machine.
+// check that repairs takes Redis 50 to 80µs (BenchmarkReconcileRetries), so
+// a page's answer comes within about 30ms, or ten times that on a machine
+// loaded enough to slow Redis down tenfold.
 const (
 	checkPageSize      = 200
 	checkPagesInFlight = 2
@@ -756,7 +757,8 @@ func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor,
 // asynq, with one script call per run, all in one pipeline
 // (Store.CheckTasks): a lost task is re-created, an archived one
 // re-dispatched, by the script itself. Only the runs whose step's worker
-// died (an expired fence) take another call (redispatch); a run written
+// died (an expired fence) take other calls (redispatch, one run at a time
+// after the page's checks); a run written
 // within Grace, whose task may still be on its way, is looked at again
 // when the grace ends (Report.Recheck).
 func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle bool) (Report, error) {

@@ -503,7 +503,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		// Is the task there? Every scheduled retry or wake-up, then every
 		// run idle for longer than Grace (but the scheduled ones, which the
 		// first walk checks).
-		checked, err := r.checkIndex(ctx, &r.scheduledAt, false,
+		checked, err := r.checkIndex(ctx, "idx:scheduled", &r.scheduledAt, false,
 			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
 				return r.store.ScheduledPage(ctx, at, n)
 			})
@@ -512,7 +512,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 			return err
 		}
 		idleBefore := now.Add(-r.cfg.Grace)
-		checked, err = r.checkIndex(ctx, &r.idleAt, true,
+		checked, err = r.checkIndex(ctx, "idx:active", &r.idleAt, true,
 			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
 				return r.store.IdlePage(ctx, at, idleBefore, n)
 			})
@@ -691,21 +691,25 @@ const (
 // pageReader reads the next page of up to n runs of an index walk from at.
 type pageReader func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error)
 
-// checkIndex makes sure that the task each run of an index walk waits for
-// exists in asynq, from *at on, for up to MaxChecks runs, and leaves *at
-// where it stopped (the start again when it reached the end, or failed).
-// The runs are read a page at a time (checkPageSize) and each page is
-// checked, and repaired where it must be, in one pipeline of script calls
-// (checkPage), with up to checkPagesInFlight pages in flight; idle: the runs come
-// from idx:active, and those in idx:scheduled are left to its own walk.
-func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor, idle bool, read pageReader) (Report, error) {
+// checkIndex makes sure that the task each run of an index walk (of the
+// index named index) waits for exists in asynq, from *at on, for up to
+// MaxChecks runs, and leaves *at where it stopped (the start again when it
+// reached the end, or failed). The runs are read a page at a time
+// (checkPageSize) and each page is checked, and repaired where it must be,
+// in one pipeline of script calls (checkPage), with up to
+// checkPagesInFlight pages in flight; idle: the runs come from idx:active,
+// and those in idx:scheduled are left to its own walk. The error is a
+// failed read of the index; a page whose checks failed ends the walk with
+// a warning, as a failed repair is logged, and the pass goes on.
+func (r *Reconciler) checkIndex(ctx context.Context, index string, at *retrystate.IndexCursor, idle bool, read pageReader) (Report, error) {
 	var (
 		mu      sync.Mutex
 		total   Report
-		failed  error
+		failed  error // a page's
 		wg      sync.WaitGroup
 		pages   = make(chan struct{}, checkPagesInFlight)
 		checked int
+		readErr error
 	)
 	for checked < r.cfg.MaxChecks && ctx.Err() == nil {
 		mu.Lock()
@@ -717,13 +721,10 @@ func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor,
 		var page []retrystate.Due
 		var next retrystate.IndexCursor
 		var done bool
-		if err := r.call(ctx, func(ctx context.Context) (err error) {
+		if readErr = r.call(ctx, func(ctx context.Context) (err error) {
 			page, next, done, err = read(ctx, *at, int64(min(checkPageSize, r.cfg.MaxChecks-checked)))
 			return err
-		}); err != nil {
-			mu.Lock()
-			failed = err
-			mu.Unlock()
+		}); readErr != nil {
 			break
 		}
 		*at = next
@@ -746,11 +747,14 @@ func (r *Reconciler) checkIndex(ctx context.Context, at *retrystate.IndexCursor,
 		}
 	}
 	wg.Wait()
-	if failed != nil {
+	if failed != nil || readErr != nil {
 		// Some runs of the walk were not checked: start again next time.
 		*at = retrystate.IndexCursor{}
 	}
-	return total, failed
+	if failed != nil && ctx.Err() == nil {
+		r.log.Warn("task checks failed; the next pass checks these runs again", "index", index, AttrError, failed)
+	}
+	return total, readErr
 }
 
 // checkPage makes sure that the task each of the runs waits for exists in

@@ -205,9 +205,9 @@ func BenchmarkReconcileRetries(b *testing.B) {
 		r.cmdsPerUnit(), r.tripsPerUnit(), r.perUnit(r.redisCPU), r.perUnit(r.goCPU), r.perUnit(r.elapsed), repaired)
 	fmt.Printf("  Redis busy %.0f%%, Go busy %.0f%% (100%% is one core)\n", r.busy(r.redisCPU), r.busy(r.goCPU))
 	if steady.units > 1 {
-		fmt.Printf("  then a pass with every task there: %s, %d runs checked (the retries, then the same runs as idle, "+
-			"left to the first walk); per run checked: Redis CPU %s, Go CPU %s\n", steady.elapsed.Round(time.Millisecond),
-			steady.units, steady.perUnit(steady.redisCPU), steady.perUnit(steady.goCPU))
+		fmt.Printf("  then a pass with every task there: %s, %d runs checked (the retries; read again as idle runs, "+
+			"they are left to the first walk); per run checked: Redis CPU %s, Go CPU %s\n",
+			steady.elapsed.Round(time.Millisecond), steady.units, steady.perUnit(steady.redisCPU), steady.perUnit(steady.goCPU))
 	}
 	fmt.Printf("reconcile %d retries %s  (%d pass(es); target <= %s for %d: %s)\n", n,
 		r.elapsed.Round(time.Millisecond), len(passes), reconcileTargetTime, reconcileTarget, verdict)

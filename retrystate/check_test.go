@@ -179,3 +179,18 @@ func TestIndexPages(t *testing.T) {
 		t.Errorf("idle runs: %v, want 0 1 2", got)
 	}
 }
+
+// TestUnscheduled: the runs not in idx:scheduled, in their order.
+func TestUnscheduled(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	key := "cairn:{" + s.Queue() + "}:idx:scheduled"
+	rdb.ZAdd(ctxb, key, redis.Z{Score: 1, Member: "b"}, redis.Z{Score: 2, Member: "d"})
+	got, err := s.Unscheduled(ctxb, []string{"a", "b", "c", "d", "e"})
+	if err != nil || !slices.Equal(got, []string{"a", "c", "e"}) {
+		t.Errorf("Unscheduled: %v, %v; want a c e", got, err)
+	}
+	if got, err := s.Unscheduled(ctxb, nil); err != nil || len(got) != 0 {
+		t.Errorf("Unscheduled of none: %v, %v", got, err)
+	}
+}

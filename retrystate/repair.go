@@ -76,11 +76,7 @@ type CheckArgs struct {
 	Grace time.Duration
 	// MaxAuto is the most automatic repairs of a run.
 	MaxAuto int
-	// Idle leaves alone the runs in idx:scheduled (OutcomeNoop): set it
-	// when the runs come from idx:active and the scheduled ones are checked
-	// from idx:scheduled.
-	Idle bool
-	Now  time.Time
+	Now     time.Time
 }
 
 // Check is what CheckTasks found and did for one run: Result, or Err when
@@ -115,10 +111,6 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 		return out, nil
 	}
 	grace := a.Grace.Milliseconds()
-	idle := ""
-	if a.Idle {
-		idle = "idle"
-	}
 	todo := make([]int, len(runIDs))
 	for i := range todo {
 		todo[i] = i
@@ -133,7 +125,7 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 		for j, i := range todo {
 			id := runIDs[i]
 			cmds[j] = s.scripts.repair.EvalSha(ctx, pipe, []string{s.keys.run(id)},
-				s.argv(id, a.Now, "", "check", a.MaxAuto, grace, idle)...)
+				s.argv(id, a.Now, "", "check", a.MaxAuto, grace)...)
 		}
 		_, _ = pipe.Exec(ctx) // the errors are the commands'
 		var again []int
@@ -167,6 +159,31 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 		}
 		todo = again
 	}
+}
+
+// Unscheduled returns, in their order, the runs of runIDs that are not in
+// idx:scheduled (one pipeline of ZSCOREs): the pass's walk of the idle
+// runs leaves the others to its walk of idx:scheduled.
+func (s *Store) Unscheduled(ctx context.Context, runIDs []string) ([]string, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.FloatCmd, len(runIDs))
+	for i, id := range runIDs {
+		cmds[i] = pipe.ZScore(ctx, s.keys.scheduled(), id)
+	}
+	_, _ = pipe.Exec(ctx) // the errors are the commands'
+	var out []string
+	for i, c := range cmds {
+		switch err := c.Err(); {
+		case errors.Is(err, redis.Nil):
+			out = append(out, runIDs[i])
+		case err != nil:
+			return nil, fmt.Errorf("read idx:scheduled: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // isScriptError tells whether err is Redis's reply that a script ran and

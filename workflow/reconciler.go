@@ -52,10 +52,10 @@ type ReconcilerConfig struct {
 	// call of the reconciler to Redis counts, not only its lock's. Default
 	// 5s.
 	OutageGrace time.Duration
-	// MaxChecks bounds the runs whose task a pass checks, from each of the
-	// indexes it walks (idx:scheduled, and the runs of idx:active idle for
-	// longer than Grace); the next pass goes on where the last stopped.
-	// Default 100,000.
+	// MaxChecks bounds the runs a pass reads, to check their tasks, from
+	// each of the indexes it walks (idx:scheduled, and the runs of
+	// idx:active idle for longer than Grace); the next pass goes on where
+	// the last stopped. Default 100,000.
 	MaxChecks int
 	// Observer is told of each repair and of the runs a repair fails.
 	// Default: the engine's EngineConfig.Observer.
@@ -173,7 +173,7 @@ type Report struct {
 	// (OutageGrace).
 	RepairsHeld bool
 	// Checked is the number of runs whose task a pass checked (full
-	// passes only).
+	// passes only; a scheduled run read again as idle is checked once).
 	Checked int
 	// Recheck, when set, is when a run this pass left alone because it
 	// had just been written (its task may still have been on its way)
@@ -770,10 +770,19 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 	for i, d := range page {
 		ids[i] = d.RunID
 	}
+	if idle {
+		// The scheduled ones are checked by the walk of idx:scheduled.
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			ids, err = r.store.Unscheduled(ctx, ids)
+			return err
+		}); err != nil || len(ids) == 0 {
+			return Report{}, err
+		}
+	}
 	var checks []retrystate.Check
 	if err := r.call(ctx, func(ctx context.Context) (err error) {
 		checks, err = r.store.CheckTasks(ctx, ids, retrystate.CheckArgs{Grace: r.cfg.Grace,
-			MaxAuto: r.cfg.MaxAutoRecoveries, Idle: idle, Now: r.clock.Now()})
+			MaxAuto: r.cfg.MaxAutoRecoveries, Now: r.clock.Now()})
 		return err
 	}); err != nil {
 		return Report{}, err

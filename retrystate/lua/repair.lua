@@ -13,8 +13,6 @@
 -- ARGV[7] ("check") the grace, ms: a pending or waiting step written less
 --         than this long ago is left to the engine, which may be about to
 --         enqueue its task
--- ARGV[8] ("check") "idle" leaves alone a run in idx:scheduled (the caller
---         checks those from there), "" does not
 -- "check" reads the run's current step and, when it is pending or waiting
 -- and out of its grace, its task in asynq's record asynq:{q}:t:<task> (in
 -- the queue's slot): a missing task is repaired as "missing", an archived
@@ -34,9 +32,6 @@
 -- (for redispatch.lua, unless the caller holds such repairs back).
 
 local check = ARGV[5] == "check"
-if check and ARGV[8] == "idle" and redis.call("ZSCORE", IDX.scheduled, RUN_ID) then
-  return {"noop", "scheduled"}
-end
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow", "updated_at")
 local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not run_status or is_terminal(run_status) then

@@ -75,8 +75,11 @@
 // time on a line "reconcile <n> retries <time>" (the target: at most 10 s
 // for 100,000), each pass, and per repair the commands, round trips and CPU
 // time of Redis and of the Go side (-v: by command and script; -cpuprofile:
-// samples labelled phase=reconcile). CAIRN_BENCH_RECONCILE_CONCURRENCY sets
-// the reconciler's Concurrency (default 5, ReconcilerConfig's).
+// samples labelled phase=reconcile); then the time of one more pass a
+// minute later, every task there (the steady state), and its CPU per run
+// checked. CAIRN_BENCH_RECONCILE_CONCURRENCY sets
+// the reconciler's Concurrency (default 5, ReconcilerConfig's; the pass's
+// task checks, 200 runs to a pipeline, do not depend on it).
 //
 // BenchmarkRetainedRuns shows whether finished runs kept for the retention
 // slow the step path: it seeds CAIRN_BENCH_RETAINED_RUNS finished runs
@@ -107,8 +110,10 @@
 //
 // BenchmarkScriptInstructions runs redis-server under valgrind's callgrind
 // and reports the instructions it executes per begin and per complete
-// script: a measure of the scripts' cost that, unlike time, the machine's
-// load does not move, for judging a change to a script. It needs valgrind
+// script, and per check of a scheduled retry by the reconciler (one that
+// repairs its missing task, and one of it healthy): a measure of the
+// scripts' cost that, unlike time, the machine's load does not move, for
+// judging a change to a script. It needs valgrind
 // (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS sets its runs
 // (default 200).
 //

@@ -50,8 +50,11 @@ func (c offsetClock) Now() time.Time { return time.Now().Add(c.offset) }
 // CAIRN_BENCH_RECONCILE_CONCURRENCY sets its Concurrency) until every
 // retry's task exists in asynq's scheduled set, and reports the time, each
 // pass, and per repair the Redis commands, round trips and CPU time of
-// Redis and of the Go side. With -cpuprofile, the passes' samples carry the
-// label phase=reconcile.
+// Redis and of the Go side. Then it times one more pass, a minute later (a
+// reconciler whose clock is a minute ahead, past the repairs' Grace), with
+// every task there: what a pass costs in the steady state, per run checked.
+// With -cpuprofile, the passes' samples carry the label phase=reconcile
+// (reconcile-steady for that last pass).
 func BenchmarkReconcileRetries(b *testing.B) {
 	n := envInt(b, "CAIRN_BENCH_RECONCILE_RUNS", reconcileTarget)
 	concurrency := envInt(b, "CAIRN_BENCH_RECONCILE_CONCURRENCY", 5)
@@ -154,6 +157,32 @@ func BenchmarkReconcileRetries(b *testing.B) {
 		}
 	}
 
+	// Then a pass in the steady state, every task there: a minute later (out
+	// of the repairs' Grace), each scheduled retry is checked and found
+	// healthy, and each idle run is left to the scheduled walk.
+	var steady result
+	if stuck == "" {
+		later, err := workflow.NewEngine(rdb, workflow.EngineConfig{Queue: queue, Logger: log,
+			Clock: offsetClock{offset: time.Minute}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := later.Register(benchDefinition()); err != nil {
+			b.Fatal(err)
+		}
+		srec := later.NewReconciler(workflow.ReconcilerConfig{Concurrency: concurrency})
+		sm := startMeter(b, ctl, hook)
+		var rep workflow.Report
+		pprof.Do(ctx, pprof.Labels("phase", "reconcile-steady"), func(ctx context.Context) {
+			rep, err = srec.Pass(ctx)
+		})
+		steady.units = int64(max(rep.Checked, 1))
+		sm.stop(b, &steady)
+		if err != nil || !rep.Locked || rep.Total() != 0 {
+			b.Fatalf("steady pass: %v (%+v), %v; want nothing repaired", rep, rep, err)
+		}
+	}
+
 	verdict := "PASS"
 	switch {
 	case stuck != "":
@@ -175,6 +204,11 @@ func BenchmarkReconcileRetries(b *testing.B) {
 	fmt.Printf("  per repair: %.1f Redis commands, %.2f round trips, Redis CPU %s, Go CPU %s, %s of the clock (%d repairs)\n",
 		r.cmdsPerUnit(), r.tripsPerUnit(), r.perUnit(r.redisCPU), r.perUnit(r.goCPU), r.perUnit(r.elapsed), repaired)
 	fmt.Printf("  Redis busy %.0f%%, Go busy %.0f%% (100%% is one core)\n", r.busy(r.redisCPU), r.busy(r.goCPU))
+	if steady.units > 1 {
+		fmt.Printf("  then a pass with every task there: %s, %d runs checked (the retries; read again as idle runs, "+
+			"they are left to the first walk); per run checked: Redis CPU %s, Go CPU %s\n",
+			steady.elapsed.Round(time.Millisecond), steady.units, steady.perUnit(steady.redisCPU), steady.perUnit(steady.goCPU))
+	}
 	fmt.Printf("reconcile %d retries %s  (%d pass(es); target <= %s for %d: %s)\n", n,
 		r.elapsed.Round(time.Millisecond), len(passes), reconcileTargetTime, reconcileTarget, verdict)
 	if testing.Verbose() {
@@ -185,6 +219,7 @@ func BenchmarkReconcileRetries(b *testing.B) {
 	b.ReportMetric(float64(len(passes)), "passes")
 	b.ReportMetric(r.cmdsPerUnit(), "cmds/repair")
 	b.ReportMetric(r.tripsPerUnit(), "trips/repair")
+	b.ReportMetric(steady.elapsed.Seconds(), "s/steady-pass")
 	if stuck != "" {
 		b.Errorf("reconcile: %s", stuck)
 	}

@@ -244,13 +244,28 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		start := time.Now()
 		err := next(ctx, cmds)
-		names := make([]string, len(cmds))
-		for i, c := range cmds {
-			names[i] = c.Name()
-		}
-		h.record("pipeline["+strings.Join(names, ",")+"]", time.Since(start))
+		h.record("pipeline["+pipelineNames(cmds)+"]", time.Since(start))
 		return err
 	}
+}
+
+// pipelineNames names a pipeline's commands, a run of one name once with
+// its count: "sadd,evalsha*500".
+func pipelineNames(cmds []redis.Cmder) string {
+	var parts []string
+	for i := 0; i < len(cmds); {
+		j := i
+		for j < len(cmds) && cmds[j].Name() == cmds[i].Name() {
+			j++
+		}
+		if j-i > 1 {
+			parts = append(parts, fmt.Sprintf("%s*%d", cmds[i].Name(), j-i))
+		} else {
+			parts = append(parts, cmds[i].Name())
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
 }
 
 func (h *tripCounter) record(label string, d time.Duration) {
@@ -324,10 +339,17 @@ var scriptHeader = regexp.MustCompile(`(?m)^-- ([a-z_]+\.lua):`)
 
 func learnScript(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) < 2 || !isName(args, "eval") {
+	var body string
+	switch {
+	case len(args) >= 2 && isName(args, "eval"):
+		body, _ = args[1].(string)
+	case len(args) >= 3 && isName(args, "script") && fmt.Sprint(args[1]) == "load":
+		// SCRIPT LOAD, as Store.CheckTasks sends after a NOSCRIPT in its
+		// pipeline.
+		body, _ = args[2].(string)
+	default:
 		return
 	}
-	body, _ := args[1].(string)
 	m := scriptHeader.FindAllStringSubmatch(body, -1)
 	if len(m) == 0 {
 		return

@@ -27,9 +27,13 @@ import (
 // directly, step by step, and reports the mean per call of each script at
 // each step, and over all of them. (The figures include the EVALSHA
 // command around the script, and reading the request: about 38,000
-// instructions for an empty script.) With CAIRN_BENCH_CALLGRIND_DIR set,
-// callgrind's dumps (one per measured script and step, named after it) are
-// written there and kept, for callgrind_annotate.
+// instructions for an empty script.) Then it seeds as many scheduled
+// retries whose tasks are missing (as BenchmarkReconcileRetries does) and
+// reports the reconciler's check of one (Store.CheckTasks, pipelined): the
+// check that repairs it, and the check of it healthy.
+// With CAIRN_BENCH_CALLGRIND_DIR set, callgrind's dumps (one per measured
+// script and step, named after it) are written there and kept, for
+// callgrind_annotate.
 func BenchmarkScriptInstructions(b *testing.B) {
 	valgrind, err1 := exec.LookPath("valgrind")
 	control, err2 := exec.LookPath("callgrind_control")
@@ -135,9 +139,46 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 	fmt.Printf("  %-12s %9d\n", "per run", begin+complete)
+
+	// The reconciler's check of a scheduled retry (Store.CheckTasks,
+	// pipelined): of one whose task is missing (it repairs it), then of the
+	// same, healthy.
+	retries := seedScheduledRetries(b, rdb, queue, runs+1)
+	// The first goes through unmeasured: it loads the script.
+	if _, err := store.CheckTasks(ctx, retries[:1], retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3,
+		Now: time.Now().Add(time.Minute)}); err != nil {
+		b.Fatal(err)
+	}
+	retries = retries[1:]
+	var checks []row
+	for _, label := range []string{"check, repairs", "check, healthy"} {
+		args := retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: time.Now().Add(time.Minute)}
+		rows = rows[:0]
+		measure(label, func() {
+			// Pipelines of 200, as the reconciler sends them: a longer one
+			// could outlast the client's read timeout under valgrind.
+			for lo := 0; lo < len(retries); lo += 200 {
+				cs, err := store.CheckTasks(ctx, retries[lo:min(lo+200, len(retries))], args)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cs {
+					if c.Err != nil || (label == "check, repairs") != (c.Result.Outcome == retrystate.OutcomeDispatch) {
+						b.Fatalf("%s %s: %+v", label, c.RunID, c)
+					}
+				}
+			}
+		})
+		checks = append(checks, rows...)
+	}
+	for _, r := range checks {
+		fmt.Printf("  %-14s %9d\n", r.label, r.instr)
+	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(begin)/stepsPerChain, "instr/begin")
 	b.ReportMetric(float64(complete)/stepsPerChain, "instr/complete")
+	b.ReportMetric(float64(checks[0].instr), "instr/check-repair")
+	b.ReportMetric(float64(checks[1].instr), "instr/check")
 }
 
 // lastDumpTotal returns the instruction total of callgrind's latest dump in

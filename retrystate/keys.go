@@ -108,6 +108,10 @@ func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }
 // by due time in Unix seconds.
 func (k keys) asynqScheduled() string { return "asynq:{" + k.queue + "}:scheduled" }
 
+// asynqQueues is asynq's set of the names of the queues it knows (of every
+// queue: outside any queue's slot).
+const asynqQueues = "asynq:queues"
+
 // asynqLease is asynq's sorted set of the queue's active task IDs, by the
 // expiry of the lease of the worker that dequeued them, in Unix seconds.
 // A worker's asynq server extends the leases of the tasks it holds every few

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,14 +42,171 @@ const (
 // RepairTask re-creates the task of a run's current step, which the caller
 // found in trouble: under the same ID when it is missing, under a new
 // dispatch ID (the next gen) when asynq still holds the old one. Nothing is
-// done (OutcomeNoop) unless the step is still pending with that task. Repair
-// kinds: task_missing, retry_task_missing, task_archived, stalled_delivery.
+// done (OutcomeNoop) unless the step is still pending with that task. The
+// script writes the dispatch's task itself (Enqueued), for its due time,
+// unless asynq has one under its ID already. Repair kinds: task_missing,
+// retry_task_missing, wake_task_missing, task_archived, stalled_delivery.
 func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Result, error) {
 	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, string(trouble), maxAuto))
 	if err != nil {
 		return Result{}, fmt.Errorf("repair task: %w", err)
 	}
-	return decodeRepair(res)
+	rp, err := decodeRepair(res)
+	if err == nil && rp.Enqueued {
+		err = s.registerAsynqQueue(ctx)
+	}
+	return rp, err
+}
+
+// registerAsynqQueue lists the queue in asynq:queues, as asynq's own
+// enqueue does, for the scripts that write asynq's tasks directly: asynq's
+// Inspector (GetTaskInfo, DeleteTask) finds no task of a queue not listed
+// there.
+func (s *Store) registerAsynqQueue(ctx context.Context) error {
+	if err := s.rdb.SAdd(ctx, asynqQueues, s.keys.queue).Err(); err != nil {
+		return fmt.Errorf("register the queue with asynq: %w", err)
+	}
+	return nil
+}
+
+// CheckArgs are the settings of CheckTasks.
+type CheckArgs struct {
+	// Grace leaves to the engine a pending or waiting step written less
+	// than this long ago (OutcomeRecheck).
+	Grace time.Duration
+	// MaxAuto is the most automatic repairs of a run.
+	MaxAuto int
+	Now     time.Time
+}
+
+// Check is what CheckTasks found and did for one run: Result, or Err when
+// its script failed.
+type Check struct {
+	RunID  string
+	Result Result
+	Err    error
+}
+
+// CheckTasks checks, for each run, that the task its current step waits
+// for will be delivered, and repairs it when it will not, with one script
+// call per run (repair.lua "check"), all sent in one pipeline. The script
+// reads the run and the task's record in asynq (both in the queue's slot)
+// at once:
+//
+//   - no task to check (the run is gone or ended, needs attention, its step
+//     has no task, runs under a live fence, or is neither pending nor
+//     waiting), or the task exists and is not archived: OutcomeNoop;
+//   - a pending or waiting step written within Grace: OutcomeRecheck at
+//     RecheckAt (the engine may be about to enqueue its task);
+//   - a running step whose fence expired: OutcomeCrashed (see Redispatch);
+//   - a missing task is re-created under its ID, an archived one gets a new
+//     dispatch (the next gen) and its task, as RepairTask does: OutcomeDispatch
+//     (Enqueued), or OutcomeAttention when the run was repaired too often.
+//
+// The error is the pipeline's (Redis unreachable, loading, read-only); a
+// script's own error is its Check's Err.
+func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([]Check, error) {
+	out := make([]Check, len(runIDs))
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	grace := a.Grace.Milliseconds()
+	todo := make([]int, len(runIDs))
+	for i := range todo {
+		todo[i] = i
+	}
+	// A NOSCRIPT (the server's script cache was flushed: a restart) runs
+	// nothing: load the script and send those calls again, once.
+	for try := 0; ; try++ {
+		pipe := s.rdb.Pipeline()
+		// The repairs write asynq's tasks directly (registerAsynqQueue).
+		pipe.SAdd(ctx, asynqQueues, s.keys.queue)
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			id := runIDs[i]
+			cmds[j] = s.scripts.repair.EvalSha(ctx, pipe, []string{s.keys.run(id)},
+				s.argv(id, a.Now, "", "check", a.MaxAuto, grace)...)
+		}
+		_, _ = pipe.Exec(ctx) // the errors are the commands'
+		var again []int
+		for j, i := range todo {
+			out[i].RunID = runIDs[i]
+			cerr := cmds[j].Err()
+			switch {
+			case cerr == nil:
+				res, err := toStrings(cmds[j].Val())
+				if err == nil {
+					out[i].Result, err = decodeRepair(res)
+				}
+				if err != nil {
+					out[i].Err = fmt.Errorf("check task: %w", err)
+				}
+			case isNoScript(cerr) && try == 0:
+				again = append(again, i)
+			case isScriptError(cerr):
+				out[i].Err = fmt.Errorf("check task: %w", cerr)
+			default:
+				// Not the script's error but the pipeline's: Redis
+				// unreachable, loading, read-only, out of memory.
+				return nil, fmt.Errorf("check tasks: %w", cerr)
+			}
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		if err := s.scripts.repair.Load(ctx, s.rdb).Err(); err != nil {
+			return nil, fmt.Errorf("check tasks: load the script: %w", err)
+		}
+		todo = again
+	}
+}
+
+// Unscheduled returns, in their order, the runs of runIDs that are not in
+// idx:scheduled (one pipeline of ZSCOREs): the pass's walk of the idle
+// runs leaves the others to its walk of idx:scheduled.
+func (s *Store) Unscheduled(ctx context.Context, runIDs []string) ([]string, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.FloatCmd, len(runIDs))
+	for i, id := range runIDs {
+		cmds[i] = pipe.ZScore(ctx, s.keys.scheduled(), id)
+	}
+	_, _ = pipe.Exec(ctx) // the errors are the commands'
+	var out []string
+	for i, c := range cmds {
+		switch err := c.Err(); {
+		case errors.Is(err, redis.Nil):
+			out = append(out, runIDs[i])
+		case err != nil:
+			return nil, fmt.Errorf("read idx:scheduled: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// isScriptError tells whether err is Redis's reply that a script ran and
+// failed (a Lua error, a redis.call that failed on the run's keys), rather
+// than that it could not run: Redis unreachable, or refusing every command
+// for now (loading, read-only, out of memory, busy, cluster down, ...).
+func isScriptError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return !moved && !ask && !redis.IsLoadingError(err) && !redis.IsReadOnlyError(err) &&
+		!redis.IsClusterDownError(err) && !redis.IsTryAgainError(err) && !redis.IsMasterDownError(err) &&
+		!redis.IsMaxClientsError(err) && !redis.IsAuthError(err) && !redis.IsPermissionError(err) &&
+		!redis.IsOOMError(err) && !redis.IsNoReplicasError(err) && !strings.HasPrefix(re.Error(), "BUSY")
+}
+
+// isNoScript tells whether err is Redis's NOSCRIPT: the script is not in
+// the server's cache, and the call ran nothing.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // ExpireDeadline fails a run that passed its deadline with run_timeout
@@ -132,9 +290,72 @@ func (s *Store) ScheduledRetries(ctx context.Context, limit int64) ([]Due, error
 	return s.rangeByScore(ctx, s.keys.scheduled(), -1, limit)
 }
 
-// IdleActive returns up to limit non-terminal runs not updated since before.
-func (s *Store) IdleActive(ctx context.Context, before time.Time, limit int64) ([]Due, error) {
-	return s.rangeByScore(ctx, s.keys.active(), ms(before), limit)
+// IndexCursor is a position in a walk of an index by score, page by page
+// (ScheduledPage, IdlePage). The zero IndexCursor is the walk's start.
+//
+// It holds the score of the last entry read and how many entries of that
+// score were read: the next page starts at that score, past them (entries
+// of one score are in the order of their members). Entries added or removed
+// meanwhile may shift it: an entry of that score removed before it makes
+// the walk miss one entry of that score, and an entry added behind the
+// cursor is not seen until the next walk; entries are never read twice in
+// a walk unless their score moved.
+type IndexCursor struct {
+	score   float64
+	skip    int64
+	started bool
+}
+
+// ScheduledPage returns the next up to limit runs of idx:scheduled (runs
+// with a scheduled retry, or a waiting await or sleep) from c, by due time,
+// and the cursor after them; done when the walk reached the end (the
+// cursor is then the start again).
+func (s *Store) ScheduledPage(ctx context.Context, c IndexCursor, limit int64) ([]Due, IndexCursor, bool, error) {
+	return s.page(ctx, s.keys.scheduled(), c, -1, limit)
+}
+
+// IdlePage returns the next up to limit non-terminal runs not updated since
+// before (idx:active) from c, by last update, as ScheduledPage does.
+func (s *Store) IdlePage(ctx context.Context, c IndexCursor, before time.Time, limit int64) ([]Due, IndexCursor, bool, error) {
+	return s.page(ctx, s.keys.active(), c, ms(before), limit)
+}
+
+// page reads the entries of key from c with a score of at most maxMS (-1:
+// any), up to limit of them.
+func (s *Store) page(ctx context.Context, key string, c IndexCursor, maxMS, limit int64) ([]Due, IndexCursor, bool, error) {
+	lower, upper := "-inf", "+inf"
+	if c.started {
+		lower = strconv.FormatFloat(c.score, 'f', -1, 64)
+	}
+	if maxMS >= 0 {
+		upper = strconv.FormatInt(maxMS, 10)
+	}
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: lower, Max: upper, Offset: c.skip,
+		Count: limit}).Result()
+	if err != nil {
+		return nil, c, false, err
+	}
+	entries, err := indexEntries(zs)
+	if err != nil {
+		return nil, c, false, err
+	}
+	out := make([]Due, len(entries))
+	for i, z := range entries {
+		out[i] = Due{RunID: z.ID, At: time.UnixMilli(int64(z.Score))}
+	}
+	if int64(len(entries)) < limit {
+		return out, IndexCursor{}, true, nil
+	}
+	last := entries[len(entries)-1].Score
+	if c.started && last == c.score {
+		// The whole page has the cursor's score.
+		return out, IndexCursor{score: last, skip: c.skip + int64(len(entries)), started: true}, false, nil
+	}
+	n := int64(0)
+	for i := len(entries) - 1; i >= 0 && entries[i].Score == last; i-- {
+		n++
+	}
+	return out, IndexCursor{score: last, skip: n, started: true}, false, nil
 }
 
 // CountActive returns the number of non-terminal runs.

@@ -87,14 +87,22 @@ const (
 	// OutcomeDispatch (redispatch's "redispatched", repair's "repair",
 	// operate, restore): enqueue Dispatch, of a run of Workflow. Kind names
 	// the repair (crashed_attempt with Crashes, task_missing,
-	// retry_task_missing, task_archived, stalled_delivery); "" for an
-	// operator action.
+	// retry_task_missing, wake_task_missing, task_archived,
+	// stalled_delivery); "" for an operator action. Enqueued (repair): the
+	// script wrote the task itself.
 	OutcomeDispatch Outcome = "dispatch"
 	// OutcomeAttention (redispatch, repair): the run was repaired too
 	// often and is left to an operator (Reason).
 	OutcomeAttention Outcome = "attention"
 	// OutcomeNoop (redispatch, repair, timeout): nothing to do (Reason).
 	OutcomeNoop Outcome = "noop"
+	// OutcomeRecheck (repair's check, Store.CheckTasks): the step was
+	// written within the grace, its task may be on its way; look again at
+	// RecheckAt.
+	OutcomeRecheck Outcome = "recheck"
+	// OutcomeCrashed (repair's check, Store.CheckTasks): the step runs
+	// under an expired fence: its worker died (Store.Redispatch).
+	OutcomeCrashed Outcome = "crashed"
 	// OutcomeRefused (operate, restore, signal): the action does not apply
 	// to the run in its state (Reason); nothing written.
 	OutcomeRefused Outcome = "refused"
@@ -218,6 +226,8 @@ type Result struct {
 	// Then says what follows a run's failure (OutcomeRunFailed): one of
 	// the Then constants; ThenFailed ("") when the run failed.
 	Then string
+	// RecheckAt is when to look at the run again (OutcomeRecheck).
+	RecheckAt time.Time
 }
 
 // Started is an attempt a begin started or resumed.
@@ -856,12 +866,18 @@ func decodeRepair(res []string) (Result, error) {
 	switch r.word() {
 	case "repair":
 		r.want(repairLen)
-		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(staleDispatch),
+		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(staleDispatch), Enqueued: true,
 			Kind: r.str(repairKind), Workflow: r.str(repairWorkflow)})
 	case "attention":
 		return decodeReason(r, OutcomeAttention)
 	case "noop":
 		return decodeReason(r, OutcomeNoop)
+	case "recheck":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeRecheck, RecheckAt: r.instant(replyField)})
+	case "crashed":
+		r.want(1)
+		return r.result(Result{Outcome: OutcomeCrashed})
 	}
 	r.unknown()
 	return r.result(Result{})

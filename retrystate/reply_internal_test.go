@@ -119,6 +119,8 @@ func replyKinds() []replyKind {
 			{"repair", "0", "a", "1", "1", "0", "60000", "task_archived", "wf"},
 			{"attention", "why"},
 			{"noop", "state moved on"},
+			{"recheck", "1800000000000"},
+			{"crashed"},
 		}},
 		{"timeout.lua", func(r []string) error { return ignore(decodeTimeout(r)) }, [][]string{
 			{"failed", "run_s0_a1", "pending", "why", ""},
@@ -224,6 +226,7 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 		{"repair: due", func() error {
 			return ignore(decodeRepair([]string{"repair", "0", "a", "1", "1", "x", "60000", "task_missing", "wf"}))
 		}},
+		{"repair: recheck at", func() error { return ignore(decodeRepair([]string{"recheck", "soon"})) }},
 		{"operate: attempt", func() error {
 			return ignore(decodeAction([]string{"dispatch", "0", "a", "two", "60000", "wf"}, ActionRecover))
 		}},

@@ -20,7 +20,7 @@ var allOutcomes = []retrystate.Outcome{
 	retrystate.OutcomeExists, retrystate.OutcomeNext, retrystate.OutcomeRunSucceeded, retrystate.OutcomeFenced,
 	retrystate.OutcomeDone, retrystate.OutcomeRetry, retrystate.OutcomeReleased, retrystate.OutcomeCancelled,
 	retrystate.OutcomeAlreadyCancelled, retrystate.OutcomeDispatch, retrystate.OutcomeAttention,
-	retrystate.OutcomeNoop, retrystate.OutcomeRefused,
+	retrystate.OutcomeNoop, retrystate.OutcomeRefused, retrystate.OutcomeRecheck, retrystate.OutcomeCrashed,
 }
 
 // show prints a Result with the values behind its pointers.
@@ -72,6 +72,14 @@ func TestRepliesRoundTrip(t *testing.T) {
 		return id
 	}
 	run := func(steps ...string) string { t.Helper(); return start(0, 1, steps...) }
+	// check is Store.CheckTasks of one run, with a grace of 10s.
+	check := func(id string, now time.Time) (retrystate.Result, error) {
+		cs, err := s.CheckTasks(ctxb, []string{id}, retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: now})
+		if err != nil {
+			return retrystate.Result{}, err
+		}
+		return cs[0].Result, cs[0].Err
+	}
 	begun := func(id string, idx int, token string, now time.Time) {
 		t.Helper()
 		if b := begin(t, s, id, idx, tasks.ID(id, idx, 1, 0), token, now); b.Outcome != retrystate.OutcomeOK {
@@ -335,14 +343,31 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{name: "repair/repair, archived", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 0), retrystate.TaskArchived, 3, at(time.Second))
-			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "task_archived", Workflow: "wf",
+			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "task_archived", Workflow: "wf", Enqueued: true,
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Gen: 1, Timeout: minute}}, got, err
 		}},
 		{name: "repair/repair, a retry's task missing", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = retrying()
 			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 2, 0), retrystate.TaskMissing, 3, at(time.Second))
-			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "retry_task_missing", Workflow: "wf",
+			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "retry_task_missing", Workflow: "wf", Enqueued: true,
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 2, DueAt: at(3 * time.Second), Timeout: minute}}, got, err
+		}},
+		{name: "repair check/recheck", do: func() (retrystate.Result, retrystate.Result, error) {
+			id = run("a") // written at t0, its task not in asynq
+			got, err := check(id, at(time.Second))
+			return retrystate.Result{Outcome: retrystate.OutcomeRecheck, RecheckAt: at(10 * time.Second)}, got, err
+		}},
+		{name: "repair check/crashed", do: func() (retrystate.Result, retrystate.Result, error) {
+			id = run("a")
+			begun(id, 0, "tok", t0)
+			got, err := check(id, at(11*time.Second))
+			return retrystate.Result{Outcome: retrystate.OutcomeCrashed}, got, err
+		}},
+		{name: "repair check/repair", do: func() (retrystate.Result, retrystate.Result, error) {
+			id = run("a")
+			got, err := check(id, at(10*time.Second))
+			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "task_missing", Workflow: "wf", Enqueued: true,
+				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Timeout: minute}}, got, err
 		}},
 		{name: "repair/attention", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")

@@ -895,6 +895,9 @@ func TestScriptRepair(t *testing.T) {
 			{name: "noop: the step is running", seed: abc().runningAt(1, "tok"), argv: argv(taskID(1, 1), "stalled"),
 				reply: `["noop" "state moved on"]`},
 			{name: "repair: a missing task", seed: abc().pendingAt(1), argv: argv(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
+			{name: "repair: a task found missing, since written, is not written again",
+				seed: abc().pendingAt(1).do("HSET", taskKey(taskID(1, 1)), "msg", "m", "state", "pending"),
+				argv: argv(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
 			{name: "repair: a missing retry task", seed: abc().retryAt(0, tNow+1000),
 				argv: argv(taskID(0, 2), "missing"), reply: `["repair" "0" "a" "2" "0" "1800000001000" "60000" "retry_task_missing" "wf"]`},
 			{name: "repair: an archived task", seed: abc(), argv: argv(taskID(0, 1), "archived"), reply: `["repair" "0" "a" "1" "1" "0" "60000" "task_archived" "wf"]`},
@@ -903,6 +906,55 @@ func TestScriptRepair(t *testing.T) {
 				argv: argv(taskID(2, 1)+"_g1", "stalled"), reply: `["repair" "2" "c" "1" "2" "0" "60000" "stalled_delivery" "wf"]`},
 			{name: "attention: repaired too often", seed: abc().pendingAt(1).set("auto_recoveries", "3"),
 				argv: argv(taskID(1, 1), "archived"), reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: task_archived)"]`},
+		},
+	}.run(t)
+}
+
+// TestScriptRepairCheck: repair.lua's "check", the reconciler's pass: the
+// script finds out itself whether the current step's task is in trouble
+// (asynq's record of it, in the queue's slot) and repairs it, writing the
+// task.
+func TestScriptRepairCheck(t *testing.T) {
+	const grace = 1000
+	argv := []any{"", "check", 3, grace}
+	// task seeds asynq's record of a task in state.
+	task := func(w *world, id, state string) *world { return w.do("HSET", taskKey(id), "msg", "m", "state", state) }
+	retry := func() *world { return abc().retryAt(0, tNow+60_000) } // written at tAttempt+1, out of the grace
+	luaTable{name: "repair_check", script: loadScripts().repair, runLevel: true, keys: []string{runKey},
+		cases: []luaCase{
+			{name: "noop: run gone", seed: nothing().zadd(tk.scheduled(), tNow, tRun), argv: argv,
+				reply: `["noop" "run gone"]`},
+			{name: "noop: run failed", seed: abc().failedAt(1), argv: argv, reply: `["noop" "run failed"]`},
+			{name: "noop: the run needs attention", seed: abc().pendingAt(1).set("needs_attention", "1"), argv: argv,
+				reply: `["noop" "needs attention"]`},
+			{name: "noop: a step without a task (waiting at a gate)", seed: abc().step(0, "task", ""), argv: argv,
+				reply: `["noop" "no task"]`},
+			{name: "noop: a live fence", seed: abc().runningAt(1, "tok"), argv: argv, reply: `["noop" "fence alive"]`},
+			{name: "crashed: an expired fence", seed: abc().runningAt(1, "tok").step(1, "fence_expires_at", tNow),
+				argv: argv, reply: `["crashed"]`},
+			{name: "noop: a step neither pending nor waiting", seed: abc().pendingAt(1).step(1, "status", "succeeded"),
+				argv: argv, reply: `["noop" "step succeeded"]`},
+			{name: "recheck: written within the grace", seed: abc().pendingAt(1).set("updated_at", tNow-grace+1),
+				argv: argv, reply: `["recheck" "1800000000001"]`},
+			{name: "noop: the task is pending", seed: task(abc().pendingAt(1), taskID(1, 1), "pending"), argv: argv,
+				reply: `["noop" "task pending"]`},
+			{name: "noop: the retry's task is scheduled", seed: task(retry(), taskID(0, 2), "scheduled"), argv: argv,
+				reply: `["noop" "task scheduled"]`},
+			{name: "noop: the task is active", seed: task(abc().pendingAt(1), taskID(1, 1), "active"), argv: argv,
+				reply: `["noop" "task active"]`},
+			{name: "repair: a missing retry task, scheduled for its due time", seed: retry(), argv: argv,
+				reply: `["repair" "0" "a" "2" "0" "1800000060000" "60000" "retry_task_missing" "wf"]`},
+			{name: "repair: a missing retry task already due, pending", seed: abc().retryAt(0, tNow-1), argv: argv,
+				reply: `["repair" "0" "a" "2" "0" "1799999999999" "60000" "retry_task_missing" "wf"]`},
+			{name: "repair: a missing task of an idle run", seed: abc().pendingAt(1), argv: argv,
+				reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
+			{name: "repair: an archived task gets a new dispatch", seed: task(abc().pendingAt(1), taskID(1, 1), "archived"),
+				argv: argv, reply: `["repair" "1" "b" "1" "1" "0" "60000" "task_archived" "wf"]`},
+			{name: "repair: a waiting sleep's missing wake-up",
+				seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+5000), argv: argv,
+				reply: `["repair" "1" "b" "1" "1" "1800000005000" "60000" "wake_task_missing" "wf"]`},
+			{name: "attention: repaired too often", seed: retry().set("auto_recoveries", "3"), argv: argv,
+				reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: retry_task_missing)"]`},
 		},
 	}.run(t)
 }

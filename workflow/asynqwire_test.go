@@ -135,3 +135,75 @@ func TestDirectRetryMatchesAsynq(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairedTaskMatchesAsynq: the task the reconciler's check writes for
+// a retry whose task is missing (repair.lua's put_now, scheduled for its due
+// time, or pending once due) is the task asynq's own client makes from
+// tasks.Options for the same dispatch, down to the message's bytes.
+func TestRepairedTaskMatchesAsynq(t *testing.T) {
+	t.Parallel()
+	for _, delay := range []time.Duration{0, 2*time.Minute + 500*time.Millisecond} {
+		e := newEnv(t)
+		store := retrystate.New(e.rdb, e.queue)
+		ins := asynq.NewInspectorFromRedisClient(e.rdb)
+		id := "0000000000000000000000000" + "3"
+		now := time.Now()
+		const timeout = 90 * time.Second
+		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: now,
+			Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 3, MaxCrashes: 1, Policy: "{}", Timeout: timeout}}}); err != nil {
+			t.Fatal(err)
+		}
+		first := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 1}
+		if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask(tasks.TypeStep, first.Encode()),
+			tasks.Options(e.queue, first.ID(), timeout, time.Time{}, now)...); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
+			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.OutcomeOK {
+			t.Fatalf("begin: %+v %v", b, err)
+		}
+		// The retry is scheduled without its task (no predicted ID).
+		res, err := store.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "boom",
+			Class: retrystate.ClassTransient, Delay: delay, Now: now})
+		if err != nil || res.Enqueued || res.Outcome != retrystate.OutcomeRetry {
+			t.Fatalf("fail: %+v %v", res, err)
+		}
+		later := now.Add(time.Minute)
+		cs, err := store.CheckTasks(ctxb, []string{id}, retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: later})
+		if err != nil || cs[0].Err != nil || cs[0].Result.Kind != "retry_task_missing" || !cs[0].Result.Enqueued {
+			t.Fatalf("check: %+v %v", cs, err)
+		}
+		retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
+		msg := e.rdb.HGet(ctxb, "asynq:{"+e.queue+"}:t:"+retry.ID(), "msg").Val()
+		if msg != string(retry.AsynqMessage(e.queue, timeout)) {
+			t.Errorf("delay %s: message\n%q\nwant\n%q", delay, msg, retry.AsynqMessage(e.queue, timeout))
+		}
+		direct, err := ins.GetTaskInfo(e.queue, retry.ID())
+		if err != nil {
+			t.Fatalf("delay %s: the repaired task is not readable by asynq: %v", delay, err)
+		}
+		if err := ins.DeleteTask(e.queue, retry.ID()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := asynq.NewClientFromRedisClient(e.rdb).Enqueue(asynq.NewTask(tasks.TypeStep, retry.Encode()),
+			tasks.Options(e.queue, retry.ID(), timeout, cs[0].Result.Dispatch.DueAt, later)...); err != nil {
+			t.Fatal(err)
+		}
+		viaAsynq, err := ins.GetTaskInfo(e.queue, retry.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := asynq.TaskStateScheduled
+		if delay < time.Minute {
+			want = asynq.TaskStatePending
+			// A pending task's NextProcessAt is the time of the read.
+			direct.NextProcessAt, viaAsynq.NextProcessAt = time.Time{}, time.Time{}
+		}
+		if !reflect.DeepEqual(direct, viaAsynq) {
+			t.Errorf("delay %s:\ndirect:  %+v\nasynq's: %+v", delay, direct, viaAsynq)
+		}
+		if direct.State != want {
+			t.Errorf("delay %s: the repaired task is %v, want %v", delay, direct.State, want)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 	"github.com/cairnhq/cairn/tasks"
 )
 
-// dispatcher enqueues, looks up and stops the asynq tasks of step attempts
+// dispatcher enqueues and stops the asynq tasks of step attempts
 // on one queue. The engine, the reconciler and the client each reach asynq
 // through one.
 type dispatcher struct {
@@ -61,10 +61,4 @@ func (d *dispatcher) enqueue(ctx context.Context, runID, workflow string, x retr
 		return fmt.Errorf("enqueue task %s: %w", id, err)
 	}
 	return nil
-}
-
-// taskInfo returns what asynq holds of a task of the queue (asynq's errors
-// as they are: ErrTaskNotFound, ErrQueueNotFound).
-func (d *dispatcher) taskInfo(task string) (*asynq.TaskInfo, error) {
-	return d.inspector.GetTaskInfo(d.queue, task)
 }

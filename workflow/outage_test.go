@@ -356,6 +356,14 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 		{"pass deadlines", true, func(q string) func([]any) bool {
 			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:deadlines", nil)
 		}},
+		// After these, the pass checks the live attempt's run, idle since
+		// its begin, whose fence has expired: a crash, unless held.
+		{"pass scheduled walk", true, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:scheduled", nil)
+		}},
+		{"pass idle walk", true, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:active", nil)
+		}},
 	}
 	// The control: the same fence expiring while Redis answered every call
 	// promptly is a crash, charged by the first sweep.

@@ -2,15 +2,12 @@ package workflow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
@@ -25,7 +22,9 @@ type ReconcilerConfig struct {
 	// died (their fence expired), so that a crashed step resumes within
 	// about FenceTTL + SweepInterval. Default 2s.
 	SweepInterval time.Duration
-	// Concurrency bounds the repairs in flight. Default 5.
+	// Concurrency bounds the repairs in flight that take calls of their
+	// own (not a pass's checks of the tasks, which go a page of runs per
+	// pipeline). Default 5.
 	Concurrency int
 	// MaxAutoRecoveries is how often one run may be repaired automatically;
 	// past it the run is marked as needing attention and left alone.
@@ -53,6 +52,11 @@ type ReconcilerConfig struct {
 	// call of the reconciler to Redis counts, not only its lock's. Default
 	// 5s.
 	OutageGrace time.Duration
+	// MaxChecks bounds the runs a pass reads, to check their tasks, from
+	// each of the indexes it walks (idx:scheduled, and the runs of
+	// idx:active idle for longer than Grace); the next pass goes on where
+	// the last stopped. Default 100,000.
+	MaxChecks int
 	// Observer is told of each repair and of the runs a repair fails.
 	// Default: the engine's EngineConfig.Observer.
 	Observer Observer
@@ -79,6 +83,9 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	}
 	if c.OutageGrace <= 0 {
 		c.OutageGrace = 5 * time.Second
+	}
+	if c.MaxChecks <= 0 {
+		c.MaxChecks = 100000
 	}
 	return c
 }
@@ -116,6 +123,9 @@ type Reconciler struct {
 	// running serialises this reconciler's own passes and sweeps (they
 	// share the token).
 	running sync.Mutex
+	// scheduledAt and idleAt are where the pass's walks of idx:scheduled
+	// and idx:active go on (MaxChecks); guarded by running.
+	scheduledAt, idleAt retrystate.IndexCursor
 
 	mu         sync.Mutex
 	unreached  bool      // the last call to Redis failed
@@ -162,6 +172,9 @@ type Report struct {
 	// were left alone because Redis has just come back from an outage
 	// (OutageGrace).
 	RepairsHeld bool
+	// Checked is the number of runs whose task a pass checked (full
+	// passes only; a scheduled run read again as idle is checked once).
+	Checked int
 	// Recheck, when set, is when a run this pass left alone because it
 	// had just been written (its task may still have been on its way)
 	// leaves its grace: Run passes again then rather than a whole
@@ -187,6 +200,7 @@ func (r *Report) merge(o Report) {
 	}
 	r.Failed += o.Failed
 	r.Attention += o.Attention
+	r.Checked += o.Checked
 	r.RepairsHeld = r.RepairsHeld || o.RepairsHeld
 	if !o.Recheck.IsZero() && (r.Recheck.IsZero() || o.Recheck.Before(r.Recheck)) {
 		r.Recheck = o.Recheck
@@ -486,21 +500,26 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		}
 		rep.merge(r.each(ctx, due, r.expire))
 
-		// A run with a scheduled retry is often idle too: check each once.
-		var sched, idle []retrystate.Due
-		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			sched, err = r.store.ScheduledRetries(ctx, 10*batch)
-			return err
-		}); err != nil {
-			return err
-		}
-		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			idle, err = r.store.IdleActive(ctx, now.Add(-r.cfg.Grace), 10*batch)
-			return err
-		}); err != nil {
+		// Is the task there? Every scheduled retry or wake-up, then every
+		// run idle for longer than Grace (but the scheduled ones, which the
+		// first walk checks).
+		checked, err := r.checkIndex(ctx, "idx:scheduled", &r.scheduledAt, false,
+			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
+				return r.store.ScheduledPage(ctx, at, n)
+			})
+		rep.merge(checked)
+		if err != nil {
 			return err
 		}
-		rep.merge(r.each(ctx, append(sched, idle...), r.checkTask))
+		idleBefore := now.Add(-r.cfg.Grace)
+		checked, err = r.checkIndex(ctx, "idx:active", &r.idleAt, true,
+			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
+				return r.store.IdlePage(ctx, at, idleBefore, n)
+			})
+		rep.merge(checked)
+		if err != nil {
+			return err
+		}
 
 		var trimmed int
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
@@ -590,12 +609,14 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 	log := r.runLog(id, rp.Dispatch)
 	switch rp.Outcome {
 	case retrystate.OutcomeDispatch:
-		if err := r.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
-			return r.call(ctx, func(ctx context.Context) error {
-				return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
-			})
-		}); err != nil {
-			return rep, err
+		if !rp.Enqueued {
+			if err := r.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
+				return r.call(ctx, func(ctx context.Context) error {
+					return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
+				})
+			}); err != nil {
+				return rep, err
+			}
 		}
 		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, AttrDueAt, rp.Dispatch.DueAt)
 		rep.add(rp.Kind, 1)
@@ -617,7 +638,8 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 		r.cfg.Observer.Repair("needs_attention")
 	default:
 		// OutcomeNoop, the only other outcome the redispatch, timeout and
-		// repair scripts reply with: nothing was repaired, nothing to report.
+		// repair scripts reply with (but a check's, which checkPage reads
+		// first): nothing was repaired, nothing to report.
 	}
 	return rep, nil
 }
@@ -653,73 +675,152 @@ func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 	return r.outcome(ctx, id, rp)
 }
 
-// checkTask makes sure the task a run waits for exists in asynq.
-func (r *Reconciler) checkTask(ctx context.Context, id string) (Report, error) {
-	var cur retrystate.Current
-	var peekErr error
-	err := r.call(ctx, func(ctx context.Context) error {
-		cur, peekErr = r.store.Peek(ctx, id)
-		if errors.Is(peekErr, retrystate.ErrRunNotFound) {
-			return nil // Redis answered
+// checkPageSize is the number of runs whose tasks one pipeline checks, and
+// checkPagesInFlight the pipelines a walk has sent at a time: one that
+// Redis runs and the next, waiting, so that Redis never waits for the
+// reconciler. Each call to Redis must answer within slowCall, or it counts
+// as an outage (see reached): a page waits for the one before it, and a
+// check that repairs takes Redis 50 to 80µs (BenchmarkReconcileRetries), so
+// a page's answer comes within about 30ms, or ten times that on a machine
+// loaded enough to slow Redis down tenfold.
+const (
+	checkPageSize      = 200
+	checkPagesInFlight = 2
+)
+
+// pageReader reads the next page of up to n runs of an index walk from at.
+type pageReader func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error)
+
+// checkIndex makes sure that the task each run of an index walk (of the
+// index named index) waits for exists in asynq, from *at on, for up to
+// MaxChecks runs, and leaves *at where it stopped (the start again when it
+// reached the end, or failed). The runs are read a page at a time
+// (checkPageSize) and each page is checked, and repaired where it must be,
+// in one pipeline of script calls (checkPage), with up to
+// checkPagesInFlight pages in flight; idle: the runs come from idx:active,
+// and those in idx:scheduled are left to its own walk. The error is a
+// failed read of the index; a page whose checks failed ends the walk with
+// a warning, as a failed repair is logged, and the pass goes on.
+func (r *Reconciler) checkIndex(ctx context.Context, index string, at *retrystate.IndexCursor, idle bool, read pageReader) (Report, error) {
+	var (
+		mu      sync.Mutex
+		total   Report
+		failed  error // a page's
+		wg      sync.WaitGroup
+		pages   = make(chan struct{}, checkPagesInFlight)
+		checked int
+		readErr error
+	)
+	for checked < r.cfg.MaxChecks && ctx.Err() == nil {
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop {
+			break
 		}
-		return peekErr
-	})
-	if errors.Is(peekErr, retrystate.ErrRunNotFound) {
-		return Report{}, nil
+		var page []retrystate.Due
+		var next retrystate.IndexCursor
+		var done bool
+		if readErr = r.call(ctx, func(ctx context.Context) (err error) {
+			page, next, done, err = read(ctx, *at, int64(min(checkPageSize, r.cfg.MaxChecks-checked)))
+			return err
+		}); readErr != nil {
+			break
+		}
+		*at = next
+		checked += len(page)
+		if len(page) > 0 {
+			pages <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-pages }()
+				rep, err := r.checkPage(ctx, page, idle)
+				mu.Lock()
+				defer mu.Unlock()
+				total.merge(rep)
+				if err != nil && failed == nil {
+					failed = err
+				}
+			})
+		}
+		if done {
+			break
+		}
 	}
-	if err != nil {
+	wg.Wait()
+	if failed != nil || readErr != nil {
+		// Some runs of the walk were not checked: start again next time.
+		*at = retrystate.IndexCursor{}
+	}
+	if failed != nil && ctx.Err() == nil {
+		r.log.Warn("task checks failed; the next pass checks these runs again", "index", index, AttrError, failed)
+	}
+	return total, readErr
+}
+
+// checkPage makes sure that the task each of the runs waits for exists in
+// asynq, with one script call per run, all in one pipeline
+// (Store.CheckTasks): a lost task is re-created, an archived one
+// re-dispatched, by the script itself. Only the runs whose step's worker
+// died (an expired fence) take other calls (redispatch, one run at a time
+// after the page's checks); a run written
+// within Grace, whose task may still be on its way, is looked at again
+// when the grace ends (Report.Recheck).
+func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle bool) (Report, error) {
+	ids := make([]string, len(page))
+	for i, d := range page {
+		ids[i] = d.RunID
+	}
+	if idle {
+		// The scheduled ones are checked by the walk of idx:scheduled.
+		if err := r.call(ctx, func(ctx context.Context) (err error) {
+			ids, err = r.store.Unscheduled(ctx, ids)
+			return err
+		}); err != nil || len(ids) == 0 {
+			return Report{}, err
+		}
+	}
+	var checks []retrystate.Check
+	if err := r.call(ctx, func(ctx context.Context) (err error) {
+		checks, err = r.store.CheckTasks(ctx, ids, retrystate.CheckArgs{Grace: r.cfg.Grace,
+			MaxAuto: r.cfg.MaxAutoRecoveries, Now: r.clock.Now()})
+		return err
+	}); err != nil {
 		return Report{}, err
 	}
-	if cur.Status.Terminal() || cur.NeedsAttention || cur.Task == "" {
-		return Report{}, nil
-	}
-	switch cur.StepStatus {
-	case StepRunning:
-		now := r.clock.Now()
-		if cur.FenceExpiresAt.After(now) {
-			return Report{}, nil
+	rep := Report{Checked: len(checks)}
+	var crashed []string
+	for _, c := range checks {
+		var got Report
+		var err error
+		switch {
+		case c.Err != nil:
+			err = c.Err
+		case c.Result.Outcome == retrystate.OutcomeRecheck:
+			got.Recheck = c.Result.RecheckAt
+		case c.Result.Outcome == retrystate.OutcomeCrashed:
+			crashed = append(crashed, c.RunID)
+		default:
+			got, err = r.outcome(ctx, c.RunID, c.Result)
 		}
-		if r.repairsHeld(now) {
-			return Report{RepairsHeld: true}, nil
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("repair failed; the next pass retries it", AttrRunID, c.RunID, AttrError, err)
+			}
+			continue
 		}
-		return r.redispatch(ctx, id)
-	case StepPending, StepWaiting:
-		// (A waiting await or sleep holds no slot: its task is its wake-up,
-		// due when it times out or fires, never before; it is repaired like
-		// a pending step's.)
-		if cur.UpdatedAt.After(r.clock.Now().Add(-r.cfg.Grace)) {
-			// Just written: the engine is enqueueing its task, or died
-			// doing so. Look again when the grace ends.
-			return Report{Recheck: cur.UpdatedAt.Add(r.cfg.Grace)}, nil
+		rep.merge(got)
+	}
+	for _, id := range crashed {
+		got, err := r.redispatch(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("repair failed; the next pass retries it", AttrRunID, id, AttrError, err)
+			}
+			continue
 		}
-	default:
-		return Report{}, nil
+		rep.merge(got)
 	}
-	var info *asynq.TaskInfo
-	var infoErr error
-	_ = r.call(ctx, func(context.Context) error {
-		info, infoErr = r.disp.taskInfo(cur.Task)
-		if errors.Is(infoErr, asynq.ErrTaskNotFound) || errors.Is(infoErr, asynq.ErrQueueNotFound) {
-			return nil // Redis answered
-		}
-		return infoErr
-	})
-	err = infoErr
-	archived := false
-	switch {
-	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-	case err != nil:
-		return Report{}, err
-	case info.State == asynq.TaskStateArchived:
-		archived = true
-	default:
-		return Report{}, nil // the task exists: nothing to repair
-	}
-	trouble := retrystate.TaskMissing
-	if archived {
-		trouble = retrystate.TaskArchived
-	}
-	return r.repairTask(ctx, id, cur.Task, trouble)
+	return rep, nil
 }
 
 // repairTask gives a run's current step whose task is in trouble a task

@@ -147,6 +147,111 @@ func TestRepairMissingRetryTask(t *testing.T) {
 	}
 }
 
+// A pass checks at most MaxChecks runs of each index and the next goes on
+// where it stopped: scheduled retries whose tasks are missing, all due at
+// the same time (one score in idx:scheduled), are repaired MaxChecks a
+// pass, each once, until every task exists.
+func TestPassGoesOnWhereTheLastStopped(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, twoSteps(failing))
+	rec := r.eng.NewReconciler(workflow.ReconcilerConfig{MaxAutoRecoveries: 3, Grace: 5 * time.Second, MaxChecks: 2})
+	const n = 5
+	retries := make([]string, n)
+	for i := range retries {
+		run := mustStart(t, r.client, "two", nil)
+		if err := r.deliver(run.ID, "two", 0, "a", 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		retries[i] = tasks.ID(run.ID, 0, 2, 0)
+		r.deleteTask(retries[i])
+	}
+	r.clock.Advance(6 * time.Second)
+	// Runs checked per pass: the last pass starts the walk again, at the
+	// runs repaired first, now within their grace.
+	checked := []int{2, 2, 1, 2}
+	for i, want := range []int{2, 2, 1, 0} {
+		rep, err := rec.Pass(ctxb)
+		if err != nil || !rep.Locked {
+			t.Fatalf("pass %d: %+v %v", i+1, rep, err)
+		}
+		if got := rep.Repairs["retry_task_missing"]; got != want || rep.Total() != want {
+			t.Fatalf("pass %d: %v; want %d retry tasks repaired", i+1, rep, want)
+		}
+		// Each walk reads up to 2 runs: the scheduled ones, checked, then
+		// the idle ones, the same, left to the scheduled walk.
+		if rep.Checked != checked[i] {
+			t.Errorf("pass %d checked %d runs; want %d", i+1, rep.Checked, checked[i])
+		}
+	}
+	for _, id := range retries {
+		if info, ok := r.taskExists(id); !ok || info.State != asynq.TaskStateScheduled {
+			t.Errorf("retry task %s: %+v", id, info)
+		}
+	}
+}
+
+// A running step whose fence expired but which is not in idx:fences (so
+// the sweep does not see it) is found by the pass's idle check: a crash,
+// re-dispatched as the sweep would.
+func TestPassFindsACrashTheSweepMissed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, twoSteps(noop))
+	run := mustStart(t, r.client, "two", nil)
+	first := tasks.ID(run.ID, 0, 1, 0)
+	if b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
+		FenceTTL: 10 * time.Second, Now: r.clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
+		t.Fatalf("begin: %+v %v", b, err)
+	}
+	r.deleteTask(first)
+	if err := r.rdb.ZRem(ctxb, "cairn:{"+r.queue+"}:idx:fences", run.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(11 * time.Second)
+	rep := r.pass()
+	if rep.Repairs["crashed_attempt"] != 1 || rep.Total() != 1 {
+		t.Fatalf("pass: %v; want the crash repaired", rep)
+	}
+	if _, ok := r.taskExists(tasks.ID(run.ID, 0, 1, 1)); !ok {
+		t.Fatal("the re-dispatched task is missing")
+	}
+	if a := r.get(run.ID).Step("a"); a.Crashes != 1 || a.Status != workflow.StepPending {
+		t.Errorf("step a: %+v", a)
+	}
+}
+
+// Repair: a step whose task asynq archived (it gave up delivering it) gets a
+// new dispatch, whose task the pass's check writes; the archived one stays.
+func TestRepairArchivedTask(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, twoSteps(noop))
+	run := mustStart(t, r.client, "two", nil)
+	first := tasks.ID(run.ID, 0, 1, 0)
+	if err := r.ins.ArchiveTask(r.queue, first); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(6 * time.Second)
+	if rep := r.pass(); rep.Repairs["task_archived"] != 1 || rep.Total() != 1 {
+		t.Fatalf("pass: %v", rep)
+	}
+	next := tasks.ID(run.ID, 0, 1, 1)
+	if info, ok := r.taskExists(next); !ok || info.State != asynq.TaskStatePending {
+		t.Fatalf("new dispatch %s: %+v", next, info)
+	}
+	if info, ok := r.taskExists(first); !ok || info.State != asynq.TaskStateArchived {
+		t.Errorf("archived task: %+v", info)
+	}
+	if err := r.deliver(run.ID, "two", 0, "a", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.get(run.ID).Step("a"); a.Status != workflow.StepSucceeded {
+		t.Errorf("step a after the new dispatch: %+v", a)
+	}
+	r.clock.Advance(6 * time.Second)
+	if rep := r.pass(); rep.Repairs["task_archived"] != 0 {
+		t.Errorf("second pass: %v", rep)
+	}
+}
+
 // Repair: a run whose current step has no task (a crash after the state
 // write, before the enqueue) gets its task.
 func TestRepairLostEnqueue(t *testing.T) {

@@ -2,7 +2,9 @@ package config
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +27,8 @@ const stateKeyPrefix = "cairn:"
 // number of replicas have it (CAIRN_REDIS_MIN_REPLICAS): each EVALSHA or
 // EVAL of a Cairn script (its first key starts with "cairn:") is sent in
 // one pipeline with WAIT n timeout, on the same connection, since WAIT
-// waits for the writes of its own connection. The script's reply is
+// waits for the writes of its own connection (a pipeline of such scripts
+// ends with one WAIT for them all). The script's reply is
 // returned once the replicas have its writes or the timeout has passed. A
 // shortfall (fewer replicas in time, or no answer to WAIT) does not fail
 // the write, which has happened on the master: it is logged (at most once
@@ -106,8 +109,39 @@ type waitHook struct {
 
 func (h *waitHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessPipelineHook makes a pipeline that runs state scripts (the
+// reconciler's checks, Store.CheckTasks) wait once, at its end, for all of
+// them: WAIT is appended to the pipeline. A transaction (MULTI ... EXEC),
+// which no state write uses, is left as it is.
 func (h *waitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		// (A pipeline that ends with a WAIT is ProcessHook's own.)
+		if len(cmds) == 0 || cmds[0].Name() == "multi" || cmds[len(cmds)-1].Name() == "wait" ||
+			!slices.ContainsFunc(cmds, isStateWrite) {
+			return next(ctx, cmds)
+		}
+		wait := redis.NewIntCmd(ctx, "wait", h.w.n, h.w.timeout.Milliseconds())
+		err := next(ctx, append(slices.Clip(cmds), wait))
+		wrote := false
+		for _, c := range cmds {
+			if isStateWrite(c) && c.Err() == nil {
+				wrote = true
+			}
+		}
+		if wrote {
+			h.w.observe(ctx, wait)
+		}
+		// The pipeline's error is its commands', not the WAIT's.
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return c.Err()
+			}
+		}
+		if err != nil && !errors.Is(wait.Err(), err) {
+			return err
+		}
+		return nil
+	}
 }
 
 func (h *waitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

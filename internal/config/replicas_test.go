@@ -87,14 +87,36 @@ func TestReplicaWait(t *testing.T) {
 	if rw.Waits() != 20 {
 		t.Errorf("%d waits; want 20", rw.Waits())
 	}
+	// A pipeline of state writes (the reconciler's checks) waits once, at
+	// its end, for them all; its result is its commands'.
+	pipe := rdb.Pipeline()
+	p1 := incr.EvalSha(ctx, pipe, []string{"cairn:{q}:run:p1"})
+	p2 := incr.EvalSha(ctx, pipe, []string{"cairn:{q}:run:p2"})
+	plain := pipe.Incr(ctx, "cairn:{q}:n")
+	if _, err := pipe.Exec(ctx); err != nil || p1.Val() != int64(1) || p2.Val() != int64(1) || plain.Val() != 1 {
+		t.Fatalf("pipeline: %v, %v, %v: %v", p1.Val(), p2.Val(), plain.Val(), err)
+	}
+	if rw.Waits() != 21 || rw.Shortfalls() != 0 {
+		t.Errorf("after a pipeline of state writes: %d waits, %d shortfalls; want 21, 0", rw.Waits(), rw.Shortfalls())
+	}
+	for _, k := range []string{"cairn:{q}:run:p1", "cairn:{q}:run:p2"} {
+		if got, err := replicaClient.Get(ctx, k).Int(); err != nil || got != 1 {
+			t.Errorf("after the pipeline the replica has %s = %d, %v", k, got, err)
+		}
+	}
+	pipe = rdb.Pipeline()
+	pipe.Incr(ctx, "cairn:{q}:n")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := incr.Run(ctx, rdb, []string{"asynq:{q}:t:x"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Set(ctx, "cairn:{q}:plain", 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if rw.Waits() != 20 {
-		t.Errorf("an asynq script or a plain command waited: %d waits, want 20", rw.Waits())
+	if rw.Waits() != 21 {
+		t.Errorf("an asynq script, a plain command or a pipeline without a state write waited: %d waits, want 21", rw.Waits())
 	}
 
 	replica.Kill(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -45,7 +46,7 @@ func (s *session) openOutbox(ctx context.Context, mustOpen bool) error {
 	// entries before this flush ran: report what the client sent in all
 	// (the flushes take turns, so the background one has ended by now).
 	if st, serr := client.OutboxStats(); serr == nil {
-		rep.Flushed, rep.DeadLettered = int(st.Flushed), int(st.DeadLettered)
+		rep.Flushed, rep.DeadLettered = clampInt(st.Flushed), clampInt(st.DeadLettered)
 	}
 	if rep.Flushed > 0 {
 		fmt.Fprintf(s.stderr(), "outbox: sent %d queued %s\n", rep.Flushed, word(rep.Flushed, "entry", "entries"))
@@ -70,6 +71,15 @@ func (s *session) closeOutbox() {
 }
 
 // word returns one for n = 1, else many.
+// clampInt is n as an int (a count of this process's flushes: far below
+// the bound, which only a corrupt count could reach).
+func clampInt(n uint64) int {
+	if n > math.MaxInt {
+		return math.MaxInt
+	}
+	return int(n)
+}
+
 func word(n int, one, many string) string {
 	if n == 1 {
 		return one

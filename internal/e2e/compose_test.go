@@ -678,10 +678,9 @@ func TestComposeServicesStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: /metrics does not parse: %v", w.name, err)
 		}
+		// A worker that ran none of the steps has no series of the
+		// counter yet (the family is absent): it counted zero.
 		f := families["cairn_step_attempts_total"]
-		if f == nil {
-			t.Fatalf("%s: /metrics has no cairn_step_attempts_total", w.name)
-		}
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"time"
 
@@ -30,7 +29,8 @@ import (
 // and failure predicate for Cairn's tasks; AsynqConfig sets them (and keeps
 // the service's own for its tasks).
 
-// Polling intervals AsynqConfig lowers asynq's to: asynq's own defaults (1s
+// Polling intervals AsynqConfig lowers asynq's to, and a Worker's
+// defaults: asynq's own defaults (1s
 // and 5s) would start a step up to a second after the previous one ended,
 // and a retry due in 130 ms up to 5 s late.
 const (
@@ -84,8 +84,8 @@ func (e *Engine) AsynqConfig(cfg asynq.Config) asynq.Config {
 	}
 	theirFailure := cfg.IsFailure
 	cfg.IsFailure = func(err error) bool {
-		if _, redeliver := errors.AsType[*redeliverError](err); redeliver {
-			return false
+		if err != nil && !IsFailure(err) {
+			return false // a step attempt handed back to be delivered again
 		}
 		if theirFailure != nil {
 			return theirFailure(err)

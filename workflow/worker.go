@@ -60,10 +60,10 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 		cfg.Concurrency = 10
 	}
 	if cfg.TaskCheckInterval <= 0 {
-		cfg.TaskCheckInterval = 20 * time.Millisecond
+		cfg.TaskCheckInterval = asynqTaskCheckInterval
 	}
 	if cfg.DelayedTaskCheckInterval <= 0 {
-		cfg.DelayedTaskCheckInterval = 200 * time.Millisecond
+		cfg.DelayedTaskCheckInterval = asynqDelayedTaskCheckInterval
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second

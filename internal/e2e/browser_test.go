@@ -308,13 +308,30 @@ func (b *browser) location() string {
 // CSS selector.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	// One evaluation finds the element and reads its text: the live list
+	// re-renders its rows on every event, so a node found by one DevTools
+	// call can be gone by the next ("No node with given id found").
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
+	q, _ := json.Marshal(sel)
+	s, err := chromedp.Run(ctx, chromedp.Poll[[]string](
+		fmt.Sprintf(`(function(){var e=document.querySelector(%s); return e ? [e.innerText] : null})()`, q),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second)))
+	if err != nil || len(s) != 1 {
 		b.t.Fatalf("text of %s: %v", sel, err)
 	}
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(s[0])
+}
+
+// clickLive clicks the element sel in the page's live part, which is
+// re-rendered on every event: one evaluation finds and clicks it, where a
+// DevTools click (find the node, then click it) can lose the node between
+// the two calls.
+func (b *browser) clickLive(sel string) {
+	b.t.Helper()
+	q, _ := json.Marshal(sel)
+	poll[bool](b, "to click "+sel, 5*time.Second,
+		fmt.Sprintf(`(function(){var e=document.querySelector(%s); if (!e) return false; e.click(); return true})()`, q))
 }
 
 // eval evaluates a JavaScript expression in the page.

@@ -88,8 +88,8 @@ func TestBrowserDashboardTime(t *testing.T) {
 	b.shot("07-runs-counts")
 
 	// A count filters the list.
-	b.do("the failed count", 10*time.Second, chromedp.Click(chromedp.CSS(`a[data-count="failed"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`a[data-count="failed"][aria-current]`)))
+	b.clickLive(`a[data-count="failed"]`)
+	b.do("the failed count", 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`a[data-count="failed"][aria-current]`)))
 	if loc := b.location(); loc != base+"/?status=failed" {
 		t.Errorf("the failed count led to %s", loc)
 	}
@@ -102,9 +102,8 @@ func TestBrowserDashboardTime(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="`+s1.ID+`"] input.pick`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="`+s2.ID+`"] input.pick`)), chromedp.WaitVisible(chromedp.CSS("#sse.open")))
 	eval[bool](b, `(window.confirm = function (m) { window.cairnConfirm = m; return true; }, true)`)
-	b.do("select two runs", 10*time.Second,
-		chromedp.Click(chromedp.CSS(`tr[data-run="`+s1.ID+`"] input.pick`)),
-		chromedp.Click(chromedp.CSS(`tr[data-run="`+s2.ID+`"] input.pick`)))
+	b.clickLive(`tr[data-run="` + s1.ID + `"] input.pick`)
+	b.clickLive(`tr[data-run="` + s2.ID + `"] input.pick`)
 	if got := b.text("#bulk-count"); got != "2 runs selected" {
 		t.Errorf("selection: %q", got)
 	}
@@ -178,7 +177,8 @@ func TestBrowserDashboardTime(t *testing.T) {
 	if got := b.text(`tr.gate[data-key="acct-7"]`); !strings.Contains(got, "1 waiting") {
 		t.Errorf("acct-7's gate %q, want 1 waiting", got)
 	}
-	b.do("the key's line", 10*time.Second, chromedp.Click(chromedp.CSS(`tr.gate[data-key="acct-7"] a`)),
+	b.clickLive(`tr.gate[data-key="acct-7"] a`)
+	b.do("the key's line", 10*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`#key-line tr[data-run="`+o2.ID+`"]`)))
 	b.shot("11-ordering")
 

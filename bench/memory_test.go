@@ -17,6 +17,11 @@ import (
 // carries its ID; no shared key of a queue has such a run of characters.
 var runIDPattern = regexp.MustCompile(`[0-9a-hjkmnp-tv-z]{26}`)
 
+// defPrefix starts the key of a definition's template, named by a sha256
+// (retrystate's keys.definition), which runIDPattern would take for a run
+// ID.
+const defPrefix = "cairn:{q}:def:"
+
 // runMemory is the Redis memory a queue's finished runs keep: every key of
 // the queue (cairn:{q}:* and asynq:{q}:*, read with SCAN once the phase's
 // workers have stopped), its size from MEMORY USAGE <key> SAMPLES 0 (which
@@ -132,7 +137,10 @@ func measureRunMemory(ctx context.Context, ctl *control, queue string, runs int,
 	for i, k := range keys {
 		shape := strings.ReplaceAll(k, "{"+queue+"}", "{q}")
 		set := m.shared
-		if runIDPattern.MatchString(shape) {
+		switch {
+		case strings.HasPrefix(shape, defPrefix):
+			shape = defPrefix + "<sha>" // a definition's template: shared by its runs
+		case runIDPattern.MatchString(shape):
 			shape = runIDPattern.ReplaceAllString(shape, "<id>")
 			set = m.own
 		}

@@ -17,11 +17,12 @@ import (
 // -benchtime 1x still measures something.
 const startBatch = 200
 
-// BenchmarkStart measures starting work, one call at a time: a bare asynq
-// enqueue of a chain head, and a Cairn Client.Start of a run of the
-// 3-step workflow (which reads the definition, creates the run and its
-// steps, enqueues the first task and reads the run back). BenchmarkStep-
-// Throughput leaves this cost out of its timing.
+// BenchmarkStart measures starting work: a bare asynq enqueue of a chain
+// head, and a Cairn Client.Start of a run of the 3-step workflow (one
+// round trip: create.lua creates the run and its steps and writes the
+// first task; the client keeps the definition), one call at a time; and
+// Client.StartMany of batches of startManyBatch runs (one round trip a
+// batch). It reports the round trips per start (trips/start).
 func BenchmarkStart(b *testing.B) {
 	b.Run("asynq_enqueue", func(b *testing.B) {
 		queue := newQueue("start_raw")
@@ -43,7 +44,34 @@ func BenchmarkStart(b *testing.B) {
 			}
 		})
 	})
+	b.Run("cairn_start_many", func(b *testing.B) {
+		queue := newQueue("start_many")
+		measureStarts(b, queue, func(rdb *redis.Client) func(ctx context.Context, i int) error {
+			client := publishNoop(b, rdb, queue)
+			reqs := make([]workflow.StartRequest, startManyBatch)
+			for i := range reqs {
+				reqs[i] = workflow.StartRequest{Workflow: workflowName}
+			}
+			return func(ctx context.Context, i int) error {
+				// One call in startManyBatch starts the batch (and the
+				// warm-up call, i < 0, one batch); the others do nothing.
+				if i >= 0 && i%startManyBatch != 0 {
+					return nil
+				}
+				for _, r := range client.StartMany(ctx, reqs) {
+					if r.Err != nil {
+						return r.Err
+					}
+				}
+				return nil
+			}
+		})
+	})
 }
+
+// startManyBatch is the size of BenchmarkStart/cairn_start_many's batches
+// (a divisor of startBatch).
+const startManyBatch = 50
 
 // measureStarts times b.N batches of startBatch sequential calls of the
 // function setup returns, and reports the time, server commands and round

@@ -285,7 +285,7 @@ func (s *Store) runHeads(ctx context.Context, ids []indexEntry) ([]*Run, error) 
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	runs := make([]*Run, 0, len(ids))
+	heads := make([]map[string]string, len(ids))
 	for i, c := range cmds {
 		h := make(map[string]string, len(runFields))
 		for j, v := range c.Val() {
@@ -293,6 +293,13 @@ func (s *Store) runHeads(ctx context.Context, ids []indexEntry) ([]*Run, error) 
 				h[runFields[j]] = v
 			}
 		}
+		heads[i] = h
+	}
+	if err := s.fillCompactHeads(ctx, heads); err != nil {
+		return nil, err
+	}
+	runs := make([]*Run, 0, len(ids))
+	for i, h := range heads {
 		if h["status"] == "" { // expired; its index entries are trimmed by the reconciler
 			continue
 		}

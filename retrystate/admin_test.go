@@ -12,7 +12,7 @@ import (
 func createOwned(t *testing.T, s *retrystate.Store, id, owner, workflow string, at time.Time) {
 	t.Helper()
 	_, err := s.CreateRun(context.Background(), retrystate.NewRun{ID: id, Workflow: workflow, Owner: owner, Input: "{}",
-		Definition: "{}", Now: at, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Timeout: time.Minute, Policy: "{}"}}})
+		Now: at, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Timeout: time.Minute, Policy: "{}"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

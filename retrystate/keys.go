@@ -22,12 +22,28 @@ func newKeys(queue string) keys {
 // the workers.
 func (k keys) definitions() string { return k.prefix + "defs" }
 
+// definitionVersions is a hash: workflow name -> the version published with
+// its definition, the sha256 that names its template (definition).
+func (k keys) definitionVersions() string { return k.prefix + "defv" }
+
+// definition is the template of a definition version: a hash of the fixed
+// fields every run of that version starts with (its steps' names, policies
+// and limits), named as in the run hash (definitions.go). It is named by
+// the sha256 of its contents and never changes; runs refer to it (their
+// field def), create.lua copies it into a new run and a finished run drops
+// those fields again (compact_run in lua/common.lua).
+func (k keys) definition(sha string) string { return k.prefix + "def:" + sha }
+
 // Run is the run record hash. Its steps' records are fields of the same
 // hash, named s<idx>.<field> (lua/common.lua).
 func (k keys) run(id string) string { return k.prefix + "run:" + id }
 
 // Journal is the run's journal stream.
 func (k keys) journal(id string) string { return k.prefix + "run:" + id + ":j" }
+
+// journalTemp is where journal.lua restores, for the time of one script,
+// the journal entries compact_run moved into the run hash.
+func (k keys) journalTemp(id string) string { return k.prefix + "run:" + id + ":jtmp" }
 
 // Mailbox is the run's mailbox: a stream of the signals it received that
 // no await has consumed yet (lua/signal.lua). It expires with the run. The
@@ -100,6 +116,11 @@ func (k keys) asynqTask(id string) string {
 	}
 	return "asynq:{" + k.queue + "}:t:" + id
 }
+
+// asynqQueues is asynq's set of every queue's name (not in the queue's
+// slot): asynq's enqueue adds the queue to it, and its Inspector knows only
+// the queues there.
+func (k keys) asynqQueues() string { return "asynq:queues" }
 
 // asynqPending is asynq's list of the queue's pending task IDs.
 func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }

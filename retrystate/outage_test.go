@@ -290,7 +290,7 @@ func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 	start := func(n int, owner, key string) retrystate.Result {
 		t.Helper()
 		c, err := s.CreateRun(ctxb, retrystate.NewRun{ID: runID(n), Workflow: "wf", Owner: owner, IdempotencyKey: key,
-			Input: "{}", Definition: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})
+			Input: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,8 +36,13 @@ type Run struct {
 	Owner          string
 	Input          string // JSON
 	IdempotencyKey string
-	Definition     string // JSON snapshot the run started with
-	Current        int    // index of the current step
+	// Def is the version of the definition the run started with, which
+	// names its template (definitions.go); "" for a run created before
+	// definitions had versions, whose Definition is the definition's
+	// snapshot JSON ("" for a newer run).
+	Def            string
+	Definition     string
+	Current        int // index of the current step
 	StepCount      int
 	Iterations     int
 	MaxIterations  int
@@ -229,7 +234,7 @@ const (
 
 // runFields are the fields of a run record that are not step fields; List
 // reads only these.
-var runFields = []string{"workflow", "status", "owner", "input", "idempotency_key", "definition", "current",
+var runFields = []string{"workflow", "status", "owner", "input", "idempotency_key", "def", "current",
 	"steps", "iterations", "max_iterations", "deadline", "created_at", "started_at", "updated_at", "finished_at",
 	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries",
 	"ord_key", "wf_limit", "waiting"}
@@ -301,6 +306,7 @@ func parseRun(id string, h map[string]string) *Run {
 		Owner:           h["owner"],
 		Input:           h["input"],
 		IdempotencyKey:  h["idempotency_key"],
+		Def:             h["def"],
 		Definition:      h["definition"],
 		Current:         atoi(h["current"]),
 		StepCount:       atoi(h["steps"]),
@@ -324,6 +330,24 @@ func parseRun(id string, h map[string]string) *Run {
 		OnFailure:       h["on_failure"],
 		Saga:            parseSaga(h),
 	}
+}
+
+// recordFromHash parses a run hash (HGETALL) into a Run with its steps.
+func recordFromHash(id string, h map[string]string) *Run {
+	runHash, stepHashes, comps := splitRunHash(h)
+	r := parseRun(id, runHash)
+	r.Steps = make([]Step, len(stepHashes))
+	for i, m := range stepHashes {
+		r.Steps[i] = parseStep(i, m)
+		if c := comps[i]; c != nil {
+			cs := parseStep(CompBase+i, c)
+			if cs.Status == "" {
+				cs.Status = StepPending // create.lua writes only its fixed fields
+			}
+			r.Steps[i].Compensation = &cs
+		}
+	}
+	return r
 }
 
 // parseSaga reads a run's comp_ fields (lua/common.lua's sagas).

@@ -31,6 +31,8 @@ const (
 	OutcomeEnded Outcome = "ended"
 	// OutcomeStale (begin): the task is not the step's current dispatch;
 	// acknowledge. Dispatch is the dispatch the run waits for, if any.
+	// (create): the caller's definition version is not the published one,
+	// Reason (or its template is missing: Reason ""); nothing written.
 	OutcomeStale Outcome = "stale"
 	// OutcomeBusy (begin): another delivery of this dispatch holds a live
 	// fence; try again after Wait.
@@ -300,7 +302,7 @@ const (
 	// {"done", status, failure code} (fail).
 	doneStatus, doneCode = 1, 2
 	// {"created", task ID of step 0, attempt}.
-	createdTask, createdAttempt = 1, 2
+	createdTask, createdAttempt, createdEnqueued = 1, 2, 3
 	// {"cancelled", task ID of the current step, its status before}.
 	cancelledTask, cancelledStepStatus = 1, 2
 	// {"failed", task ID of the current step, its status before, reason,
@@ -496,9 +498,13 @@ func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
 	r := newReply("create", res)
 	switch r.word() {
 	case "created":
-		r.want(3)
+		r.want(4)
 		return r.result(Result{Outcome: OutcomeCreated, RunID: runID, Task: r.str(createdTask),
-			Dispatch: &Dispatch{Index: 0, Name: first.Name, Attempt: r.integer(createdAttempt), Timeout: first.Timeout}})
+			Dispatch: &Dispatch{Index: 0, Name: first.Name, Attempt: r.integer(createdAttempt), Timeout: first.Timeout},
+			Enqueued: r.flag(createdEnqueued)})
+	case "stale":
+		r.want(2)
+		return r.result(Result{Outcome: OutcomeStale, Reason: r.str(replyField)})
 	case "exists":
 		r.want(2)
 		return r.result(Result{Outcome: OutcomeExists, RunID: r.str(replyField)})

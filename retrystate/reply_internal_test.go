@@ -25,9 +25,12 @@ func replyKinds() []replyKind {
 	ok := []string{"ok", "1", "0", "0", "{}", "{}", "1", "0", "", "0", "0"}
 	return []replyKind{
 		{"create.lua", func(r []string) error { return ignore(decodeCreate(r, "run", NewStep{Name: "a"})) }, [][]string{
-			{"created", "run_s0_a1", "1"},
+			{"created", "run_s0_a1", "1", "0"},
+			{"created", "run_s0_a1", "1", "1"},
 			{"exists", "other"},
 			{"waiting", "ordering_key", "3"},
+			{"stale", "abc"},
+			{"stale", ""},
 		}},
 		{"begin.lua", func(r []string) error { return ignore(decodeBegin(r, 0)) }, [][]string{
 			ok,
@@ -209,7 +212,10 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 		{"begin: stale dispatch", func() error {
 			return ignore(decodeBegin([]string{"stale", "0", "a", "2", "g1", "0", "60000"}, 0))
 		}},
-		{"create: attempt", func() error { return ignore(decodeCreate([]string{"created", "t", "x"}, "run", NewStep{})) }},
+		{"create: attempt", func() error { return ignore(decodeCreate([]string{"created", "t", "x", "0"}, "run", NewStep{})) }},
+		{"create: enqueued", func() error {
+			return ignore(decodeCreate([]string{"created", "t", "1", "yes"}, "run", NewStep{}))
+		}},
 		{"complete: enqueued", func() error {
 			return ignore(decodeComplete([]string{"next", "1", "b", "1", "60000", "yes"}))
 		}},

@@ -61,7 +61,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 	start := func(timeout time.Duration, maxCrashes int, steps ...string) string {
 		t.Helper()
 		id := newID()
-		nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: `{"in":1}`, Definition: "{}",
+		nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: `{"in":1}`,
 			RunTimeout: timeout, Now: t0}
 		for _, name := range steps {
 			name, opt := strings.CutPrefix(name, "opt:")
@@ -130,7 +130,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 		// create.lua
 		{name: "create/created", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = newID()
-			got, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: t0,
+			got, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: t0,
 				Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, Timeout: minute}, {Name: "b", MaxAttempts: 1}}})
 			return retrystate.Result{Outcome: retrystate.OutcomeCreated, RunID: id, Task: tasks.ID(id, 0, 1, 0),
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Timeout: minute}}, got, err
@@ -138,7 +138,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{name: "create/exists", do: func() (retrystate.Result, retrystate.Result, error) {
 			first := newID()
 			nr := retrystate.NewRun{ID: first, Workflow: "wf", Owner: "o", IdempotencyKey: "k", Input: "{}",
-				Definition: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1}}}
+				Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1}}}
 			must(s.CreateRun(ctxb, nr))
 			nr.ID = newID()
 			got, err := s.CreateRun(ctxb, nr)

@@ -21,6 +21,7 @@ type scripts struct {
 	wait, signal                                  *redis.Script
 	snooze, jump                                  *redis.Script // snooze.lua, goto.lua
 	compdone                                      *redis.Script
+	journal                                       *redis.Script // journal.lua: a compact run's moved journal
 }
 
 // loadScripts returns the scripts, built once: every Store of the process
@@ -54,6 +55,7 @@ func buildScripts() scripts {
 		snooze:     withCommon("snooze.lua"),
 		jump:       withCommon("goto.lua"),
 		compdone:   withCommon("compdone.lua"),
+		journal:    redis.NewScript(mustRead("lua/journal.lua")),
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -122,8 +124,9 @@ func taskID(idx, attempt int) string { return fmt.Sprintf("%s_s%d_a%d", tRun, id
 // max_attempts 3, max_crashes 1, timeout 60s.
 func fresh(names ...string) *world {
 	w := &world{n: len(names)}
+	w.template(tDef, names...)
 	w.set("workflow", "wf", "status", "pending", "owner", "o", "input", `{"n":1}`,
-		"idempotency_key", "", "idem_key", "", "definition", "{}", "steps", len(names),
+		"idempotency_key", "", "idem_key", "", "def", tDef, "steps", len(names),
 		"iterations", "0", "max_iterations", "0", "deadline", "0", "deadline_base", tCreated, "run_timeout_ms", "0",
 		"created_at", tCreated, "started_at", "0", "finished_at", "0",
 		"failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
@@ -140,6 +143,30 @@ func fresh(names ...string) *world {
 	w.zadd(tk.all(), tCreated, tRun).zadd(tk.byStatus("pending"), tCreated, tRun).zadd(tk.active(), tCreated, tRun)
 	return w.do("XADD", jKey, "*", "type", "run_started", "at", tCreated, "workflow", "wf", "owner", "o",
 		"task", taskID(0, 1))
+}
+
+// tDef is the definition version of the seeded runs (their field def).
+const tDef = "D1"
+
+// templateRun is a run of the named steps as fresh seeds them, for its
+// template (TemplateFields).
+func templateRun(names ...string) NewRun {
+	r := NewRun{}
+	for _, name := range names {
+		r.Steps = append(r.Steps, NewStep{Name: name, MaxAttempts: 3, MaxCrashes: 1, Timeout: time.Minute,
+			Policy: `{"p":"` + name + `"}`})
+	}
+	return r
+}
+
+// template writes the template of the named steps' definition as version
+// sha (keys.go's definition).
+func (w *world) template(sha string, names ...string) *world {
+	args := []any{"HSET", tk.definition(sha)}
+	for k, v := range TemplateFields(templateRun(names...)) {
+		args = append(args, k, v)
+	}
+	return w.do(args...)
 }
 
 // abc is a fresh run of steps a, b and c.
@@ -365,6 +392,41 @@ func renderReply(res any, err error) string {
 // member, set member, string, list element and stream entry, and one per
 // key's expiry, by a name that identifies it (type, key, field). Key names
 // are shown without the queue's prefix cairn:{q}:.
+// movedJournalLines renders the journal entries compact_run moved into the
+// hash of run id (read with journal.lua, which leaves nothing behind), as
+// streamFieldsInOrder renders a stream's (but the fields after type and at
+// are sorted).
+func movedJournalLines(t *testing.T, rdb *redis.Client, id string) []string {
+	t.Helper()
+	res, err := loadScripts().journal.Run(context.Background(), rdb, []string{tk.run(id), tk.journalTemp(id)}).Result()
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	entries, err := parseXRange(res)
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		f := maps.Clone(e.Fields)
+		if f == nil {
+			f = map[string]string{}
+		}
+		if e.Step != "" {
+			f["step"] = e.Step
+		}
+		if e.Attempt != 0 {
+			f["attempt"] = strconv.Itoa(e.Attempt)
+		}
+		parts := []string{"type=" + strconv.Quote(e.Type), "at=" + strconv.Quote(strconv.FormatInt(e.At.UnixMilli(), 10))}
+		for _, k := range slices.Sorted(maps.Keys(f)) {
+			parts = append(parts, k+"="+strconv.Quote(f[k]))
+		}
+		out[i] = strings.Join(parts, " ")
+	}
+	return out
+}
+
 func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -372,8 +434,19 @@ func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The expiries first, in one round trip, as close to the script as can
+	// be (they are rounded to the second; reading every key takes longer,
+	// under the race detector on a busy machine).
+	pipe := rdb.Pipeline()
+	pttls := make([]*redis.DurationCmd, len(keys))
+	for i, key := range keys {
+		pttls[i] = pipe.PTTL(ctx, key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]string{}
-	for _, key := range keys {
+	for ki, key := range keys {
 		short := strings.TrimPrefix(key, tk.prefix)
 		typ, err := rdb.Type(ctx, key).Result()
 		if err != nil {
@@ -385,7 +458,17 @@ func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if h["jn"] != "" {
+				// A compact run's journal (compact_run): its entries, without
+				// their IDs (the server's clock), as a stream's below.
+				for i, line := range movedJournalLines(t, rdb, strings.TrimPrefix(short, "run:")) {
+					out[fmt.Sprintf("J %s:j[%d]", short, i)] = line
+				}
+			}
 			for f, v := range h {
+				if f == "jn" || (len(f) > 1 && f[0] == 'j' && f[1] >= '0' && f[1] <= '9') {
+					continue
+				}
 				out["H "+short+" "+f] = strconv.Quote(v)
 			}
 		case "zset":
@@ -434,11 +517,7 @@ func dumpDB(t *testing.T, rdb *redis.Client) map[string]string {
 		default:
 			t.Fatalf("key %s: type %s", key, typ)
 		}
-		pttl, err := rdb.PTTL(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pttl > 0 {
+		if pttl := pttls[ki].Val(); pttl > 0 {
 			// Rounded to the second: the case takes milliseconds.
 			out["T "+short] = fmt.Sprintf("%ds", int64(math.Round(pttl.Seconds())))
 		}
@@ -508,7 +587,7 @@ func diffDumps(before, after map[string]string) string {
 // createArgv is create.lua's ARGV from ARGV[4] on, for steps a, b and c as
 // fresh seeds them, with the given owner, idempotency key and run limits.
 func createArgv(owner, idem string, runTimeout, maxIter int, stepRunTimeout ...int) []any {
-	argv := []any{"wf", `{"n":1}`, owner, idem, "{}", runTimeout, maxIter, 3}
+	argv := []any{"wf", `{"n":1}`, owner, idem, tDef, runTimeout, maxIter, 3}
 	for i, name := range []string{"a", "b", "c"} {
 		rt := 0
 		if i < len(stepRunTimeout) {
@@ -527,8 +606,13 @@ func TestSeedIsWhatCreateWrites(t *testing.T) {
 	ctx := context.Background()
 	none := tk.idempotencyNone()
 	argv := append([]any{tRun, tk.prefix, tCreated}, createArgv("o", "", 0, 0)...)
+	for _, cmd := range nothing().template(tDef, "a", "b", "c").cmds {
+		if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, err := loadScripts().create.Run(ctx, rdb, []string{runKey, none, none}, argv...).Result()
-	if got := renderReply(res, err); got != `["created" "R1_s0_a1" "1"]` {
+	if got := renderReply(res, err); got != `["created" "R1_s0_a1" "1" "0"]` {
 		t.Fatalf("create: %s", got)
 	}
 	created := dumpDB(t, rdb)
@@ -553,15 +637,15 @@ func TestScriptCreate(t *testing.T) {
 		keys: []string{runKey, none, none},
 		cases: []luaCase{
 			{name: "created: three steps, no limits", seed: nothing(), argv: createArgv("o", "", 0, 0),
-				reply: `["created" "R1_s0_a1" "1"]`},
+				reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: a run timeout and an iteration ceiling", seed: nothing(),
-				argv: createArgv("o", "", 60000, 10), reply: `["created" "R1_s0_a1" "1"]`},
+				argv: createArgv("o", "", 60000, 10), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: the first step's run timeout wins", seed: nothing(),
-				argv: createArgv("o", "", 60000, 0, 30000, 90000), reply: `["created" "R1_s0_a1" "1"]`},
+				argv: createArgv("o", "", 60000, 0, 30000, 90000), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: an owned idempotency key", seed: nothing(), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: an idempotency key without an owner", seed: nothing(), keys: []string{runKey, legacy, legacy},
-				argv: createArgv("", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+				argv: createArgv("", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "exists: the key started a run", seed: nothing().do("SET", owned, "R0"), keys: ownedKeys,
 				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
 			{name: "exists: the unscoped key started a run of the same owner",
@@ -569,9 +653,9 @@ func TestScriptCreate(t *testing.T) {
 				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
 			{name: "created: the unscoped key started a run of another owner",
 				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "p"), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: the unscoped key names a run that is gone",
-				seed: nothing().do("SET", legacy, "R0"), keys: ownedKeys, argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1"]`},
+				seed: nothing().do("SET", legacy, "R0"), keys: ownedKeys, argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "error: the run ID is taken", seed: abc(), argv: createArgv("o", "", 0, 0), reply: `error: ERR cairn: run ID collision R1`},
 		},
 	}.run(t)

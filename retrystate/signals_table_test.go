@@ -65,9 +65,9 @@ func TestScriptCreateWaits(t *testing.T) {
 		cases: []luaCase{
 			{name: "created: an await and a sleep",
 				seed: nothing(), argv: argv([3]any{"", "", 0}, [3]any{"await", "approved", 172800000}, [3]any{"sleep", "", 600000}),
-				reply: `["created" "R1_s0_a1" "1"]`},
+				reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: a sleep until a computed time first",
-				seed: nothing(), argv: argv([3]any{"sleep_until", "", 0}), reply: `["created" "R1_s0_a1" "1"]`},
+				seed: nothing(), argv: argv([3]any{"sleep_until", "", 0}), reply: `["created" "R1_s0_a1" "1" "0"]`},
 		},
 	}.run(t)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +18,12 @@ type Store struct {
 	rdb     redis.UniversalClient
 	keys    keys
 	scripts scripts
+	// templates holds the definition templates read (definitions.go), by
+	// version: they never change.
+	templates sync.Map
+	// queueAdded: this store added its queue to asynq's set of queues
+	// (CreateRuns), as asynq's own enqueue does.
+	queueAdded atomic.Bool
 }
 
 // New returns the Store of queue on rdb.
@@ -43,7 +51,11 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv [
 }
 
 // RegisterDefinitions publishes workflow definitions (name -> JSON) so that
-// clients without the workflow code (the CLI, the dashboard) can start runs.
+// clients without the workflow code (the CLI, the dashboard) can start runs,
+// as workers did before definitions had versions: without a version or a
+// template, so the runs started from them carry their fixed fields
+// themselves and are never compacted. Workers publish with
+// PublishDefinitions.
 func (s *Store) RegisterDefinitions(ctx context.Context, defs map[string]string) error {
 	if len(defs) == 0 {
 		return nil
@@ -77,11 +89,24 @@ type NewRun struct {
 	Owner          string
 	IdempotencyKey string // "" for none
 	Input          string // JSON
-	Definition     string // JSON snapshot kept with the run
-	RunTimeout     time.Duration
-	MaxIterations  int
-	Steps          []NewStep
-	Now            time.Time
+	// Def is the version of the workflow's definition the run refers to
+	// (DefinitionSHA of its template; "" for none). With Def, the create
+	// is refused (OutcomeStale) when another version is published.
+	Def string
+	// Template, when set (with Def), is the template Def names
+	// (PublishedDefinition): the script copies the run's fixed fields from
+	// the one in Redis instead of taking them from RunTimeout,
+	// MaxIterations, Steps and Compensate, which then only describe the
+	// first step (its name and timeout) and the Record of the new run.
+	Template      map[string]string
+	RunTimeout    time.Duration
+	MaxIterations int
+	Steps         []NewStep
+	Now           time.Time
+	// FirstTask, when set, is the asynq message (tasks.AsynqMessage) of
+	// step 0's first task, <run>_s0_a1: the script writes that task with
+	// the run (Result.Enqueued), unless the run waits at a gate.
+	FirstTask []byte
 	// Gates: the ordering key ("" for none) with its concurrency (at least
 	// 1) and whether a failed run blocks the key (on_failure: block), and
 	// the workflow's max_running (0: none). See gates.go.
@@ -161,27 +186,127 @@ type Dispatch struct {
 }
 
 // CreateRun creates a run and makes its first step due (OutcomeCreated,
-// with the first step's Dispatch). With an idempotency key that already
-// started a run, it writes nothing and returns that run's ID
-// (OutcomeExists).
+// with the first step's Dispatch; Enqueued when the script wrote its task,
+// NewRun.FirstTask). With an idempotency key that already started a run, it
+// writes nothing and returns that run's ID (OutcomeExists). With a
+// definition version that is not the published one, it writes nothing
+// (OutcomeStale, with the published version as Reason).
 func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
-	if len(r.Steps) == 0 {
-		return Result{}, errors.New("retrystate: a run needs at least one step")
+	res, errs := s.CreateRuns(ctx, []NewRun{r})
+	return res[0], errs[0]
+}
+
+// CreateRuns creates runs as CreateRun does, in one pipelined round trip
+// (three when Redis must load the script first). Each run has its own
+// result or error. The store's first call also adds the queue to asynq's
+// set of queues (in the same round trip), as asynq's enqueue would: the
+// script writes the first tasks itself.
+func (s *Store) CreateRuns(ctx context.Context, rs []NewRun) ([]Result, []error) {
+	out, errs := make([]Result, len(rs)), make([]error, len(rs))
+	type call struct {
+		i       int
+		keys    []string
+		argv    []any
+		evalsha *redis.Cmd
 	}
-	argv := s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Definition,
-		r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
-	for _, st := range r.Steps {
-		argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
-			st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations,
-			string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
+	calls := make([]*call, 0, len(rs))
+	for i, r := range rs {
+		keys, argv, err := s.createArgs(r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, &call{i: i, keys: keys, argv: argv})
+	}
+	for attempt := 0; len(calls) > 0 && attempt < 2; attempt++ {
+		pipe := s.rdb.Pipeline()
+		var queue *redis.IntCmd
+		if !s.queueAdded.Load() {
+			queue = pipe.SAdd(ctx, s.keys.asynqQueues(), s.keys.queue)
+		}
+		for _, c := range calls {
+			c.evalsha = s.scripts.create.EvalSha(ctx, pipe, c.keys, c.argv...)
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+		if queue != nil && queue.Err() == nil {
+			s.queueAdded.Store(true)
+		}
+		var again []*call
+		for _, c := range calls {
+			err := c.evalsha.Err()
+			if err != nil && attempt == 0 && redisNoScript(err) {
+				again = append(again, c)
+				continue
+			}
+			var res []string
+			if err == nil {
+				res, err = toStrings(c.evalsha.Val())
+			}
+			out[c.i], errs[c.i] = s.createResult(rs[c.i], res, err)
+		}
+		if len(again) > 0 {
+			if err := s.scripts.create.Load(ctx, s.rdb).Err(); err != nil {
+				for _, c := range again {
+					errs[c.i] = fmt.Errorf("create run: %w", err)
+				}
+				break
+			}
+		}
+		calls = again
+	}
+	return out, errs
+}
+
+// redisNoScript tells whether err is Redis's NOSCRIPT: the script is not
+// loaded (a restarted or failed-over server).
+func redisNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// createArgs returns create.lua's KEYS and ARGV for r.
+func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
+	if len(r.Steps) == 0 {
+		return nil, nil, errors.New("retrystate: a run needs at least one step")
+	}
+	if r.Template != nil && r.Def == "" {
+		return nil, nil, errors.New("retrystate: a run created from a template needs its version (Def)")
+	}
+	var argv []any
+	if r.Template != nil {
+		argv = s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Def, 0, 0, 0)
+	} else {
+		argv = s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Def,
+			r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
+		for _, st := range r.Steps {
+			argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
+				st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations,
+				string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
+		}
 	}
 	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
-	argv = appendSagaArgs(argv, r)
+	task := ""
+	if r.FirstTask != nil {
+		task = r.ID + "_s0_a1"
+	}
+	var sagas []any
+	if r.Template == nil {
+		sagas = sagaArgs(r)
+	}
+	switch {
+	case sagas != nil:
+		argv = append(append(argv, string(r.FirstTask)), sagas...)
+	case r.FirstTask != nil:
+		argv = append(argv, r.FirstTask)
+	}
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
 		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
 	}
-	res, err := s.run(ctx, s.scripts.create, []string{s.keys.run(r.ID), idem, legacy}, argv)
+	return []string{s.keys.run(r.ID), idem, legacy, s.keys.asynqTask(task), s.keys.asynqPending()}, argv, nil
+}
+
+// createResult decodes create.lua's reply (or error) for r.
+func (s *Store) createResult(r NewRun, res []string, err error) (Result, error) {
 	if rerr, ok := errors.AsType[redis.Error](err); ok && strings.Contains(rerr.Error(), "cairn: run ID collision") {
 		return Result{}, fmt.Errorf("create run %s: %w", r.ID, ErrRunIDCollision)
 	}
@@ -191,9 +316,9 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 	return decodeCreate(res, r.ID, r.Steps[0])
 }
 
-// appendSagaArgs appends create.lua's ARGV of compensations and groups,
-// nothing for a run that has none.
-func appendSagaArgs(argv []any, r NewRun) []any {
+// sagaArgs returns create.lua's ARGV of compensations and groups, nil for
+// a run that has none.
+func sagaArgs(r NewRun) []any {
 	var comps, groups []any
 	for i, st := range r.Steps {
 		if c := st.Compensation; c != nil {
@@ -204,14 +329,13 @@ func appendSagaArgs(argv []any, r NewRun) []any {
 		}
 	}
 	if !r.Compensate && comps == nil && groups == nil {
-		return argv
+		return nil
 	}
 	onFailure := ""
 	if r.Compensate {
 		onFailure = "compensate"
 	}
-	argv = append(argv, onFailure, len(comps)/6)
-	argv = append(argv, comps...)
+	argv := append([]any{onFailure, len(comps) / 6}, comps...)
 	argv = append(argv, len(groups)/3)
 	return append(argv, groups...)
 }
@@ -460,19 +584,10 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	if len(h) == 0 {
 		return nil, ErrRunNotFound
 	}
-	runHash, stepHashes, comps := splitRunHash(h)
-	r := parseRun(id, runHash)
-	r.Steps = make([]Step, len(stepHashes))
-	for i, m := range stepHashes {
-		r.Steps[i] = parseStep(i, m)
-		if c := comps[i]; c != nil {
-			cs := parseStep(CompBase+i, c)
-			if cs.Status == "" {
-				cs.Status = StepPending // create.lua writes only its fixed fields
-			}
-			r.Steps[i].Compensation = &cs
-		}
+	if err := s.fillCompact(ctx, id, h); err != nil {
+		return nil, fmt.Errorf("read run: %w", err)
 	}
+	r := recordFromHash(id, h)
 	if r.Waiting != "" {
 		pos, err := s.rdb.ZRank(ctx, s.keys.gateWait(r.waitGate()), id).Result()
 		switch {
@@ -575,15 +690,21 @@ func splitCursor(c string) (int64, string, bool) {
 // Journal returns a run's journal, oldest first, or ErrRunNotFound.
 func (s *Store) Journal(ctx context.Context, id string) ([]Entry, error) {
 	pipe := s.rdb.Pipeline()
-	exists := pipe.Exists(ctx, s.keys.run(id))
+	head := pipe.HMGet(ctx, s.keys.run(id), "status", "jn")
 	xs := pipe.XRange(ctx, s.keys.journal(id), "-", "+")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	if exists.Val() == 0 {
+	hv := head.Val()
+	if len(hv) < 2 || hv[0] == nil {
 		return nil, ErrRunNotFound
 	}
-	out := make([]Entry, 0, len(xs.Val()))
+	// A compact run's journal starts in its hash (compact.go).
+	jn, _ := hv[1].(string)
+	out, err := s.movedJournal(ctx, id, jn)
+	if err != nil {
+		return nil, err
+	}
 	for _, x := range xs.Val() {
 		out = append(out, parseEntry(x.ID, x.Values))
 	}

@@ -31,7 +31,7 @@ func runID(n int) string { return fmt.Sprintf("%026d", n) }
 
 func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ...string) retrystate.Result {
 	t.Helper()
-	nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: "{}", Definition: "{}", Now: at}
+	nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: "{}", Now: at}
 	for _, name := range steps {
 		nr.Steps = append(nr.Steps, retrystate.NewStep{Name: name, MaxAttempts: 3, MaxCrashes: 1, Timeout: time.Minute, Policy: "{}"})
 	}
@@ -169,7 +169,7 @@ func TestDeadlineBetweenAttempts(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	id := runID(3)
-	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: t0,
+	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: t0,
 		RunTimeout: 5 * time.Second, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 5, MaxCrashes: 1, Policy: "{}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestFinishedRunsExpire(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	id := runID(4)
-	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: t0,
+	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: t0,
 		IdempotencyKey: "k1", Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestCreateOfAnExistingRunID(t *testing.T) {
 	s, _ := newStore(t)
 	id := runID(1)
 	create(t, s, id, t0, "a")
-	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "other", Input: "{}", Definition: "{}", Now: t0,
+	_, err := s.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "other", Input: "{}", Now: t0,
 		Steps: []retrystate.NewStep{{Name: "b", MaxAttempts: 1, MaxCrashes: 1, Timeout: time.Minute, Policy: "{}"}}})
 	if !errors.Is(err, retrystate.ErrRunIDCollision) {
 		t.Fatalf("second create: %v; want ErrRunIDCollision", err)

@@ -23,7 +23,7 @@ func TestDirectEnqueueMatchesAsynq(t *testing.T) {
 		ins := asynq.NewInspectorFromRedisClient(e.rdb)
 		id := "0000000000000000000000000" + "1"
 		now := time.Now()
-		_, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: now,
+		_, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: now,
 			Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"},
 				{Name: "b", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}", Timeout: timeout}}})
 		if err != nil {
@@ -84,7 +84,7 @@ func TestDirectRetryMatchesAsynq(t *testing.T) {
 		id := "0000000000000000000000000" + "2"
 		now := time.Now()
 		const timeout = 90 * time.Second
-		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: now,
+		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: now,
 			Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 3, MaxCrashes: 1, Policy: "{}", Timeout: timeout}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestRepairedTaskMatchesAsynq(t *testing.T) {
 		id := "0000000000000000000000000" + "3"
 		now := time.Now()
 		const timeout = 90 * time.Second
-		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Definition: "{}", Now: now,
+		if _, err := store.CreateRun(ctxb, retrystate.NewRun{ID: id, Workflow: "wf", Input: "{}", Now: now,
 			Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 3, MaxCrashes: 1, Policy: "{}", Timeout: timeout}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,6 +85,9 @@ type Client struct {
 	disp  *dispatcher
 	log   *slog.Logger
 	ob    *clientOutbox // nil without an outbox
+	// defs holds the published definitions the client has read, by
+	// workflow name (*publishedDef).
+	defs sync.Map
 }
 
 // Queue returns the queue whose runs the client reads and steers (its
@@ -148,49 +152,112 @@ type StartOptions struct {
 // published, ErrInvalidInput for input that is not JSON or is too large; in
 // either case nothing is written.
 //
+// A Start is one round trip to Redis: one script creates the run and writes
+// its first task, and the Run returned is built from what the client knows
+// (the client keeps the definitions it has read; a definition a worker has
+// published since is read again). With an idempotency key that started a
+// run before, that run is read and returned.
+//
 // With an outbox (ClientConfig.Outbox), a Start that cannot reach Redis, or
 // that comes while earlier entries are queued, is queued instead: it returns
 // the run it will be, pending with Queued set and the run ID the run will
 // have, or ErrOutboxFull.
 func (c *Client) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (*Run, error) {
+	res := c.StartMany(ctx, []StartRequest{{Workflow: workflow, Input: input, Options: opts}})
+	return res[0].Run, res[0].Err
+}
+
+// StartRequest is one run for StartMany to start: the arguments of Start.
+type StartRequest struct {
+	Workflow string
+	Input    any
+	Options  *StartOptions // nil: none
+}
+
+// StartResult is the outcome of one StartRequest: the run started (or
+// queued, or named by the idempotency key), or the error Start would have
+// returned.
+type StartResult struct {
+	Run *Run
+	Err error
+}
+
+// StartMany starts runs as Start does, each as if started alone (its own
+// idempotency key, ordering key and outcome), in one round trip to Redis
+// for all of them: the runs are created in one pipeline. It returns one
+// result per request, in order; a request that fails (ErrUnknownWorkflow,
+// ErrInvalidInput, Redis unreachable without an outbox, ...) does not keep
+// the others from starting. Runs started with an idempotency key that
+// names a run already are read after, as with Start. With an outbox, the
+// requests that cannot reach Redis are queued, in order.
+func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) []StartResult {
+	out := make([]StartResult, len(reqs))
+	checked := make([]startReq, 0, len(reqs))
+	at := make([]int, 0, len(reqs)) // index in reqs of each checked request
+	for i, q := range reqs {
+		r, err := c.checkStart(q)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		checked = append(checked, r)
+		at = append(at, i)
+	}
+	if c.ob != nil && c.ob.backlog() {
+		for j, r := range checked {
+			out[at[j]].Run, out[at[j]].Err = c.queueStart(r, nil)
+		}
+		return out
+	}
+	created := c.createMany(ctx, checked)
+	for j, r := range checked {
+		out[at[j]].Run, out[at[j]].Err = c.started(ctx, r, created[j])
+	}
+	return out
+}
+
+// checkStart checks a StartRequest and gives its run an ID.
+func (c *Client) checkStart(q StartRequest) (startReq, error) {
+	opts := q.Options
 	if opts == nil {
 		opts = &StartOptions{}
 	}
-	if !nameRE.MatchString(workflow) {
-		return nil, fmt.Errorf("%w %q", ErrUnknownWorkflow, workflow)
+	if !nameRE.MatchString(q.Workflow) {
+		return startReq{}, fmt.Errorf("%w %q", ErrUnknownWorkflow, q.Workflow)
 	}
 	if len(opts.IdempotencyKey) > 256 {
-		return nil, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidInput)
+		return startReq{}, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidInput)
 	}
 	if opts.OrderingKey != "" {
 		if err := CheckOrderingKey(opts.OrderingKey); err != nil {
-			return nil, err
+			return startReq{}, err
 		}
 	}
-	raw, err := c.encodeInput(input)
+	raw, err := c.encodeInput(q.Input)
 	if err != nil {
-		return nil, err
+		return startReq{}, err
 	}
-	req := startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: workflow, input: raw, owner: opts.Owner,
-		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey}
-	if c.ob != nil && c.ob.backlog() {
-		return c.queueStart(req, nil)
-	}
-	created, err := c.create(ctx, req)
-	if err != nil {
-		if c.shouldQueue(ctx, err) {
-			return c.queueStart(req, err)
+	return startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: q.Workflow, input: raw, owner: opts.Owner,
+		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey}, nil
+}
+
+// started turns the create of r into the run Start returns.
+func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run, error) {
+	if cr.err != nil {
+		if c.shouldQueue(ctx, cr.err) {
+			return c.queueStart(r, cr.err)
 		}
-		return nil, err
+		return nil, cr.err
 	}
-	if created.Outcome == retrystate.OutcomeExists {
-		run, err := c.Get(ctx, created.RunID)
+	switch cr.res.Outcome {
+	case retrystate.OutcomeExists:
+		run, err := c.Get(ctx, cr.res.RunID)
 		if err != nil {
 			return nil, err
 		}
-		if run.Workflow != workflow {
+		if run.Workflow != r.workflow {
 			return nil, fmt.Errorf("%w: key %q started run %s of workflow %q", ErrIdempotencyConflict,
-				opts.IdempotencyKey, run.ID, run.Workflow)
+				r.idemKey, run.ID, run.Workflow)
 		}
 		if run.Status == StatusPending {
 			// The first Start may have died before enqueueing; make sure the
@@ -200,18 +267,19 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts *St
 			}
 		}
 		return run, nil
+	case retrystate.OutcomeWaiting:
+		c.log.Info("run started; waiting for its turn", AttrRunID, cr.res.RunID, AttrWorkflow, r.workflow,
+			"waiting_for", string(cr.res.WaitReason), "position", cr.res.Position)
+	default:
+		if !cr.res.Enqueued {
+			if err := c.disp.enqueue(ctx, cr.res.RunID, r.workflow, *cr.res.Dispatch); err != nil {
+				return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
+					cr.res.RunID, err)
+			}
+		}
+		c.log.Info("run started", AttrRunID, cr.res.RunID, AttrWorkflow, r.workflow)
 	}
-	if created.Outcome == retrystate.OutcomeWaiting {
-		c.log.Info("run started; waiting for its turn", AttrRunID, created.RunID, AttrWorkflow, workflow,
-			"waiting_for", string(created.WaitReason), "position", created.Position)
-		return c.Get(ctx, created.RunID)
-	}
-	if err := c.disp.enqueue(ctx, created.RunID, workflow, *created.Dispatch); err != nil {
-		return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
-			created.RunID, err)
-	}
-	c.log.Info("run started", AttrRunID, created.RunID, AttrWorkflow, workflow)
-	return c.Get(ctx, created.RunID)
+	return runFromRecord(c.store.CreatedRun(cr.run, cr.res)), nil
 }
 
 // startReq is a checked Start: the run to create.
@@ -220,52 +288,113 @@ type startReq struct {
 	input                                json.RawMessage
 }
 
-// create reads the workflow's definition and creates the run (Start, and
-// the outbox's flush of a queued Start).
+// createResult is the create of one startReq: the run asked for, and the
+// script's result.
+type createResult struct {
+	run retrystate.NewRun
+	res retrystate.Result
+	err error
+}
+
+// create creates the run of r (the outbox's flush of a queued Start).
 func (c *Client) create(ctx context.Context, r startReq) (retrystate.Result, error) {
-	def, err := c.store.Definition(ctx, r.workflow)
+	cr := c.createMany(ctx, []startReq{r})[0]
+	return cr.res, cr.err
+}
+
+// createMany creates runs in one pipelined round trip, from the
+// definitions the client keeps (reading those it does not have first). A
+// create that finds another version of its definition published (a worker
+// published it since) is made again, once, with that version.
+func (c *Client) createMany(ctx context.Context, rs []startReq) []createResult {
+	out := make([]createResult, len(rs))
+	todo := make([]int, 0, len(rs))
+	for i := range rs {
+		todo = append(todo, i)
+	}
+	for try := 0; len(todo) > 0; try++ {
+		nrs := make([]retrystate.NewRun, 0, len(todo))
+		sent := make([]int, 0, len(todo))
+		read := map[string]bool{} // the definitions read again in this try
+		for _, i := range todo {
+			def, err := c.definition(ctx, rs[i].workflow, try > 0 && !read[rs[i].workflow])
+			read[rs[i].workflow] = true
+			if err != nil {
+				out[i].err = err
+				continue
+			}
+			out[i].run = c.newRun(rs[i], def)
+			nrs = append(nrs, out[i].run)
+			sent = append(sent, i)
+		}
+		res, errs := c.store.CreateRuns(ctx, nrs)
+		todo = todo[:0]
+		for j, i := range sent {
+			out[i].res, out[i].err = res[j], errs[j]
+			if out[i].err == nil && res[j].Outcome == retrystate.OutcomeStale {
+				if try == 0 {
+					todo = append(todo, i)
+					continue
+				}
+				out[i].err = fmt.Errorf("the definition of workflow %q changed while the run was started; start it again",
+					rs[i].workflow)
+			}
+		}
+	}
+	return out
+}
+
+// publishedDef is a published definition the client keeps.
+type publishedDef struct {
+	version retrystate.DefinitionVersion
+	snap    snapshot
+	// run is the fixed part of a run of it (snapshot.runTemplate).
+	run retrystate.NewRun
+}
+
+// definition returns the published definition of workflow: the one the
+// client keeps, unless refresh or it has none.
+func (c *Client) definition(ctx context.Context, workflow string, refresh bool) (*publishedDef, error) {
+	if !refresh {
+		if d, ok := c.defs.Load(workflow); ok {
+			return d.(*publishedDef), nil //nolint:forcetypeassert // only *publishedDef is stored
+		}
+	}
+	v, err := c.store.PublishedDefinition(ctx, workflow)
 	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
-		return retrystate.Result{}, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, r.workflow)
+		return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
 	}
 	if err != nil {
-		return retrystate.Result{}, err
+		return nil, err
 	}
-	snap, err := parseSnapshot(def)
+	snap, err := parseSnapshot(v.JSON)
 	if err != nil {
-		return retrystate.Result{}, err
+		return nil, err
 	}
-	now := c.cfg.Clock.Now()
-	nr := retrystate.NewRun{
-		ID: r.id, Workflow: r.workflow, Owner: r.owner, IdempotencyKey: r.idemKey,
-		Input: string(r.input), Definition: def, RunTimeout: snap.Policy.RunTimeout,
-		MaxIterations: snap.Policy.MaxIterations, Now: now, MaxRunning: snap.MaxRunning,
+	run, err := snap.runTemplate()
+	if err != nil {
+		return nil, err
 	}
+	d := &publishedDef{version: v, snap: snap, run: run}
+	c.defs.Store(workflow, d)
+	return d, nil
+}
+
+// newRun is the run to create for r, of definition d: created from d's
+// template, with its first task.
+func (c *Client) newRun(r startReq, d *publishedDef) retrystate.NewRun {
+	nr := d.run
+	nr.ID, nr.Workflow, nr.Owner, nr.IdempotencyKey = r.id, r.workflow, r.owner, r.idemKey
+	nr.Input, nr.Now = string(r.input), c.cfg.Clock.Now()
+	nr.Def, nr.Template = d.version.SHA, d.version.Template
 	if r.ordKey != "" {
-		ord := snap.Ordering.effective()
+		ord := d.snap.Ordering.effective()
 		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
 	}
-	for _, s := range snap.Steps {
-		pol, err := json.Marshal(s.Policy)
-		if err != nil {
-			return retrystate.Result{}, err
-		}
-		ns := retrystate.NewStep{Name: s.Name, Optional: s.Optional,
-			MaxAttempts: s.Policy.MaxAttempts, MaxCrashes: s.Policy.MaxCrashes, Timeout: s.Policy.StepTimeout,
-			Policy: string(pol), RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
-			Kind: s.Kind, Signal: s.Signal, Wait: s.Wait, Breaker: breakerSpec(s.Policy),
-			Group: s.Group, GroupOptional: s.Group != "" && snap.Groups[s.Group].Optional}
-		if c := s.Compensate; c != nil {
-			cpol, err := json.Marshal(c)
-			if err != nil {
-				return retrystate.Result{}, err
-			}
-			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
-				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
-		}
-		nr.Steps = append(nr.Steps, ns)
-	}
-	nr.Compensate = snap.OnFailure == FailureCompensate
-	return c.store.CreateRun(ctx, nr)
+	first := nr.Steps[0]
+	nr.FirstTask = tasks.Step{RunID: r.id, Workflow: r.workflow, Index: 0, Name: first.Name, Attempt: 1}.
+		AsynqMessage(c.cfg.Queue, first.Timeout)
+	return nr
 }
 
 func (c *Client) ensureFirst(ctx context.Context, id string) error {

@@ -238,6 +238,35 @@ func (d *Definition) resolve(global Policy) snapshot {
 	return s
 }
 
+// runTemplate returns the fixed part of a run of the snapshot: its limits,
+// steps (with their compensations and groups) and on_failure, from which
+// the run's fixed fields are made (retrystate.TemplateFields).
+func (s snapshot) runTemplate() (retrystate.NewRun, error) {
+	nr := retrystate.NewRun{Workflow: s.Name, RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
+		MaxRunning: s.MaxRunning, Compensate: s.OnFailure == FailureCompensate}
+	for _, st := range s.Steps {
+		pol, err := json.Marshal(st.Policy)
+		if err != nil {
+			return retrystate.NewRun{}, err
+		}
+		ns := retrystate.NewStep{Name: st.Name, Optional: st.Optional,
+			MaxAttempts: st.Policy.MaxAttempts, MaxCrashes: st.Policy.MaxCrashes, Timeout: st.Policy.StepTimeout,
+			Policy: string(pol), RunTimeout: st.Policy.RunTimeout, MaxIterations: st.Policy.MaxIterations,
+			Kind: st.Kind, Signal: st.Signal, Wait: st.Wait, Breaker: breakerSpec(st.Policy),
+			Group: st.Group, GroupOptional: st.Group != "" && s.Groups[st.Group].Optional}
+		if c := st.Compensate; c != nil {
+			cpol, err := json.Marshal(c)
+			if err != nil {
+				return retrystate.NewRun{}, err
+			}
+			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
+				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
+		}
+		nr.Steps = append(nr.Steps, ns)
+	}
+	return nr, nil
+}
+
 func parseSnapshot(b string) (snapshot, error) {
 	var s snapshot
 	if err := json.Unmarshal([]byte(b), &s); err != nil {

@@ -161,19 +161,26 @@ func (e *Engine) Register(defs ...Definition) error {
 }
 
 // Publish writes the registered definitions, with their effective policies,
-// to Redis, where Client.Start (in any process) finds them.
+// to Redis, where Client.Start (in any process) finds them: each one's
+// snapshot, and its version with the template of its runs' fixed fields
+// (retrystate.PublishDefinitions), stored once per version.
 func (e *Engine) Publish(ctx context.Context) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	out := make(map[string]string, len(e.defs))
+	out := make([]retrystate.PublishedDefinition, 0, len(e.defs))
 	for name, r := range e.defs {
 		b, err := json.Marshal(r.snap)
 		if err != nil {
 			return err
 		}
-		out[name] = string(b)
+		run, err := r.snap.runTemplate()
+		if err != nil {
+			return err
+		}
+		out = append(out, retrystate.PublishedDefinition{Name: name, JSON: string(b), Run: run})
 	}
-	return e.store.RegisterDefinitions(ctx, out)
+	_, err := e.store.PublishDefinitions(ctx, out)
+	return err
 }
 
 func (e *Engine) stepFunc(workflow, step string) StepFunc {

@@ -2,6 +2,8 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"strings"
@@ -70,5 +72,43 @@ func greet() error {
 	}
 	fmt.Println(run.Status)
 	fmt.Println(string(run.Step("shout").Output))
+	return nil
+}
+
+func ExampleClient_StartMany() {
+	if err := startMany(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 0 pending send {"to":"ada"}
+	// 1 pending send {"to":"alan"}
+	// 2 true
+}
+
+// startMany starts three runs of a one-step workflow in one round trip,
+// one of them with input that is not JSON.
+func startMany() error {
+	// A workflowtest.Env stands in for Redis and a worker (see greet).
+	env, err := workflowtest.Open(workflowtest.Options{}, workflow.Definition{Name: "notify", Steps: []workflow.Step{
+		{Name: "send", Run: func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }},
+	}})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+
+	// One round trip starts the batch; each request has its own result.
+	results := env.Client().StartMany(context.Background(), []workflow.StartRequest{
+		{Workflow: "notify", Input: map[string]string{"to": "ada"}},
+		{Workflow: "notify", Input: map[string]string{"to": "alan"}, Options: &workflow.StartOptions{IdempotencyKey: "alan"}},
+		{Workflow: "notify", Input: json.RawMessage(`{"to":`)},
+	})
+	for i, r := range results {
+		if r.Err != nil {
+			fmt.Println(i, errors.Is(r.Err, workflow.ErrInvalidInput))
+			continue
+		}
+		fmt.Println(i, r.Run.Status, r.Run.CurrentStep, string(r.Run.Input))
+	}
 	return nil
 }

@@ -575,9 +575,11 @@ func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error)
 		log.Info("queued run started; waiting for its turn", "waiting_for", string(created.WaitReason),
 			"position", created.Position)
 	default:
-		if err := c.disp.enqueue(ctx, created.RunID, e.Workflow, *created.Dispatch); err != nil {
-			log.Warn("queued run created but its first task was not enqueued (the reconciler will enqueue it)",
-				AttrError, err.Error())
+		if !created.Enqueued {
+			if err := c.disp.enqueue(ctx, created.RunID, e.Workflow, *created.Dispatch); err != nil {
+				log.Warn("queued run created but its first task was not enqueued (the reconciler will enqueue it)",
+					AttrError, err.Error())
+			}
 		}
 		log.Info("queued run started")
 	}

@@ -170,23 +170,26 @@ func TestOutboxQueuesWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// lostReply makes the first create.lua (EVALSHA with three keys, the first
-// a run) look as if its reply was lost: it runs, and its caller gets a
-// timeout.
+// lostReply makes the first create.lua (EVALSHA with five keys, the first
+// a run, sent in a pipeline) look as if its reply was lost: it runs, and
+// its caller gets a timeout.
 type lostReply struct{ fired atomic.Bool }
 
-func (*lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
+func (*lostReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
-func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		args := cmd.Args()
-		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && fmt.Sprint(args[2]) == "3" &&
-			strings.Contains(fmt.Sprint(args[3]), ":run:") && h.fired.CompareAndSwap(false, true) {
-			return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			args := cmd.Args()
+			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
+				fmt.Sprint(args[2]) == "5" && strings.Contains(fmt.Sprint(args[3]), ":run:") &&
+				h.fired.CompareAndSwap(false, true) {
+				lost := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+				cmd.SetErr(lost)
+				return lost
+			}
 		}
 		return err
 	}

@@ -77,6 +77,12 @@ if not run_status then
 end
 if is_terminal(run_status) then
   journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. run_status)
+  -- A finished run's journal may have moved into its hash (compact_run,
+  -- common.lua): the entry starts a stream, which expires with the run.
+  local ttl = redis.call("PTTL", RUN)
+  if ttl > 0 then
+    redis.call("PEXPIRE", JOURNAL, ttl)
+  end
   return {"ended", run_status}
 end
 

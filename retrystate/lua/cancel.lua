@@ -94,5 +94,6 @@ if run_gated == "1" then
 end
 journal("run_cancelled", "step", st_name, "attempt", st_attempt, "actor", ARGV[4])
 notify("run_cancelled", run_workflow, "step", st_name, "actor", ARGV[4])
+compact_run()
 expire_run(ARGV[5])
 return {"cancelled", st_task or "", st_status or ""}

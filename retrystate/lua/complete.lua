@@ -136,5 +136,6 @@ local idem = false -- no idempotency key: expire_run has nothing more to read
 if run_idempotency_key and run_idempotency_key ~= "" then
   idem = nil
 end
+compact_run()
 expire_run(ARGV[7], idem)
 return {"succeeded"}

@@ -5,15 +5,22 @@
 -- KEYS[3] the key's name before keys were scoped by owner, cairn:{q}:idem:<key>,
 --         for an owned key (else the placeholder): a run it names counts only
 --         when it has the same owner
+-- KEYS[4] asynq:{q}:t:<run>_s0_a1, the first task's key (any key of the slot when ARGV[G+4] is "")
+-- KEYS[5] asynq:{q}:pending
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4]  workflow name
 -- ARGV[5]  input (JSON)
 -- ARGV[6]  owner (the subject that started the run)
 -- ARGV[7]  idempotency key, "" for none
--- ARGV[8]  definition snapshot (JSON): the steps and policies this run keeps
+-- ARGV[8]  the version of the workflow's definition the caller has, the sha256 that names its
+--          template cairn:{q}:def:<sha> (keys.go's definition; "" for none): the run refers to it
+--          (field def). When the workflow's published version (cairn:{q}:defv) is another, nothing
+--          is written and the reply is {"stale", published version}.
 -- ARGV[9]  run timeout, ms (0: none); the deadline is now + timeout
 -- ARGV[10] max iterations (step executions, retries included; 0: no limit)
--- ARGV[11] number of steps, n
+-- ARGV[11] number of steps, n; 0 with ARGV[8]: the run's fixed fields (ARGV[9], ARGV[10], the
+--          steps' and their compensations' and groups', and the saga's) are copied from the
+--          template cairn:{q}:def:<ARGV[8]> instead ({"stale", ""} when it is missing)
 -- ARGV[12 .. 11+12n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
 --                  run_timeout_ms and max_iterations in force while the step is current (0: none),
 --                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
@@ -23,16 +30,20 @@
 -- ARGV[G..G+3], G = 12 + 12n: the run's gates (common.lua): ordering key ("" for none), its
 --                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
 --                  the workflow's max_running (0: none)
--- ARGV[G+4]        the workflow's on_failure: "compensate" for a saga, else ""
--- ARGV[G+5]        m, the number of steps with a compensation (common.lua's sagas); then per
+-- ARGV[G+4]        the asynq message (tasks.AsynqMessage) of step 0's first task, <run>_s0_a1: the
+--                  script writes that task, pending (due now), unless the run waits at a gate; ""
+--                  for none (the caller enqueues it)
+-- ARGV[G+5]        the workflow's on_failure: "compensate" for a saga, else ""
+-- ARGV[G+6]        m, the number of steps with a compensation (common.lua's sagas); then per
 --                  compensation, 6 values: the step's index, the compensation's max_attempts,
 --                  max_crashes, timeout_ms, policy (JSON) and circuit breaker spec
--- ARGV[H], H = G + 6 + 6m: k, the number of steps in a group; then per step, 3 values: its
+-- ARGV[H], H = G + 7 + 6m: k, the number of steps in a group; then per step, 3 values: its
 --                  index, its group's name and "1" when the group is optional (else "0")
--- (ARGV from G+4 on may be absent: no saga.)
--- Returns {"created", task ID of step 0, attempt}, {"waiting", reason, position} when the
--- run was created but waits in the line of one of its gates (no task: it gets one when it
--- is admitted), or {"exists", run ID of the idempotency key}.
+-- (ARGV from G+4 on may be absent: no first task, no saga.)
+-- Returns {"created", task ID of step 0, attempt, enqueued (0|1: the script wrote its task)},
+-- {"waiting", reason, position} when the run was created but waits in the line of one of its
+-- gates (no task: it gets one when it is admitted), {"exists", run ID of the idempotency key},
+-- or {"stale", the published version} (nothing written).
 
 if ARGV[7] ~= "" then
   local existing = redis.call("GET", KEYS[2])
@@ -46,6 +57,22 @@ if ARGV[7] ~= "" then
     end
   end
 end
+local sha, n = ARGV[8], tonumber(ARGV[11])
+if sha ~= "" then
+  -- The caller's definition must be the published one (a worker may have
+  -- published another since the caller read it).
+  local published = redis.call("HGET", PREFIX .. "defv", ARGV[4])
+  if published and published ~= sha then
+    return {"stale", published}
+  end
+end
+local template = nil
+if n == 0 then
+  template = redis.call("HGETALL", PREFIX .. "def:" .. sha)
+  if #template == 0 then
+    return {"stale", ""}
+  end
+end
 if redis.call("EXISTS", RUN) == 1 then
   return redis.error_reply("ERR cairn: run ID collision " .. RUN_ID)
 end
@@ -55,43 +82,65 @@ if ARGV[7] ~= "" then
   idem_key = string.sub(KEYS[2], #PREFIX + 1)
 end
 
-local n = tonumber(ARGV[11])
 -- STEP_ARGS is the number of ARGV per step.
 local STEP_ARGS = 12
+local run_timeout, s0_run_timeout = ARGV[9], ARGV[12 + 6]
 local w = {
   "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
-  "idempotency_key", ARGV[7], "idem_key", idem_key, "definition", ARGV[8], "steps", int(n),
-  "iterations", "0", "max_iterations", int(ARGV[10]), "deadline", "0", "deadline_base", NOWS, "run_timeout_ms", int(ARGV[9]),
+  "idempotency_key", ARGV[7], "idem_key", idem_key, "iterations", "0", "deadline", "0", "deadline_base", NOWS,
   "created_at", NOWS, "started_at", "0", "finished_at", "0",
   "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
   "auto_recoveries", "0"}
+if sha ~= "" then
+  w[#w + 1] = "def"
+  w[#w + 1] = sha
+end
+if template then
+  -- The fixed fields of the run, its steps, their compensations and groups
+  -- (keys.go's definition).
+  for j = 1, #template, 1000 do
+    redis.call("HSET", RUN, unpack(template, j, math.min(j + 999, #template)))
+  end
+  local r = redis.call("HMGET", RUN, "steps", "run_timeout_ms", "s0.run_timeout_ms")
+  n, run_timeout, s0_run_timeout = num(r[1]), r[2], r[3]
+else
+  local f = {"steps", int(n), "max_iterations", int(ARGV[10]), "run_timeout_ms", int(ARGV[9])}
+  for j = 1, #f do
+    w[#w + 1] = f[j]
+  end
+end
 for i = 0, n - 1 do
   local a, p = 12 + i * STEP_ARGS, sp(i)
   local f = {
-    "name", ARGV[a], "optional", ARGV[a + 1], "max_attempts", ARGV[a + 2], "max_crashes", ARGV[a + 3],
-    "timeout_ms", ARGV[a + 4], "policy", ARGV[a + 5], "run_timeout_ms", ARGV[a + 6], "max_iterations", ARGV[a + 7],
     "status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0", "retry_state", "none",
     "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "", "fence", "",
     "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
     "finished_at", "0"}
-  if ARGV[a + 8] ~= "" then
-    -- An await or a sleep (signals and timers).
-    local k = {"kind", ARGV[a + 8], "signal", ARGV[a + 9], "wait_ms", int(ARGV[a + 10])}
-    for j = 1, #k do
-      f[#f + 1] = k[j]
+  if not template then
+    local st = {"name", ARGV[a], "optional", ARGV[a + 1], "max_attempts", ARGV[a + 2], "max_crashes", ARGV[a + 3],
+      "timeout_ms", ARGV[a + 4], "policy", ARGV[a + 5], "run_timeout_ms", ARGV[a + 6], "max_iterations", ARGV[a + 7]}
+    if ARGV[a + 8] ~= "" then
+      -- An await or a sleep (signals and timers).
+      local k = {"kind", ARGV[a + 8], "signal", ARGV[a + 9], "wait_ms", int(ARGV[a + 10])}
+      for j = 1, #k do
+        st[#st + 1] = k[j]
+      end
     end
-  end
-  if ARGV[a + 11] ~= "" then
-    -- The step's circuit breaker (common.lua's breaker).
-    f[#f + 1] = "breaker"
-    f[#f + 1] = ARGV[a + 11]
+    if ARGV[a + 11] ~= "" then
+      -- The step's circuit breaker (common.lua's breaker).
+      st[#st + 1] = "breaker"
+      st[#st + 1] = ARGV[a + 11]
+    end
+    for j = 1, #st do
+      f[#f + 1] = st[j]
+    end
   end
   for j = 1, #f, 2 do
     f[j] = p .. f[j]
   end
   redis.call("HSET", RUN, unpack(f))
 end
-local G = 12 + n * STEP_ARGS
+local G = 12 + num(ARGV[11]) * STEP_ARGS
 local ord_key, wf_limit = ARGV[G] or "", ARGV[G + 3] or "0"
 local gated = ord_key ~= "" or not zero(wf_limit)
 if gated then
@@ -102,10 +151,10 @@ if gated then
     w[#w + 1] = g[j]
   end
 end
-local on_failure, m = ARGV[G + 4] or "", num(ARGV[G + 5])
-local H = G + 6 + 6 * m
+local on_failure, m = ARGV[G + 5] or "", num(ARGV[G + 6])
+local H = G + 7 + 6 * m
 local k = num(ARGV[H])
-if on_failure ~= "" or m > 0 or k > 0 then
+if not template and (on_failure ~= "" or m > 0 or k > 0) then
   -- Compensations and step groups (common.lua's sagas).
   w[#w + 1] = "sagas"
   w[#w + 1] = "1"
@@ -114,7 +163,7 @@ if on_failure ~= "" or m > 0 or k > 0 then
     w[#w + 1] = on_failure
   end
   for j = 0, m - 1 do
-    local a = G + 6 + 6 * j
+    local a = G + 7 + 6 * j
     local i = num(ARGV[a])
     local c = sp(COMP_BASE + i)
     local f = {sp(i) .. "comp", "1", c .. "name", "compensate:" .. ARGV[12 + i * STEP_ARGS], c .. "max_attempts",
@@ -132,7 +181,7 @@ if on_failure ~= "" or m > 0 or k > 0 then
 end
 -- Step 0 becomes current, due now (activation's fields override the above).
 local act, id, attempt = activation(0, 0)
-step_deadline(act, NOW, ARGV[12 + 6], ARGV[9], 0)
+step_deadline(act, NOW, s0_run_timeout, run_timeout, 0)
 for j = 1, #act do
   w[#w + 1] = act[j]
 end
@@ -147,4 +196,12 @@ if gated then
     return {"waiting", reason, pos}
   end
 end
-return {"created", id, int(attempt)}
+local msg = ARGV[G + 4]
+if msg and msg ~= "" then
+  -- As put_task (common.lua) writes a task due now: the run and its first
+  -- task are one atomic write.
+  redis.call("HSET", KEYS[4], "msg", msg, "state", "pending", "pending_since", NOWS .. "000000")
+  redis.call("LPUSH", KEYS[5], id)
+  return {"created", id, int(attempt), "1"}
+end
+return {"created", id, int(attempt), "0"}

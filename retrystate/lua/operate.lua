@@ -123,6 +123,7 @@ if action == "skip" then
     if redis.call("HGET", RUN, "gated") == "1" then
       gate("release", RUN_ID, false)
     end
+    compact_run()
     expire_run(ARGV[7])
     return {"succeeded"}
   end

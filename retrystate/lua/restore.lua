@@ -31,6 +31,11 @@ if not is_terminal(status) then
   return {"refused", string.format(
     "run is %s; only a finished run (succeeded, failed, cancelled or compensated) can be restored", status)}
 end
+if not run_steps then
+  -- A compact run (common.lua's compact_run) gets its fields back first.
+  rehydrate()
+  run_steps = redis.call("HGET", RUN, "steps")
+end
 local n = num(run_steps)
 local from = -1
 for i = 0, n - 1 do

@@ -52,6 +52,7 @@ if st_status == "waiting" and st_kind == "await" and st_signal == name then
   journal("signal_received", "step", st_name, "signal", name, "id", sid)
   local nx_idx, nx_name, nx_attempt, nx_timeout = wait_done(cur, payload)
   if not nx_idx then
+    compact_run()
     expire_run(ARGV[7])
     return {"succeeded", st_name, st_task}
   end

@@ -66,6 +66,7 @@ local function ends(output)
   if nx_idx then
     return {"next", nx_idx, nx_name, nx_attempt, nx_timeout, "0"}
   end
+  compact_run()
   expire_run(retention)
   return {"succeeded"}
 end

@@ -92,27 +92,27 @@ func fail(msg string) {
 	os.Exit(2)
 }
 
-// blocker blocks the process after the after-th create.lua (EVALSHA, or
-// EVAL after a NOSCRIPT, with three keys, the first a run's) that
+// blocker blocks the process after the after-th create.lua (EVALSHA with
+// five keys, the first a run's, in the pipeline of Store.CreateRuns) that
 // succeeded.
 type blocker struct {
 	after int64
 	n     atomic.Int64
 }
 
-func (*blocker) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*blocker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
+func (*blocker) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*blocker) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 
-func (b *blocker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		args := cmd.Args()
-		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && fmt.Sprint(args[2]) == "3" &&
-			strings.Contains(fmt.Sprint(args[3]), ":run:") && b.n.Add(1) == b.after {
-			fmt.Printf("blocked after %d creates\n", b.after)
-			time.Sleep(time.Hour) // until killed (a select{} could end in the runtime's deadlock panic)
+func (b *blocker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			args := cmd.Args()
+			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
+				fmt.Sprint(args[2]) == "5" && strings.Contains(fmt.Sprint(args[3]), ":run:") && b.n.Add(1) == b.after {
+				fmt.Printf("blocked after %d creates\n", b.after)
+				time.Sleep(time.Hour) // until killed (a select{} could end in the runtime's deadlock panic)
+			}
 		}
 		return err
 	}

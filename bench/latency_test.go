@@ -18,7 +18,9 @@ type finishHook struct {
 	done chan string
 }
 
-func (h finishHook) RunFinished(wf string, _ workflow.RunStatus, _ string) { h.done <- wf }
+func (h finishHook) RunFinished(_ context.Context, _, wf string, _ workflow.RunStatus, _ string) {
+	h.done <- wf
+}
 
 // BenchmarkRunLatency measures the latency of one run of 3 no-op steps on
 // an idle worker (one run at a time, concurrency 10): from before

@@ -597,7 +597,7 @@ type runObserver struct {
 	line *finishLine
 }
 
-func (o runObserver) RunFinished(_ string, status workflow.RunStatus, _ string) {
+func (o runObserver) RunFinished(_ context.Context, _, _ string, status workflow.RunStatus, _ string) {
 	if status != workflow.StatusSucceeded {
 		o.line.bad.Add(1)
 	}

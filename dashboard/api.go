@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -157,6 +158,9 @@ func (s *Server) loadRun(r *http.Request) (*workflow.Run, error) {
 	return run, nil
 }
 
+// traceContext reads the W3C trace context of a request that starts a run.
+var traceContext = propagation.TraceContext{}
+
 type startRequest struct {
 	Workflow       string          `json:"workflow"`
 	Input          json.RawMessage `json:"input"`
@@ -179,7 +183,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	if len(req.Input) > 0 && string(req.Input) != "null" {
 		input = req.Input
 	}
-	run, err := s.client.Start(r.Context(), req.Workflow, input,
+	// The caller's W3C trace context (traceparent, tracestate), if any: the
+	// run joins its trace (workflow.ClientConfig.TracerProvider). A header
+	// that is not a valid one is ignored.
+	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	run, err := s.client.Start(ctx, req.Workflow, input,
 		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, OrderingKey: req.OrderingKey, Owner: p.Subject})
 	if err != nil {
 		s.fail(w, r, err)

@@ -178,10 +178,12 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // RunStarted implements workflow.Observer.
-func (m *Metrics) RunStarted(wf string) { m.runsStarted.WithLabelValues(wf).Inc() }
+func (m *Metrics) RunStarted(_ context.Context, _, wf string) {
+	m.runsStarted.WithLabelValues(wf).Inc()
+}
 
 // RunFinished implements workflow.Observer.
-func (m *Metrics) RunFinished(wf string, status workflow.RunStatus, code string) {
+func (m *Metrics) RunFinished(_ context.Context, _, wf string, status workflow.RunStatus, code string) {
 	if wf == "" {
 		wf = "unknown"
 	}
@@ -190,7 +192,7 @@ func (m *Metrics) RunFinished(wf string, status workflow.RunStatus, code string)
 
 // StepAttempt implements workflow.Observer. The duration of an attempt whose
 // body ran goes into cairn_step_duration_seconds.
-func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, d time.Duration) {
+func (m *Metrics) StepAttempt(_ context.Context, _, wf, step string, outcome workflow.AttemptOutcome, d time.Duration) {
 	m.attempts.WithLabelValues(wf, step, string(outcome)).Inc()
 	switch outcome {
 	case workflow.OutcomeSucceeded, workflow.OutcomeFailedTransient, workflow.OutcomeFailedPermanent,
@@ -202,7 +204,7 @@ func (m *Metrics) StepAttempt(wf, step string, outcome workflow.AttemptOutcome, 
 }
 
 // RetryScheduled implements workflow.Observer.
-func (m *Metrics) RetryScheduled(wf, step string, delay time.Duration) {
+func (m *Metrics) RetryScheduled(_ context.Context, _, wf, step string, delay time.Duration) {
 	m.retries.WithLabelValues(wf, step).Inc()
 	m.retryDelay.WithLabelValues(wf).Observe(delay.Seconds())
 }

@@ -274,20 +274,21 @@ func TestObserverDoesNotAllocate(t *testing.T) {
 	}
 	var o workflow.Observer = m
 	wf, step := "demo", "fetch"
-	o.StepAttempt(wf, step, workflow.OutcomeSucceeded, time.Millisecond)
-	o.RetryScheduled(wf, step, time.Second)
-	o.RunStarted(wf)
-	o.RunFinished(wf, workflow.StatusSucceeded, "")
+	ctx := context.Background()
+	o.StepAttempt(ctx, "run", wf, step, workflow.OutcomeSucceeded, time.Millisecond)
+	o.RetryScheduled(ctx, "run", wf, step, time.Second)
+	o.RunStarted(ctx, "run", wf)
+	o.RunFinished(ctx, "run", wf, workflow.StatusSucceeded, "")
 	if n := testing.AllocsPerRun(200, func() {
-		o.StepAttempt(wf, step, workflow.OutcomeSucceeded, time.Millisecond)
-		o.RetryScheduled(wf, step, time.Second)
-		o.RunStarted(wf)
-		o.RunFinished(wf, workflow.StatusSucceeded, "")
+		o.StepAttempt(ctx, "run", wf, step, workflow.OutcomeSucceeded, time.Millisecond)
+		o.RetryScheduled(ctx, "run", wf, step, time.Second)
+		o.RunStarted(ctx, "run", wf)
+		o.RunFinished(ctx, "run", wf, workflow.StatusSucceeded, "")
 	}); n != 0 {
 		t.Errorf("%v allocations per event batch, want 0", n)
 	}
 	o.Repair("task_missing")
-	o.RunFinished("", workflow.StatusFailed, workflow.CodeRunTimeout)
+	o.RunFinished(ctx, "run", "", workflow.StatusFailed, workflow.CodeRunTimeout)
 	check(t, scrape(t, m.Handler()),
 		expectation{"cairn_reconciler_repairs_total", []string{"kind", "task_missing"}, 1},
 		expectation{"cairn_runs_finished_total", []string{"workflow", "unknown", "status", "failed", "code", "run_timeout"}, 1},
@@ -304,8 +305,9 @@ func ExampleNew() {
 	}
 	// Set m as the Observer of the engine (workflow.EngineConfig.Observer);
 	// here we tell it of one run directly.
-	m.RunStarted("signup")
-	m.StepAttempt("signup", "create_account", workflow.OutcomeSucceeded, 120*time.Millisecond)
+	ctx := context.Background()
+	m.RunStarted(ctx, "run", "signup")
+	m.StepAttempt(ctx, "run", "signup", "create_account", workflow.OutcomeSucceeded, 120*time.Millisecond)
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -258,6 +258,9 @@ type Started struct {
 	// Compensation is set for a compensation's attempt: the step it
 	// compensates (also the last of Earlier) and the run's failure.
 	Compensation *CompensationOf
+	// Trace is the trace context stored with the run (NewRun.Trace), "" for
+	// none.
+	Trace string
 }
 
 // CompensationOf is what a compensation's attempt undoes, and why.
@@ -287,7 +290,7 @@ const (
 	okNextName               // the next step's name ("" for none)
 	okNextAttempt            // its attempt counter (its next attempt is one more)
 	okNextTimeout            // its timeout, ms
-	okEarlier                // from here: name, output pairs
+	okEarlier                // from here: name, output pairs (after the trace, with BeginArgs.Trace)
 )
 
 // Replies made of single fields after the word.
@@ -517,13 +520,19 @@ func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
 	return r.result(Result{})
 }
 
-// decodeBegin decodes begin.lua's reply to a begin of step index.
-func decodeBegin(res []string, index int) (Result, error) {
+// decodeBegin decodes begin.lua's reply to a begin of step index; traced
+// says whether the begin asked for the run's trace (BeginArgs.Trace), which
+// then comes before the earlier steps.
+func decodeBegin(res []string, index int, traced bool) (Result, error) {
 	r := newReply("begin", res)
+	earlier := okEarlier
+	if traced {
+		earlier++
+	}
 	switch r.word() {
 	case "ok", "comp":
-		if len(res) < okEarlier || (len(res)-okEarlier)%2 != 0 {
-			r.failf("%d elements, want %d and a name and output per earlier step", len(res), okEarlier)
+		if len(res) < earlier || (len(res)-earlier)%2 != 0 {
+			r.failf("%d elements, want %d and a name and output per earlier step", len(res), earlier)
 			return r.result(Result{})
 		}
 		resumed := r.str(okResumed)
@@ -533,10 +542,13 @@ func decodeBegin(res []string, index int) (Result, error) {
 		st := &Started{Attempt: r.integer(okAttempt), Crashes: r.integer(okCrashes), Crashed: resumed == "1",
 			Snoozed: resumed == "snoozed",
 			Input:   r.str(okInput), Policy: r.str(okPolicy), Used: r.integer(okUsed), Deadline: r.instant(okDeadline)}
+		if traced {
+			st.Trace = r.str(okEarlier)
+		}
 		if r.word() == "comp" {
 			// A compensation (sagas): the run's failure in the next step's
 			// slots, and the compensated step last of the earlier ones.
-			if len(res) < okEarlier+2 || !IsCompensation(index) {
+			if len(res) < earlier+2 || !IsCompensation(index) {
 				r.failf("a compensation's begin for step index %d", index)
 				return r.result(Result{})
 			}
@@ -546,7 +558,7 @@ func decodeBegin(res []string, index int) (Result, error) {
 			st.Next = &Dispatch{Index: index + 1, Name: name, Attempt: r.integer(okNextAttempt) + 1,
 				Timeout: r.millis(okNextTimeout)}
 		}
-		for i := okEarlier; i+1 < len(res); i += 2 {
+		for i := earlier; i+1 < len(res); i += 2 {
 			st.Earlier = append(st.Earlier, Checkpoint{Name: res[i], Output: res[i+1]})
 		}
 		return r.result(Result{Outcome: OutcomeOK, Started: st})

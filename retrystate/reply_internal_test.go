@@ -32,7 +32,7 @@ func replyKinds() []replyKind {
 			{"stale", "abc"},
 			{"stale", ""},
 		}},
-		{"begin.lua", func(r []string) error { return ignore(decodeBegin(r, 0)) }, [][]string{
+		{"begin.lua", func(r []string) error { return ignore(decodeBegin(r, 0, false)) }, [][]string{
 			ok,
 			append(slices.Clone(ok), "a", `"out"`),
 			{"ok", "2", "1", "1", `{"in":1}`, "{}", "2", "1800000000000", "b", "0", "60000"},
@@ -47,6 +47,11 @@ func replyKinds() []replyKind {
 			{"wait", "await"},
 			{"wake", "sleep"},
 			{"deferred", "1800000020000", "0", "a", "2", "1", "60000"},
+		}},
+		{"begin.lua, traced", func(r []string) error { return ignore(decodeBegin(r, 0, true)) }, [][]string{
+			append(slices.Clone(ok), ""),
+			append(slices.Clone(ok), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+			append(slices.Clone(ok), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "a", `"out"`),
 		}},
 		{"wait.lua", func(r []string) error { return ignore(decodeWait(r)) }, [][]string{
 			{"waiting", "signal", "1800000000000", "1", "b", "1", "1", "60000", "1"},
@@ -197,20 +202,20 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 		decode func() error
 	}{
 		{"begin: attempt", func() error {
-			return ignore(decodeBegin([]string{"ok", "one", "0", "0", "{}", "{}", "1", "0", "", "0", "0"}, 0))
+			return ignore(decodeBegin([]string{"ok", "one", "0", "0", "{}", "{}", "1", "0", "", "0", "0"}, 0, false))
 		}},
 		{"begin: resumed", func() error {
-			return ignore(decodeBegin([]string{"ok", "1", "0", "yes", "{}", "{}", "1", "0", "", "0", "0"}, 0))
+			return ignore(decodeBegin([]string{"ok", "1", "0", "yes", "{}", "{}", "1", "0", "", "0", "0"}, 0, false))
 		}},
 		{"begin: deadline", func() error {
-			return ignore(decodeBegin([]string{"ok", "1", "0", "0", "{}", "{}", "1", "soon", "", "0", "0"}, 0))
+			return ignore(decodeBegin([]string{"ok", "1", "0", "0", "{}", "{}", "1", "soon", "", "0", "0"}, 0, false))
 		}},
 		{"begin: next timeout", func() error {
-			return ignore(decodeBegin([]string{"ok", "1", "0", "0", "{}", "{}", "1", "0", "b", "0", "1.5"}, 0))
+			return ignore(decodeBegin([]string{"ok", "1", "0", "0", "{}", "{}", "1", "0", "b", "0", "1.5"}, 0, false))
 		}},
-		{"begin: wait", func() error { return ignore(decodeBegin([]string{"busy", "6s"}, 0)) }},
+		{"begin: wait", func() error { return ignore(decodeBegin([]string{"busy", "6s"}, 0, false)) }},
 		{"begin: stale dispatch", func() error {
-			return ignore(decodeBegin([]string{"stale", "0", "a", "2", "g1", "0", "60000"}, 0))
+			return ignore(decodeBegin([]string{"stale", "0", "a", "2", "g1", "0", "60000"}, 0, false))
 		}},
 		{"create: attempt", func() error { return ignore(decodeCreate([]string{"created", "t", "x", "0"}, "run", NewStep{})) }},
 		{"create: enqueued", func() error {
@@ -241,7 +246,7 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 			return ignore(decodePeek([]string{"running", "maybe", "1", "0", "a", "running", "1", "0", "t", "0", "0", "60000"}))
 		}},
 		{"renew", func() error { return ignore(decodeRenewal(2)) }},
-		{"begin: wait kind", func() error { return ignore(decodeBegin([]string{"wait", "nap"}, 0)) }},
+		{"begin: wait kind", func() error { return ignore(decodeBegin([]string{"wait", "nap"}, 0, false)) }},
 		{"wait: reason", func() error {
 			return ignore(decodeWait([]string{"waiting", "ordering_key", "1", "1", "b", "1", "1", "60000", "1"}))
 		}},

@@ -118,6 +118,10 @@ type NewRun struct {
 	// succeeded steps (on_failure: compensate). See sagas in
 	// lua/common.lua.
 	Compensate bool
+	// Trace is the trace context to store with the run (the W3C
+	// traceparent, then a newline and the tracestate, if any; "" for
+	// none): every attempt's begin can read it (BeginArgs.Trace).
+	Trace string
 }
 
 // NewStep is the fixed part of a step record: what the run keeps of the
@@ -295,8 +299,14 @@ func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
 	switch {
 	case sagas != nil:
 		argv = append(append(argv, string(r.FirstTask)), sagas...)
+	case r.Trace != "":
+		// The trace comes after the sagas' arguments: none of them.
+		argv = append(argv, string(r.FirstTask), "", 0, 0)
 	case r.FirstTask != nil:
 		argv = append(argv, r.FirstTask)
+	}
+	if r.Trace != "" {
+		argv = append(argv, r.Trace)
 	}
 	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
@@ -349,6 +359,9 @@ type BeginArgs struct {
 	FenceTTL  time.Duration
 	Retention time.Duration
 	Now       time.Time
+	// Trace asks for the trace context stored with the run
+	// (Started.Trace); a caller that does not trace leaves it unread.
+	Trace bool
 }
 
 // Checkpoint is the stored output of a step.
@@ -360,12 +373,15 @@ type Checkpoint struct {
 // Begin starts an attempt for a delivered task (OutcomeOK, with Started),
 // or tells the caller why not (see the Outcome constants of begin).
 func (s *Store) Begin(ctx context.Context, a BeginArgs) (Result, error) {
-	res, err := s.run(ctx, s.scripts.begin, []string{s.keys.run(a.RunID)},
-		s.argv(a.RunID, a.Now, a.TaskID, a.Token, a.FenceTTL.Milliseconds(), a.Index, a.Retention.Milliseconds()))
+	argv := s.argv(a.RunID, a.Now, a.TaskID, a.Token, a.FenceTTL.Milliseconds(), a.Index, a.Retention.Milliseconds())
+	if a.Trace {
+		argv = append(argv, "1")
+	}
+	res, err := s.run(ctx, s.scripts.begin, []string{s.keys.run(a.RunID)}, argv)
 	if err != nil {
 		return Result{}, fmt.Errorf("begin: %w", err)
 	}
-	return decodeBegin(res, a.Index)
+	return decodeBegin(res, a.Index, a.Trace)
 }
 
 // CompleteArgs checkpoints a step's output.

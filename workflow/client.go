@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
@@ -34,6 +35,12 @@ type ClientConfig struct {
 	// Observer is told of the runs the client's actions end (cancel, skip
 	// of a last step), for metrics. Default NopObserver.
 	Observer Observer
+	// TracerProvider, when set, records a span "cairn.start <workflow>"
+	// for each run Start creates, a child of the span in Start's context,
+	// and stores that span's context with the run: the workers' attempt
+	// spans join its trace. Nil: no span, and Start stores the span
+	// context of its ctx, if any (see tracing.go).
+	TracerProvider trace.TracerProvider
 
 	// Outbox, when set, is the path of a local file (a bbolt database,
 	// created if needed) where Start and Signal are queued while Redis is
@@ -85,6 +92,8 @@ type Client struct {
 	disp  *dispatcher
 	log   *slog.Logger
 	ob    *clientOutbox // nil without an outbox
+	// tracing is nil unless ClientConfig.TracerProvider is set.
+	tracing *tracer
 	// defs holds the published definitions the client has read, by
 	// workflow name (*publishedDef).
 	defs sync.Map
@@ -121,10 +130,11 @@ func newClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 	}
 	cfg.Observer = orNop(cfg.Observer)
 	return &Client{
-		cfg:   cfg,
-		store: retrystate.New(rdb, cfg.Queue),
-		disp:  newDispatcher(rdb, cfg.Queue, cfg.Clock),
-		log:   cfg.Logger,
+		cfg:     cfg,
+		store:   retrystate.New(rdb, cfg.Queue),
+		disp:    newDispatcher(rdb, cfg.Queue, cfg.Clock),
+		log:     cfg.Logger,
+		tracing: newTracer(cfg.TracerProvider),
 	}
 }
 
@@ -200,6 +210,7 @@ func (c *Client) StartMany(ctx context.Context, reqs []StartRequest) []StartResu
 			out[i].Err = err
 			continue
 		}
+		r.trace = c.tracing.startRun(ctx, r.workflow, r.id)
 		checked = append(checked, r)
 		at = append(at, i)
 	}
@@ -286,6 +297,8 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run
 type startReq struct {
 	id, workflow, owner, idemKey, ordKey string
 	input                                json.RawMessage
+	// trace is the trace context to store with the run (tracing.go).
+	trace string
 }
 
 // createResult is the create of one startReq: the run asked for, and the
@@ -387,6 +400,7 @@ func (c *Client) newRun(r startReq, d *publishedDef) retrystate.NewRun {
 	nr.ID, nr.Workflow, nr.Owner, nr.IdempotencyKey = r.id, r.workflow, r.owner, r.idemKey
 	nr.Input, nr.Now = string(r.input), c.cfg.Clock.Now()
 	nr.Def, nr.Template = d.version.SHA, d.version.Template
+	nr.Trace = r.trace
 	if r.ordKey != "" {
 		ord := d.snap.Ordering.effective()
 		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
@@ -595,7 +609,7 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 	run, err := c.Get(ctx, id)
 	if res.Outcome == retrystate.OutcomeCancelled && err == nil && res.StepStatus != StepFailed {
 		// (A failed run that blocked its key was counted when it failed.)
-		c.cfg.Observer.RunFinished(run.Workflow, StatusCancelled, CodeCancelled)
+		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, StatusCancelled, CodeCancelled)
 	}
 	return run, err
 }
@@ -748,7 +762,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	}
 	run, err := c.Get(ctx, id)
 	if res.Outcome == retrystate.OutcomeRunSucceeded && err == nil {
-		c.cfg.Observer.RunFinished(run.Workflow, StatusSucceeded, "")
+		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, StatusSucceeded, "")
 	}
 	return run, err
 }

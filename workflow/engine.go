@@ -15,6 +15,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
@@ -60,6 +61,11 @@ type EngineConfig struct {
 	// Observer is told of runs, attempts and retries, for metrics (see
 	// package metrics). Default NopObserver.
 	Observer Observer
+	// TracerProvider, when set, traces runs and attempts with OpenTelemetry
+	// (see tracing.go: a span per attempt, in whose context the step body
+	// runs, and a span per run, in the trace of the context Start was
+	// given). Nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -88,6 +94,9 @@ func (c EngineConfig) withDefaults() EngineConfig {
 		c.Rand = randv2.Float64
 	}
 	c.Observer = orNop(c.Observer)
+	if t := newTracer(c.TracerProvider); t != nil {
+		c.Observer = tracingObserver{Observer: c.Observer, t: t, clock: c.Clock}
+	}
 	return c
 }
 
@@ -108,6 +117,8 @@ type Engine struct {
 	// policies caches stored step policies (JSON -> effective Policy):
 	// there are few distinct ones, and each attempt would parse its own.
 	policies sync.Map
+	// tracing is nil unless EngineConfig.TracerProvider is set.
+	tracing *tracer
 }
 
 type registered struct {
@@ -123,10 +134,11 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("global policy: %w", err)
 	}
 	return &Engine{
-		cfg:  cfg,
-		deps: newDeps(rdb, cfg),
-		log:  cfg.Logger,
-		defs: make(map[string]*registered),
+		cfg:     cfg,
+		deps:    newDeps(rdb, cfg),
+		log:     cfg.Logger,
+		defs:    make(map[string]*registered),
+		tracing: newTracer(cfg.TracerProvider),
 	}, nil
 }
 
@@ -254,7 +266,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			begunAt = e.cfg.Clock.Now()
 			b, err = e.store.Begin(ctx, retrystate.BeginArgs{
 				RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
-				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt,
+				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt, Trace: e.tracing != nil,
 			})
 			return err
 		})
@@ -274,15 +286,15 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	switch b.Outcome {
 	case retrystate.OutcomeGone:
 		log.Warn("acknowledged a task of an unknown run")
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
 	case retrystate.OutcomeEnded:
 		log.Info("acknowledged a task of a finished run", "status", b.RunStatus)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
 	case retrystate.OutcomeStale:
 		log.Info("acknowledged a stale or duplicate delivery")
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
 		if b.Dispatch != nil {
 			// The run waits for another task; make sure it exists (a no-op
 			// when it does). This repairs an enqueue lost after a state write.
@@ -302,13 +314,13 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// new dispatch, spending no budget. If this enqueue is lost, the
 		// reconciler re-creates it (the run is in the scheduled index).
 		log.Info("circuit breaker open; attempt deferred", "until", b.Dispatch.DueAt)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDeferred, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDeferred, 0)
 		if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
 			log.Warn("could not enqueue the deferred attempt; the reconciler will", AttrError, err)
 		}
 		return nil
 	case retrystate.OutcomeRunFailed:
-		e.runFailed(log, p.Workflow, b, "the attempt could not start")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, b, "the attempt could not start")
 		return nil
 	case retrystate.OutcomeWait, retrystate.OutcomeWake:
 		// An await or a sleep (engine_waits.go).
@@ -325,6 +337,11 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		next, err := e.execute(ctx, log, p, token, fn, st, begunAt, chain)
 		if next == nil {
 			return err
+		}
+		if next.started.Trace == "" {
+			// The complete that began it inline does not read the run's
+			// trace: it is the delivery's.
+			next.started.Trace = st.Trace
 		}
 		log, p, token, fn, st, begunAt = next.log, next.p, next.token, next.fn, next.started, next.begunAt
 		chain.steps++
@@ -346,13 +363,18 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		log.Warn("the attempt's begin answered after its fence expired; handing the attempt back unrun", AttrDelay, late)
 		return nil, e.release(ctx, log, p, token, pol.StepTimeout, 0)
 	}
+	if e.tracing != nil {
+		// The attempt's span (tracing.go): the step body runs in it, and
+		// the observer's call with the attempt's outcome ends it.
+		ctx = e.tracing.startAttempt(ctx, b.Trace, p)
+	}
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeCrashed, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeCrashed, 0)
 	} else {
 		log.Debug("attempt started")
 		if p.Index == 0 && b.Attempt == 1 && !b.Snoozed {
-			e.cfg.Observer.RunStarted(p.Workflow)
+			e.cfg.Observer.RunStarted(ctx, p.RunID, p.Workflow)
 		}
 	}
 
@@ -441,15 +463,15 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		return nil, err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeDone:
 		// A first try went through but its reply was lost; the script
 		// wrote the next step's task with it, or began it inline.
 		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		if res.RunStatus == StatusSucceeded {
-			e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
+			e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
 		}
 		if args.InlineToken != "" {
 			return e.inlineAgain(ctx, log, p, args, b), nil
@@ -457,28 +479,28 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunSucceeded:
 		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeCompensated:
 		// The run's last compensation (compdone.lua).
 		log.Info("compensation succeeded; run compensated", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.cfg.Observer.RunFinished(p.Workflow, StatusCompensated, res.Code)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusCompensated, res.Code)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		// A compensation that ended a required group's rollback: the run
 		// fails (compdone.lua).
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.runFailed(log, p.Workflow, res, "compensation succeeded; its group is rolled back", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "compensation succeeded; its group is rolled back", AttrDuration, elapsed)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeInline:
 		log.Debug("step succeeded; the next step runs inline", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 		return e.inlineStep(p, args, b, output, res), nil
 	}
 	log.Debug("step succeeded", AttrDuration, elapsed)
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
 	if res.Enqueued {
 		return nil, nil
 	}
@@ -516,23 +538,23 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone && res.Code == "":
 		// A first try went through but its reply was lost; the script
 		// wrote the retry's task with it.
 		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", AttrError, runErr,
 			AttrClass, class, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone:
 		// The run failed (or compensates) by an earlier try whose reply was
 		// lost: that try's reply told the observer nothing.
 		log.Error("step failed; the run's failure was recorded by an earlier try whose reply was lost", AttrError, runErr,
 			AttrClass, class, AttrCode, res.Code, "status", res.RunStatus, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
 		if res.RunStatus.Terminal() {
-			e.cfg.Observer.RunFinished(p.Workflow, res.RunStatus, res.Code)
+			e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, res.RunStatus, res.Code)
 		}
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
@@ -542,12 +564,14 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 		if class == retrystate.ClassPermanent {
 			outcome = OutcomeFailedPermanent
 		}
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, outcome, elapsed)
-		e.runFailed(log, p.Workflow, res, "step failed", AttrError, runErr, AttrClass, class, AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, outcome, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed", AttrError, runErr, AttrClass, class, AttrDuration, elapsed)
 		return nil
 	}
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
-	e.cfg.Observer.RetryScheduled(p.Workflow, p.Name, delay)
+	// (The retry first: a tracing observer records it on the attempt's
+	// span, which the attempt's outcome ends.)
+	e.cfg.Observer.RetryScheduled(ctx, p.RunID, p.Workflow, p.Name, delay)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
 	next := *res.Dispatch
 	next.Name = p.Name
 	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,
@@ -583,11 +607,11 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("interrupted attempt already taken over", AttrReason, res.Why, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	}
 	log.Warn("attempt interrupted: its fence could not be renewed; handed back to resume", AttrDuration, elapsed)
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeInterrupted, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeInterrupted, elapsed)
 	if res.Enqueued {
 		return nil
 	}

@@ -105,7 +105,7 @@ func (e *Engine) inlineAgain(ctx context.Context, log logger, p tasks.Step, args
 		begunAt = e.cfg.Clock.Now()
 		bg, err = e.store.Begin(ctx, retrystate.BeginArgs{RunID: p.RunID, Index: next.Index,
 			TaskID: tasks.ID(p.RunID, next.Index, next.Attempt, 0), Token: args.InlineToken,
-			FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt})
+			FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt, Trace: e.tracing != nil})
 		return err
 	})
 	if err != nil || bg.Outcome != retrystate.OutcomeOK {

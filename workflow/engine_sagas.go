@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -31,7 +32,7 @@ func finalStatus(then string) (RunStatus, bool) {
 // and tells the observer of the run's end when it ended. what says what
 // failed ("step failed", "run failed"), attrs are the line's other
 // attributes.
-func (e *Engine) runFailed(log logger, workflow string, res retrystate.Result, what string, attrs ...any) {
+func (e *Engine) runFailed(ctx context.Context, log logger, runID, workflow string, res retrystate.Result, what string, attrs ...any) {
 	attrs = append(attrs, AttrCode, res.Code, AttrReason, res.Reason)
 	switch res.Then {
 	case retrystate.ThenFailed:
@@ -50,7 +51,7 @@ func (e *Engine) runFailed(log logger, workflow string, res retrystate.Result, w
 		if st == StatusSucceeded {
 			code = ""
 		}
-		e.cfg.Observer.RunFinished(workflow, st, code)
+		e.cfg.Observer.RunFinished(ctx, runID, workflow, st, code)
 	}
 }
 

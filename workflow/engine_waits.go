@@ -60,7 +60,7 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		return err
 	}
 	if args.Action == retrystate.WaitStart && p.Index == 0 && p.Attempt == 1 && res.Outcome != retrystate.OutcomeNoop {
-		e.cfg.Observer.RunStarted(p.Workflow)
+		e.cfg.Observer.RunStarted(ctx, p.RunID, p.Workflow)
 	}
 	switch res.Outcome {
 	case retrystate.OutcomeWaiting:
@@ -90,17 +90,17 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		return nil
 	case retrystate.OutcomeRunSucceeded:
 		log.Info("step done waiting; run succeeded")
-		e.cfg.Observer.RunFinished(p.Workflow, StatusSucceeded, "")
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
 		return nil
 	case retrystate.OutcomeRunFailed:
-		e.runFailed(log, p.Workflow, res, "step failed")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed")
 		return nil
 	case retrystate.OutcomeEarly:
 		return &redeliverError{after: res.Wait, why: "wake-up not due"}
 	default:
 		// OutcomeNoop: another delivery or a repair moved the state on.
 		log.Info("acknowledged a stale delivery of a waiting step", AttrReason, res.Reason)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
 		return nil
 	}
 }

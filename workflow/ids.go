@@ -65,3 +65,16 @@ func ValidRunID(s string) bool {
 	}
 	return true
 }
+
+// runIDTime returns the creation time in run ID id (to the millisecond);
+// false when id is not a run ID.
+func runIDTime(id string) (time.Time, bool) {
+	if !ValidRunID(id) {
+		return time.Time{}, false
+	}
+	var ms int64
+	for i := range runIDTimeLen {
+		ms = ms<<5 | int64(crockfordIndex[id[i]])
+	}
+	return time.UnixMilli(ms), true
+}

@@ -81,22 +81,22 @@ func (e *Engine) snooze(ctx context.Context, log logger, p tasks.Step, token str
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("attempt snoozed but no longer owns its step; discarded", AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone && res.RunStatus != StatusFailed:
 		log.Info("step snoozed (by an earlier try whose reply was lost)", AttrDelay, delay)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSnoozed, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSnoozed, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone:
 		log.Error("step snoozed past the run's deadline (recorded by an earlier try whose reply was lost)", "status", res.RunStatus)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(CodeRunTimeout), elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(CodeRunTimeout), elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
-		e.runFailed(log, p.Workflow, res, "step snoozed past the run's deadline")
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step snoozed past the run's deadline")
 		return nil
 	}
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeSnoozed, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSnoozed, elapsed)
 	log.Info("step snoozed", AttrDelay, delay, AttrDueAt, res.Dispatch.DueAt, AttrDuration, elapsed)
 	if res.Enqueued {
 		return nil
@@ -132,22 +132,22 @@ func (e *Engine) jump(ctx context.Context, log logger, p tasks.Step, token, targ
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
 		log.Info("attempt asked for a goto but no longer owns its step; discarded", AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone && res.RunStatus != StatusFailed:
 		log.Info("goto recorded (by an earlier try whose reply was lost)", "goto", target)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeGoto, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeGoto, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone:
 		log.Error("step asked for an invalid goto (recorded by an earlier try whose reply was lost)", "status", res.RunStatus)
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(CodeInvalidGoto), elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(CodeInvalidGoto), elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
-		e.cfg.Observer.StepAttempt(p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
-		e.runFailed(log, p.Workflow, res, "step asked for an invalid goto")
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step asked for an invalid goto")
 		return nil
 	}
-	e.cfg.Observer.StepAttempt(p.Workflow, p.Name, OutcomeGoto, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeGoto, elapsed)
 	log.Info("goto", "goto", target, "next_attempt", res.Dispatch.Attempt, AttrDuration, elapsed)
 	if res.Enqueued {
 		return nil

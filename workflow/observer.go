@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"time"
 
 	"github.com/cairnhq/cairn/retrystate"
@@ -16,19 +17,24 @@ import (
 // was created; it "finishes" wherever its terminal transition happens (a
 // worker, the reconciler, or the Client of an operator action that had an
 // Observer). A recovered run that ends again is counted again.
+//
+// ctx is the context of the work that made the call: for a step attempt's
+// calls it carries the attempt's span when the engine traces (see
+// EngineConfig.TracerProvider), so an observer can tie what it records to
+// the trace (a metrics exemplar, a log line). runID is the run's.
 type Observer interface {
 	// RunStarted: the first attempt of a run's first step began.
-	RunStarted(workflow string)
+	RunStarted(ctx context.Context, runID, workflow string)
 	// RunFinished: a run ended with status succeeded, failed, cancelled or
 	// compensated; failureCode is its failure code (a Code* constant; for a
 	// compensated run, the failure that started its compensations) or "".
-	RunFinished(workflow string, status RunStatus, failureCode string)
+	RunFinished(ctx context.Context, runID, workflow string, status RunStatus, failureCode string)
 	// StepAttempt: a delivery of a step attempt ended with outcome (an
 	// Outcome* constant). duration is how long the step body ran; zero for
 	// outcomes where it did not run (crashed, ignored).
-	StepAttempt(workflow, step string, outcome AttemptOutcome, duration time.Duration)
+	StepAttempt(ctx context.Context, runID, workflow, step string, outcome AttemptOutcome, duration time.Duration)
 	// RetryScheduled: a failed attempt's retry was scheduled after delay.
-	RetryScheduled(workflow, step string, delay time.Duration)
+	RetryScheduled(ctx context.Context, runID, workflow, step string, delay time.Duration)
 	// Repair: the reconciler made a repair of kind (crashed_attempt,
 	// task_missing, retry_task_missing, task_archived, deadline, trimmed,
 	// needs_attention; see Report.Repairs).
@@ -83,16 +89,17 @@ const (
 type NopObserver struct{}
 
 // RunStarted does nothing.
-func (NopObserver) RunStarted(string) {}
+func (NopObserver) RunStarted(context.Context, string, string) {}
 
 // RunFinished does nothing.
-func (NopObserver) RunFinished(string, RunStatus, string) {}
+func (NopObserver) RunFinished(context.Context, string, string, RunStatus, string) {}
 
 // StepAttempt does nothing.
-func (NopObserver) StepAttempt(string, string, AttemptOutcome, time.Duration) {}
+func (NopObserver) StepAttempt(context.Context, string, string, string, AttemptOutcome, time.Duration) {
+}
 
 // RetryScheduled does nothing.
-func (NopObserver) RetryScheduled(string, string, time.Duration) {}
+func (NopObserver) RetryScheduled(context.Context, string, string, string, time.Duration) {}
 
 // Repair does nothing.
 func (NopObserver) Repair(string) {}

@@ -857,5 +857,5 @@ func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate
 	if st == StatusSucceeded {
 		code = ""
 	}
-	r.cfg.Observer.RunFinished(wf, st, code)
+	r.cfg.Observer.RunFinished(ctx, id, wf, st, code)
 }

@@ -145,7 +145,7 @@ func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMes
 		log.Info("signal completed the run's last step; run succeeded", AttrStep, res.Step)
 		out.RunSucceeded = true
 		if wf, err := c.store.RunWorkflow(ctx, runID); err == nil {
-			c.cfg.Observer.RunFinished(wf, StatusSucceeded, "")
+			c.cfg.Observer.RunFinished(ctx, runID, wf, StatusSucceeded, "")
 		}
 		return out, nil
 	}

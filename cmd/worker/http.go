@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/config"
@@ -94,7 +95,7 @@ func exitCode(err error) int {
 // newDashboard builds the HTTP server the configuration asks for: the API
 // on the workflow state in rdb, asynqmon on the same Redis, and metrics.
 func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.RedisTarget, log *slog.Logger,
-	metricsHandler http.Handler, obs workflow.Observer) (*dashboard.Server, error) {
+	metricsHandler http.Handler, obs workflow.Observer, tp trace.TracerProvider) (*dashboard.Server, error) {
 	var tokens *dashboard.Tokens
 	if cfg.APITokensFile != "" {
 		t, err := dashboard.LoadTokens(cfg.APITokensFile)
@@ -106,7 +107,7 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.R
 	log = log.With("component", "http")
 	s, err := dashboard.New(dashboard.Config{
 		Client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue, Retention: cfg.Retention,
-			Logger: log, Observer: obs}),
+			Logger: log, Observer: obs, TracerProvider: tp}),
 		Redis:           rdb,
 		Addr:            cfg.HTTPAddr,
 		Tokens:          tokens,
@@ -165,7 +166,12 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	s, err := newDashboard(cfg, rdb, target, log, mx.Handler(), mx)
+	tracing, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	s, err := newDashboard(cfg, rdb, target, log, mx.Handler(), mx, tracing.Provider)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/config"
 	"github.com/cairnhq/cairn/internal/embedded"
+	"github.com/cairnhq/cairn/internal/otelsetup"
 	"github.com/cairnhq/cairn/metrics"
 	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
@@ -24,6 +26,11 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tracing, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if cfg.Embedded() {
 		store, err := embedded.Start(cfg.EmbeddedAddr)
 		if err != nil {
@@ -55,7 +62,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	var httpSrv *dashboard.Server // the HTTP API (http.go); nil when CAIRN_HTTP_ADDR is empty
 	if cfg.HTTPAddr != "" {
-		if httpSrv, err = newDashboard(cfg, rdb, target, log, mx.Handler(), mx); err != nil {
+		if httpSrv, err = newDashboard(cfg, rdb, target, log, mx.Handler(), mx, tracing.Provider); err != nil {
 			return err
 		}
 		warnUnsharedCSRF(cfg, false, log)
@@ -69,6 +76,8 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			FenceTTL:  cfg.FenceTTL,
 			Logger:    log,
 			Observer:  mx,
+
+			TracerProvider: tracing.Provider,
 		},
 		Concurrency:              cfg.Concurrency,
 		TaskCheckInterval:        cfg.TaskCheckInterval,
@@ -140,4 +149,24 @@ type redisLogger struct{ l *slog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
+}
+
+// startTracing sets up OpenTelemetry tracing as the OTEL_* environment
+// asks (package otelsetup); stop exports the spans still buffered, within
+// 5 s, as the process is stopping.
+func startTracing(ctx context.Context, log *slog.Logger) (tracing *otelsetup.Tracing, stop func(), err error) {
+	tracing, err = otelsetup.FromEnv(ctx, "cairn-worker", nil)
+	if err != nil {
+		return nil, nil, &startError{err}
+	}
+	if tracing.Provider != nil {
+		log.Info("tracing with OpenTelemetry", "protocol", tracing.Protocol)
+	}
+	return tracing, func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flushCtx); err != nil {
+			log.Warn("could not export the last spans", "error", err)
+		}
+	}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/internal/otelsetup"
 	"github.com/cairnhq/cairn/internal/version"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -371,11 +372,12 @@ func oneLine(s string) string {
 
 // session is a connection to the workflow state.
 type session struct {
-	cli    *CLI
-	cfg    config.Config
-	addr   string // the Redis, for messages: host:port, or config.RedisTarget.String
-	rdb    redis.UniversalClient
-	client *workflow.Client
+	tracing *otelsetup.Tracing // set by clientConfig
+	cli     *CLI
+	cfg     config.Config
+	addr    string // the Redis, for messages: host:port, or config.RedisTarget.String
+	rdb     redis.UniversalClient
+	client  *workflow.Client
 }
 
 // newRedis builds the Redis client of the configuration (one server,
@@ -467,19 +469,38 @@ func (c *CLI) connectOutbox(ctx context.Context, cfg config.Config) (*session, e
 // clientConfig is the workflow client's configuration, with the outbox
 // file outbox ("" for none).
 func (s *session) clientConfig(outbox string) workflow.ClientConfig {
+	log := s.cli.logger(s.cfg)
+	if s.tracing == nil {
+		// OpenTelemetry, as the OTEL_* environment asks (see the worker):
+		// a start's span joins the trace of TRACEPARENT, if set. A setting
+		// the SDK cannot use is worth a warning, not a refused command.
+		tr, err := otelsetup.FromEnv(context.Background(), "cairn-enqueue", s.cli.getenv)
+		if err != nil {
+			log.Warn("tracing off", "error", err)
+			tr = &otelsetup.Tracing{Shutdown: func(context.Context) error { return nil }}
+		}
+		s.tracing = tr
+	}
 	return workflow.ClientConfig{
 		Queue:             s.cfg.Queue,
 		Retention:         s.cfg.Retention,
 		MaxInputBytes:     maxInputBytes,
-		Logger:            s.cli.logger(s.cfg),
+		Logger:            log,
 		Outbox:            outbox,
 		OutboxLockTimeout: s.cli.outboxLockTimeout(),
+		TracerProvider:    s.tracing.Provider,
 	}
 }
 
 func (s *session) close() {
 	if s.client != nil {
 		_ = s.client.Close() // the outbox, if any
+	}
+	if s.tracing != nil {
+		// Export the start's span before the process exits.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.tracing.Shutdown(ctx)
+		cancel()
 	}
 	if s.rdb != nil {
 		_ = s.rdb.Close()

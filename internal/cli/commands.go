@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/cairnhq/cairn/internal/regularfile"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -65,6 +67,10 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 	}
 	opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: "cli"}
 	return func(ctx context.Context, s *session) error {
+		// The caller's trace, from the environment (OpenTelemetry's
+		// TRACEPARENT and TRACESTATE), if any.
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{
+			"traceparent": c.getenv("TRACEPARENT"), "tracestate": c.getenv("TRACESTATE")})
 		run, err := s.client.Start(ctx, name, raw, opts)
 		if errors.Is(err, workflow.ErrUnknownWorkflow) {
 			return s.unknownWorkflow(ctx, name)

@@ -6,6 +6,8 @@
 -- ARGV[6] fence TTL, ms
 -- ARGV[7] step index of the task
 -- ARGV[8] retention of a run that ends here, ms
+-- ARGV[9] "1" when the caller traces (OpenTelemetry): the "ok" reply carries the trace
+--         context stored with the run (create.lua's trace); absent: it is not read
 -- Returns one of:
 --   {"gone"}                  no such run (never created, or expired): acknowledge
 --   {"ended", status}         the run is terminal: acknowledge
@@ -30,8 +32,8 @@
 -- restarted): it gets "ok" again, with the fence's expiry renewed and nothing
 -- counted twice.
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
---    the next step's name ("" for none), its attempt counter and its timeout (ms),
---    then name and output of each earlier step}
+--    the next step's name ("" for none), its attempt counter and its timeout (ms), the run's
+--    trace context (only with ARGV[9]: "" for none), then name and output of each earlier step}
 --   {"comp", ...}             the same for a compensation's attempt (sagas, common.lua), but
 --                             for the next step's three: the run's failure code and reason,
 --                             and ""; the earlier steps end with the one it compensates
@@ -48,6 +50,9 @@ local f = {"status", "current", "deadline", "iterations", "max_iterations", "inp
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
   q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind",
   p .. "breaker"}
+if ARGV[9] == "1" then
+  f[#f + 1] = "trace"
+end
 local NF = #f
 -- A compensation (sagas, common.lua) reads the checkpoints up to the step
 -- it compensates, that step's included.
@@ -267,6 +272,9 @@ if st_budget_base ~= "0" then
 end
 local out = {"ok", st_attempt, "0", resumed, run_input, st_policy or "{}", used, run_deadline or "0", nx_name or "",
   nx_attempt or "0", nx_timeout_ms or "0"}
+if ARGV[9] == "1" then
+  out[#out + 1] = v[NF] or ""
+end
 if crashed == 1 then
   out[3] = int(crashes or redis.call("HGET", RUN, p .. "crashes"))
 end

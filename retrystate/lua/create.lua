@@ -39,7 +39,9 @@
 --                  max_crashes, timeout_ms, policy (JSON) and circuit breaker spec
 -- ARGV[H], H = G + 7 + 6m: k, the number of steps in a group; then per step, 3 values: its
 --                  index, its group's name and "1" when the group is optional (else "0")
--- (ARGV from G+4 on may be absent: no first task, no saga.)
+-- ARGV[H + 1 + 3k]  the run's trace context (W3C traceparent, a newline, tracestate), stored as the
+--                  field trace when not "" (begin.lua returns it to a worker that traces)
+-- (ARGV from G+4 on may be absent: no first task, no saga, no trace.)
 -- Returns {"created", task ID of step 0, attempt, enqueued (0|1: the script wrote its task)},
 -- {"waiting", reason, position} when the run was created but waits in the line of one of its
 -- gates (no task: it gets one when it is admitted), {"exists", run ID of the idempotency key},
@@ -178,6 +180,11 @@ if not template and (on_failure ~= "" or m > 0 or k > 0) then
     local a = H + 1 + 3 * j
     redis.call("HSET", RUN, sp(num(ARGV[a])) .. "group", ARGV[a + 1], sp(num(ARGV[a])) .. "group_opt", ARGV[a + 2])
   end
+end
+local trace = ARGV[H + 1 + 3 * k]
+if trace and trace ~= "" then
+  w[#w + 1] = "trace"
+  w[#w + 1] = trace
 end
 -- Step 0 becomes current, due now (activation's fields override the above).
 local act, id, attempt = activation(0, 0)

@@ -138,6 +138,21 @@ func (s *Store) RunWorkflow(ctx context.Context, runID string) (string, error) {
 	return wf, err
 }
 
+// RunTrace returns the trace context stored with a run (NewRun.Trace): its
+// workflow and trace, "" for none; ErrRunNotFound when there is no run.
+func (s *Store) RunTrace(ctx context.Context, runID string) (workflow, trace string, err error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.run(runID), "workflow", "trace").Result()
+	if err != nil {
+		return "", "", err
+	}
+	wf, _ := v[0].(string)
+	if wf == "" {
+		return "", "", ErrRunNotFound
+	}
+	trace, _ = v[1].(string)
+	return wf, trace, nil
+}
+
 func notificationOf(x redis.XMessage) Notification {
 	typ, at, rest := streamFields(x.Values)
 	return Notification{ID: x.ID, Type: typ, At: at, RunID: take(rest, "run"), Workflow: take(rest, "workflow"),

@@ -214,6 +214,9 @@ type Result struct {
 	Started *Started
 	// StepKind is the kind of the step (OutcomeWait, OutcomeWake).
 	StepKind StepKind
+	// Trace is the run's trace context (OutcomeWait and OutcomeWake of a
+	// begin with BeginArgs.Trace; an attempt's is Started.Trace).
+	Trace string
 	// WaitReason is what the step waits for (OutcomeWaiting).
 	WaitReason WaitReason
 	// Step is the step a signal completed (OutcomeDelivered, and
@@ -582,12 +585,18 @@ func decodeBegin(res []string, index int, traced bool) (Result, error) {
 		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
 	case "failed":
 		return decodeFailed(r)
-	case "wait":
-		r.want(2)
-		return r.result(Result{Outcome: OutcomeWait, StepKind: r.stepKind(replyField)})
-	case "wake":
-		r.want(2)
-		return r.result(Result{Outcome: OutcomeWake, StepKind: r.stepKind(replyField)})
+	case "wait", "wake":
+		o, trace := OutcomeWait, ""
+		if r.word() == "wake" {
+			o = OutcomeWake
+		}
+		if traced {
+			r.want(3)
+			trace = r.str(replyField + 1)
+		} else {
+			r.want(2)
+		}
+		return r.result(Result{Outcome: o, StepKind: r.stepKind(replyField), Trace: trace})
 	case "deferred":
 		r.want(7)
 		return r.result(Result{Outcome: OutcomeDeferred, Dispatch: r.dispatch(deferredDispatch)})

@@ -52,6 +52,8 @@ func replyKinds() []replyKind {
 			append(slices.Clone(ok), ""),
 			append(slices.Clone(ok), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
 			append(slices.Clone(ok), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "a", `"out"`),
+			{"wait", "await", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+			{"wake", "sleep", ""},
 		}},
 		{"wait.lua", func(r []string) error { return ignore(decodeWait(r)) }, [][]string{
 			{"waiting", "signal", "1800000000000", "1", "b", "1", "1", "60000", "1"},

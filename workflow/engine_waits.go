@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -22,7 +24,8 @@ func waitBody(context.Context, *StepContext) (any, error) {
 // (OutcomeWait: start waiting, or finish at once) or its wake-up
 // (OutcomeWake: a sleep ends, an await times out), through wait.lua. The
 // step holds no worker slot while it waits: this delivery ends at once.
-func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID string, b retrystate.Result) error {
+func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID string, b retrystate.Result) (err error) {
+	var res retrystate.Result
 	args := retrystate.WaitArgs{RunID: p.RunID, Index: p.Index, TaskID: taskID, Action: retrystate.WaitWake,
 		Retention: e.cfg.Retention}
 	if b.Outcome == retrystate.OutcomeWait {
@@ -49,8 +52,14 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 			}
 		}
 	}
-	var res retrystate.Result
-	err := e.persist(ctx, log, "wait", func(ctx context.Context) (err error) {
+	if e.tracing != nil {
+		var span trace.Span
+		wake := args.Action == retrystate.WaitWake
+		ctx, span = e.tracing.startWait(ctx, b.Trace, p, b.StepKind, wake)
+		defer span.End()
+		defer func() { waitEvent(span, b.StepKind, wake, res) }()
+	}
+	err = e.persist(ctx, log, "wait", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Wait(ctx, args)
 		return err

@@ -109,6 +109,9 @@ func (c *Client) Signal(ctx context.Context, runID, name string, payload any, op
 	if out == nil && err != nil && c.shouldQueue(ctx, err) {
 		return c.queueSignal(runID, name, raw, id, who, err)
 	}
+	c.tracing.signalReceived(ctx, func(ctx context.Context) (string, string, error) {
+		return c.store.RunTrace(ctx, runID)
+	}, runID, name, out, err)
 	return out, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -119,6 +120,45 @@ func (t *tracer) startAttempt(ctx context.Context, stored string, p tasks.Step) 
 	return context.WithValue(ctx, attemptKey{}, &attemptTrace{span: span, stored: stored}) //nolint:spancheck // as above
 }
 
+// startWait starts the span of a delivery of a step with no body, an await
+// or a sleep (kind), that starts its wait or wakes it up (wake), and
+// returns ctx with it as startAttempt does; the caller ends it.
+func (t *tracer) startWait(ctx context.Context, stored string, p tasks.Step, kind retrystate.StepKind, wake bool) (context.Context, trace.Span) {
+	what := "cairn.wait "
+	if wake {
+		what = "cairn.wake "
+	}
+	ctx, span := t.t.Start(decodeTrace(ctx, stored), what+p.Workflow+"."+p.Name, //nolint:spancheck // the caller ends it
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrWorkflow.String(p.Workflow), attrRunID.String(p.RunID), attrStep.String(p.Name),
+			attrStepIndex.Int(p.Index), attrTaskID.String(p.ID()), attribute.String("cairn.step_kind", string(kind))))
+	return context.WithValue(ctx, attemptKey{}, &attemptTrace{span: span, stored: stored}), span //nolint:spancheck // as above
+}
+
+// waitEvent records on span what a wait's delivery did: "timer_started"
+// or "signal_awaited" (with the wake-up's time) when the wait started,
+// "timer_fired" or "signal_timed_out" when its wake-up ended it.
+func waitEvent(span trace.Span, kind retrystate.StepKind, wake bool, res retrystate.Result) {
+	switch {
+	case !wake && res.Outcome == retrystate.OutcomeWaiting:
+		name := "timer_started"
+		if kind == retrystate.KindAwait {
+			name = "signal_awaited"
+		}
+		span.AddEvent(name, trace.WithAttributes(attribute.String("cairn.wake_at", res.Dispatch.DueAt.UTC().Format(time.RFC3339Nano))))
+	case wake && (res.Outcome == retrystate.OutcomeNext || res.Outcome == retrystate.OutcomeRunSucceeded ||
+		res.Outcome == retrystate.OutcomeRunFailed):
+		name := "timer_fired"
+		if kind == retrystate.KindAwait {
+			name = "signal_timed_out"
+		}
+		span.AddEvent(name)
+	}
+	if res.Outcome == retrystate.OutcomeRunFailed {
+		span.SetStatus(codes.Error, res.Code)
+	}
+}
+
 // attemptKey is the context key of an attempt's attemptTrace.
 type attemptKey struct{}
 
@@ -212,4 +252,38 @@ func (t *tracer) runFinished(ctx context.Context, stored, workflow, runID string
 		span.SetStatus(codes.Error, code)
 	}
 	span.End(trace.WithTimestamp(now))
+}
+
+// signalReceived records the span of a signal the client sent to a run:
+// "cairn.signal <workflow>.<signal>", in the run's trace (a child of its
+// stored context; linked to the sender's span, if any), with a
+// "signal_received" event saying what it did. A run with no stored trace
+// gets none. Reading the run's trace is one more round trip, only for a
+// client that traces.
+func (t *tracer) signalReceived(ctx context.Context, rd func(context.Context) (string, string, error), runID, name string,
+	res *SignalResult, sendErr error) {
+	if t == nil {
+		return
+	}
+	wf, stored, err := rd(ctx)
+	if err != nil || stored == "" {
+		return
+	}
+	var opts []trace.SpanStartOption
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrWorkflow.String(wf),
+		attrRunID.String(runID), attribute.String("cairn.signal", name)))
+	_, span := t.t.Start(decodeTrace(context.WithoutCancel(ctx), stored), "cairn.signal "+wf+"."+name, opts...)
+	defer span.End()
+	if sendErr != nil && res == nil {
+		span.SetStatus(codes.Error, sendErr.Error())
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String("cairn.signal_outcome", string(res.Outcome))}
+	if res.Step != "" {
+		attrs = append(attrs, attrStep.String(res.Step))
+	}
+	span.AddEvent("signal_received", trace.WithAttributes(attrs...))
 }

@@ -252,3 +252,66 @@ func TestTracingInline(t *testing.T) {
 		t.Errorf("%d asynq tasks processed, want 1 (the steps ran inline)", n)
 	}
 }
+
+// TestTracingWaits: a sleep's and an await's deliveries are spans of the
+// run's trace, with events when the wait starts (timer_started,
+// signal_awaited) and when the timer fires; a signal a traced client sends
+// is a span of the run's trace too, linked to the sender's span, with a
+// signal_received event.
+func TestTracingWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	caller, worker := newRecorder(t), newRecorder(t)
+	client := workflow.NewClient(e.rdb, workflow.ClientConfig{Queue: e.queue, Logger: e.log, TracerProvider: caller.tp})
+	e.startWorker(workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{TracerProvider: worker.tp}},
+		workflow.Definition{Name: "waity", Steps: []workflow.Step{
+			{Name: "nap", Sleep: &workflow.Sleep{For: 500 * time.Millisecond}},
+			{Name: "approve", Await: &workflow.Await{Signal: "ok", Timeout: time.Hour}},
+			{Name: "done", Run: func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }}}})
+	run, err := client.Start(context.Background(), "waity", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(15*time.Second, "the await to wait", func() bool {
+		s := e.get(run.ID).Step("approve")
+		return s != nil && s.Status == workflow.StepWaiting
+	})
+	sctx, sender := caller.tp.Tracer("test").Start(context.Background(), "sender")
+	res, err := client.Signal(sctx, run.ID, "ok", map[string]bool{"approved": true}, nil)
+	sender.End()
+	if err != nil || res.Outcome != workflow.SignalDelivered {
+		t.Fatalf("signal: %+v %v", res, err)
+	}
+	if r := e.wait(run.ID, 20*time.Second); r.Status != workflow.StatusSucceeded {
+		t.Fatalf("run %s", r.Status)
+	}
+	e.eventually(10*time.Second, "the run's span", func() bool { return len(worker.named("cairn.run waity")) == 1 })
+	start := caller.named("cairn.start waity")[0].SpanContext()
+	hasEvent := func(s sdktrace.ReadOnlySpan, name string) bool {
+		return slices.ContainsFunc(s.Events(), func(ev sdktrace.Event) bool { return ev.Name == name })
+	}
+	for _, c := range []struct {
+		rec        *recorder
+		span, want string
+	}{
+		{worker, "cairn.wait waity.nap", "timer_started"},
+		{worker, "cairn.wake waity.nap", "timer_fired"},
+		{worker, "cairn.wait waity.approve", "signal_awaited"},
+		{caller, "cairn.signal waity.ok", "signal_received"},
+	} {
+		ss := c.rec.named(c.span)
+		if len(ss) != 1 {
+			t.Errorf("%d spans %s, want 1", len(ss), c.span)
+			continue
+		}
+		s := ss[0]
+		if s.SpanContext().TraceID() != start.TraceID() || s.Parent().SpanID() != start.SpanID() || !hasEvent(s, c.want) {
+			t.Errorf("%s: trace %v parent %v events %v, want a child of the start span %v with event %s", c.span,
+				s.SpanContext().TraceID(), s.Parent(), s.Events(), start, c.want)
+		}
+	}
+	if sig := caller.named("cairn.signal waity.ok"); len(sig) == 1 &&
+		(len(sig[0].Links()) != 1 || sig[0].Links()[0].SpanContext.SpanID() != sender.SpanContext().SpanID()) {
+		t.Errorf("the signal's span links %v, want the sender's span %v", sig[0].Links(), sender.SpanContext())
+	}
+}

@@ -27,6 +27,7 @@
 --                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
 --   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
 --                             due now: the caller runs wait.lua's wake
+--                             (with ARGV[9], "wait" and "wake" also carry the run's trace)
 -- A begin with the token of the attempt's live fence is this delivery asking
 -- again after its first begin's reply was lost (Redis timed out, froze or
 -- restarted): it gets "ok" again, with the fence's expiry renewed and nothing
@@ -98,6 +99,9 @@ if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and s
     if due > NOW then
       return {"early", int(due - NOW)}
     end
+    if ARGV[9] == "1" then
+      return {"wake", st_kind or "", v[NF] or ""}
+    end
     return {"wake", st_kind or ""}
   end
   local cur = num(run_current)
@@ -111,6 +115,9 @@ if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and s
 end
 if st_kind and st_kind ~= "" then
   -- An await or a sleep has no body: the caller starts its wait.
+  if ARGV[9] == "1" then
+    return {"wait", st_kind, v[NF] or ""}
+  end
   return {"wait", st_kind}
 end
 

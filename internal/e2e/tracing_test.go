@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,11 +71,13 @@ func (o *otlpReceiver) named(name string) []span {
 	return out
 }
 
-// TestTracingExported: a worker binary with OTEL_EXPORTER_OTLP_ENDPOINT set
-// exports its spans over OTLP/HTTP; a run started through the HTTP API
+// TestTracingExported: worker binaries with OTEL_EXPORTER_OTLP_ENDPOINT set
+// export their spans over OTLP/HTTP; a run started through the HTTP API
 // with a W3C traceparent header joins the caller's trace: the API's start
-// span is a child of the header's span, and every attempt (a step that
-// fails once and is retried included) and the run's span belong to it.
+// span is a child of the header's span, and every attempt belongs to it,
+// on either of two workers: the step that fails on the first worker is
+// retried on the second (the first stopped in between), which also records
+// the run's span.
 func TestTracingExported(t *testing.T) {
 	var recv otlpReceiver
 	collector := httptest.NewServer(&recv)
@@ -87,9 +90,10 @@ func TestTracingExported(t *testing.T) {
 	}
 	addr := testkit.FreeAddr(t)
 	const queue = "traced-e2e"
-	w := startWorker(t, bin, workerEnv(srv, queue, "CAIRN_HTTP_ADDR="+addr, "CAIRN_API_TOKENS_FILE="+tokens,
-		"CAIRN_RETRY_INITIAL_INTERVAL=500ms", "CAIRN_RETRY_JITTER=none",
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_SERVICE_NAME=e2e-worker", "OTEL_BSP_SCHEDULE_DELAY=100"))
+	otel := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100",
+		"CAIRN_RETRY_INITIAL_INTERVAL=3s", "CAIRN_RETRY_JITTER=none"}
+	w := startWorker(t, bin, workerEnv(srv, queue, append(otel, "CAIRN_HTTP_ADDR="+addr, "CAIRN_API_TOKENS_FILE="+tokens,
+		"OTEL_SERVICE_NAME=e2e-worker-a")...))
 	w.WaitForOutput(t, "tracing with OpenTelemetry", 10*time.Second)
 	w.WaitForOutput(t, "HTTP API listening", 30*time.Second)
 
@@ -116,19 +120,34 @@ func TestTracingExported(t *testing.T) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("list: %v %v", runs, err)
 	}
+	// The first worker fails transform's first attempt, then stops (its
+	// spans are exported as it does); the second runs the retry.
+	testkit.Eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
+		r, err := client.Get(ctxb, runs[0].ID)
+		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
+	})
+	w.Signal(t, syscall.SIGTERM)
+	if code := w.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("the first worker exited %d", code)
+	}
+	startWorker(t, bin, workerEnv(srv, queue, append(otel, "OTEL_SERVICE_NAME=e2e-worker-b")...))
 	if r := testkit.WaitRun(t, client, runs[0].ID, 30*time.Second); r.Status != workflow.StatusSucceeded {
 		t.Fatalf("run %s", r.Status)
 	}
 	testkit.Eventually(t, 20*time.Second, "the run's span to be exported", func() bool { return len(recv.named("cairn.run demo")) == 1 })
 
 	start := recv.named("cairn.start demo")
-	if len(start) != 1 || start[0].trace != traceID || start[0].parent != parentID || start[0].service != "e2e-worker" {
-		t.Fatalf("start spans %+v, want one in trace %s, child of %s, from e2e-worker", start, traceID, parentID)
+	if len(start) != 1 || start[0].trace != traceID || start[0].parent != parentID || start[0].service != "e2e-worker-a" {
+		t.Fatalf("start spans %+v, want one in trace %s, child of %s, from e2e-worker-a", start, traceID, parentID)
 	}
-	for step, want := range map[string]int{"fetch": 1, "transform": 2, "deliver": 1} {
+	for step, want := range map[string]string{"fetch": "a", "transform": "a b", "deliver": "b"} {
 		got := recv.named("cairn.attempt demo." + step)
-		if len(got) != want {
-			t.Errorf("%d attempt spans of %s, want %d", len(got), step, want)
+		var by []string
+		for _, s := range got {
+			by = append(by, strings.TrimPrefix(s.service, "e2e-worker-"))
+		}
+		if strings.Join(by, " ") != want {
+			t.Errorf("attempt spans of %s from workers %v, want %s", step, by, want)
 		}
 		for _, s := range got {
 			if s.trace != traceID || s.parent != start[0].id {
@@ -137,7 +156,7 @@ func TestTracingExported(t *testing.T) {
 			}
 		}
 	}
-	if rs := recv.named("cairn.run demo"); rs[0].trace != traceID || rs[0].parent != start[0].id {
+	if rs := recv.named("cairn.run demo"); rs[0].trace != traceID || rs[0].parent != start[0].id || rs[0].service != "e2e-worker-b" {
 		t.Errorf("run span %+v, want in trace %s, child of the start span", rs[0], traceID)
 	}
 }

@@ -296,12 +296,12 @@ func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
 	if r.Template == nil {
 		sagas = sagaArgs(r)
 	}
+	if sagas == nil && r.Trace != "" {
+		sagas = []any{"", 0, 0} // none: the trace comes after them
+	}
 	switch {
 	case sagas != nil:
 		argv = append(append(argv, string(r.FirstTask)), sagas...)
-	case r.Trace != "":
-		// The trace comes after the sagas' arguments: none of them.
-		argv = append(argv, string(r.FirstTask), "", 0, 0)
 	case r.FirstTask != nil:
 		argv = append(argv, r.FirstTask)
 	}

@@ -109,15 +109,11 @@ func (t *tracer) startRun(ctx context.Context, workflow, runID string) string {
 // startAttempt starts the span of a delivery of attempt p whose run stored
 // the trace context stored, and returns ctx with it: the span, as the
 // parent of the step body's spans, and the attempt's trace, for
-// tracingObserver.
+// tracingObserver. The span ends with the attempt's outcome, in
+// tracingObserver.StepAttempt.
 func (t *tracer) startAttempt(ctx context.Context, stored string, p tasks.Step) context.Context {
-	parent := decodeTrace(ctx, stored)
-	// The span ends with the attempt's outcome, in tracingObserver.StepAttempt.
-	ctx, span := t.t.Start(parent, "cairn.attempt "+p.Workflow+"."+p.Name, //nolint:spancheck // ended by the observer
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrWorkflow.String(p.Workflow), attrRunID.String(p.RunID), attrStep.String(p.Name),
-			attrStepIndex.Int(p.Index), attrAttempt.Int(p.Attempt), attrTaskID.String(p.ID())))
-	return context.WithValue(ctx, attemptKey{}, &attemptTrace{span: span, stored: stored}) //nolint:spancheck // as above
+	ctx, _ = t.startDelivery(ctx, stored, "cairn.attempt ", p, attrAttempt.Int(p.Attempt))
+	return ctx
 }
 
 // startWait starts the span of a delivery of a step with no body, an await
@@ -128,10 +124,18 @@ func (t *tracer) startWait(ctx context.Context, stored string, p tasks.Step, kin
 	if wake {
 		what = "cairn.wake "
 	}
-	ctx, span := t.t.Start(decodeTrace(ctx, stored), what+p.Workflow+"."+p.Name, //nolint:spancheck // the caller ends it
+	return t.startDelivery(ctx, stored, what, p, attribute.String("cairn.step_kind", string(kind)))
+}
+
+// startDelivery starts the span what<workflow>.<step> of the delivery of
+// p's task, a child of the trace context its run stored, with the
+// delivery's attributes and extra, and returns ctx with it (and the stored
+// context, for the run's span: attemptOf) and the span.
+func (t *tracer) startDelivery(ctx context.Context, stored, what string, p tasks.Step, extra attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, span := t.t.Start(decodeTrace(ctx, stored), what+p.Workflow+"."+p.Name, //nolint:spancheck // the caller's to end
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attrWorkflow.String(p.Workflow), attrRunID.String(p.RunID), attrStep.String(p.Name),
-			attrStepIndex.Int(p.Index), attrTaskID.String(p.ID()), attribute.String("cairn.step_kind", string(kind))))
+			attrStepIndex.Int(p.Index), attrTaskID.String(p.ID()), extra))
 	return context.WithValue(ctx, attemptKey{}, &attemptTrace{span: span, stored: stored}), span //nolint:spancheck // as above
 }
 

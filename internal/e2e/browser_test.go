@@ -52,20 +52,11 @@ func TestBrowserDashboard(t *testing.T) {
 	srv := redistest.Start(t, nil)
 	bin := proctest.Build(t, workerPkg)
 
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte(browserUserToken+" alice user\n"+browserAdminToken+" root admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := testkit.FreeAddr(t)
-	base := "http://" + addr
 	const queue = "browser"
 	// Three attempts, 2 s then 4 s apart: the run retries twice, then
 	// fails; recovery runs attempt 4, which succeeds (fail_times 3).
-	w := startWorker(t, bin, workerEnv(srv, queue,
-		"CAIRN_HTTP_ADDR="+addr, "CAIRN_API_TOKENS_FILE="+tokens,
-		"CAIRN_RETRY_MAX_ATTEMPTS=3", "CAIRN_RETRY_INITIAL_INTERVAL=2s", "CAIRN_RETRY_JITTER=none"))
-	w.WaitForOutput(t, "HTTP API listening", 30*time.Second)
-	client := workflow.NewClient(srv.Client(t), workflow.ClientConfig{Queue: queue})
+	_, base, client := startAPIWorker(t, bin, srv, queue,
+		"CAIRN_RETRY_MAX_ATTEMPTS=3", "CAIRN_RETRY_INITIAL_INTERVAL=2s", "CAIRN_RETRY_JITTER=none")
 
 	b := newBrowser(t, browser, shots)
 

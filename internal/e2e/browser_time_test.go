@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,20 +30,11 @@ func TestBrowserDashboardTime(t *testing.T) {
 	srv := redistest.Start(t, nil)
 	bin := proctest.Build(t, workerPkg)
 
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte(browserUserToken+" alice user\n"+browserAdminToken+" root admin\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := testkit.FreeAddr(t)
-	base := "http://" + addr
 	const queue = "browser-time"
 	// Two attempts, 4 s apart: a run that fails once waits 4 s for its
 	// retry, long enough to see its countdown on the list.
-	w := startWorker(t, bin, workerEnv(srv, queue,
-		"CAIRN_HTTP_ADDR="+addr, "CAIRN_API_TOKENS_FILE="+tokens,
-		"CAIRN_RETRY_MAX_ATTEMPTS=2", "CAIRN_RETRY_INITIAL_INTERVAL=4s", "CAIRN_RETRY_JITTER=none"))
-	w.WaitForOutput(t, "HTTP API listening", 30*time.Second)
-	client := workflow.NewClient(srv.Client(t), workflow.ClientConfig{Queue: queue})
+	_, base, client := startAPIWorker(t, bin, srv, queue,
+		"CAIRN_RETRY_MAX_ATTEMPTS=2", "CAIRN_RETRY_INITIAL_INTERVAL=4s", "CAIRN_RETRY_JITTER=none")
 
 	b := newBrowser(t, browser, shots)
 	b.do("sign in as admin", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/workflow"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -39,4 +42,22 @@ func startWorker(t *testing.T, bin string, env []string) *proctest.Proc {
 	p := proctest.Start(t, bin, env)
 	p.WaitForOutput(t, "worker started", 30*time.Second)
 	return p
+}
+
+// startAPIWorker starts the worker binary bin on srv and queue with its
+// HTTP API on a free loopback address and the browser tests' tokens
+// (browserUserToken: alice, a user; browserAdminToken: root, an admin),
+// plus extra settings, and waits until the API listens. It returns the
+// worker, the API's base URL and a client of the queue.
+func startAPIWorker(t *testing.T, bin string, srv *redistest.Server, queue string, extra ...string) (*proctest.Proc, string, *workflow.Client) {
+	t.Helper()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(browserUserToken+" alice user\n"+browserAdminToken+" root admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testkit.FreeAddr(t)
+	w := startWorker(t, bin, workerEnv(srv, queue, append([]string{"CAIRN_HTTP_ADDR=" + addr, "CAIRN_API_TOKENS_FILE=" + tokens},
+		extra...)...))
+	w.WaitForOutput(t, "HTTP API listening", 30*time.Second)
+	return w, "http://" + addr, workflow.NewClient(srv.Client(t), workflow.ClientConfig{Queue: queue})
 }

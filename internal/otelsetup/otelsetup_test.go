@@ -2,50 +2,25 @@ package otelsetup_test
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairnhq/cairn/internal/otelsetup"
+	"github.com/cairnhq/cairn/internal/testkit"
 )
 
-// received collects the spans an OTLP receiver was sent: name and the
-// resource's service.name.
-type received struct {
-	mu    sync.Mutex
-	spans []string // "service/span"
-}
-
-func (r *received) add(req *coltrace.ExportTraceServiceRequest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		service := ""
-		for _, a := range rs.GetResource().GetAttributes() {
-			if a.GetKey() == "service.name" {
-				service = a.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, service+"/"+s.GetName())
-			}
-		}
+// names returns what a receiver was sent, as "service/span".
+func names(o *testkit.OTLPReceiver) []string {
+	var out []string
+	for _, s := range o.Spans() {
+		out = append(out, s.Service+"/"+s.Name)
 	}
-}
-
-func (r *received) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.spans...)
+	return out
 }
 
 // exportOne makes the tracing the environment asks for, records one span
@@ -69,47 +44,27 @@ func exportOne(t *testing.T, wantProto string) {
 // TestExportOverHTTP: with an endpoint set, spans go to it over
 // OTLP/HTTP (protobuf), with the service name from OTEL_SERVICE_NAME.
 func TestExportOverHTTP(t *testing.T) {
-	var got received
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req coltrace.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		got.add(&req)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(nil)
-	}))
+	var got testkit.OTLPReceiver
+	srv := httptest.NewServer(&got)
 	defer srv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "svc-http")
 	exportOne(t, "http/protobuf")
-	if s := got.all(); len(s) != 1 || s[0] != "svc-http/hello" {
+	if s := names(&got); len(s) != 1 || s[0] != "svc-http/hello" {
 		t.Errorf("received %v, want [svc-http/hello]", s)
 	}
-}
-
-type traceServer struct {
-	coltrace.UnimplementedTraceServiceServer
-	got *received
-}
-
-func (s traceServer) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
-	s.got.add(req)
-	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
 // TestExportOverGRPC: OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports over gRPC;
 // without OTEL_SERVICE_NAME the service is cairn-worker.
 func TestExportOverGRPC(t *testing.T) {
-	var got received
+	var got testkit.OTLPReceiver
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	coltrace.RegisterTraceServiceServer(gs, traceServer{got: &got})
+	coltrace.RegisterTraceServiceServer(gs, &got)
 	go func() { _ = gs.Serve(ln) }()
 	defer gs.Stop()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
@@ -117,7 +72,7 @@ func TestExportOverGRPC(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	exportOne(t, "grpc")
-	if s := got.all(); len(s) != 1 || s[0] != "cairn-worker/hello" {
+	if s := names(&got); len(s) != 1 || s[0] != "cairn-worker/hello" {
 		t.Errorf("received %v, want [cairn-worker/hello]", s)
 	}
 }

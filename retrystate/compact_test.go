@@ -1,6 +1,7 @@
 package retrystate_test
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -273,5 +274,93 @@ func TestCompactRunRestores(t *testing.T) {
 	rec, err := w.ss[0].Run(ctxb, w.ids[0])
 	if err != nil || rec.Status != retrystate.StatusSucceeded || rec.Steps[1].Attempt != 2 {
 		t.Fatalf("%+v %v", rec, err)
+	}
+}
+
+// A run of a published template is copied from its definition's seed
+// (create.lua; keys.go's seed), which the first run of that version makes:
+// its hash is field for field what create.lua writes for the same run
+// given its fixed fields as arguments (the layout before templates), its
+// def aside, whether the seed was there or had to be made again; and a
+// create of a run ID that exists refuses on the template path too,
+// writing nothing.
+func TestCreateFromSeed(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	nr := threeStepRun()
+	nr.Steps[0].Compensation = &retrystate.NewCompensation{MaxAttempts: 2, MaxCrashes: 1, Timeout: time.Second,
+		Policy: "{}"}
+	nr.Steps[0].Group, nr.Steps[0].GroupOptional = "g", true
+	nr.Steps[1] = retrystate.NewStep{Name: "approval", Kind: retrystate.KindAwait, Signal: "approve",
+		Wait: time.Hour, MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}
+	nr.Steps[2].Breaker = &retrystate.BreakerSpec{Name: "api", FailureThreshold: 3, Window: time.Minute,
+		Cooldown: time.Second, MaxCooldown: time.Minute}
+	nr.Compensate, nr.RunTimeout, nr.MaxIterations = true, time.Hour, 50
+	versions, err := s.PublishDefinitions(ctxb, []retrystate.PublishedDefinition{{Name: nr.Workflow, JSON: "{}", Run: nr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := versions[nr.Workflow]
+	tmpl, err := s.Template(ctxb, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "cairn:{" + s.Queue() + "}:"
+	seed := prefix + "def:" + sha + ":seed"
+	hash := func(id string) map[string]string {
+		t.Helper()
+		h, err := rdb.HGetAll(ctxb, prefix+"run:"+id).Result()
+		if err != nil || len(h) == 0 {
+			t.Fatalf("run %s: %d fields, %v", id, len(h), err)
+		}
+		n := map[string]string{}
+		for k, v := range h {
+			if k != "def" {
+				n[k] = strings.ReplaceAll(v, id, "<id>")
+			}
+		}
+		return n
+	}
+	mk := func(n int, fromTemplate bool) (string, error) {
+		r := nr
+		r.ID = runID(n)
+		if fromTemplate {
+			r.Def, r.Template = sha, tmpl
+		}
+		_, err := s.CreateRun(ctxb, r)
+		return r.ID, err
+	}
+	plain, err := mk(1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hash(plain)
+	for i, step := range []string{"makes the seed", "copies the seed", "makes the seed again"} {
+		if i == 2 {
+			if err := rdb.Del(ctxb, seed).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id, err := mk(10+i, true)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := hash(id); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the run hash is\n%v\nwant\n%v", step, got, want)
+		}
+		if def, _ := rdb.HGet(ctxb, prefix+"run:"+id, "def").Result(); def != sha {
+			t.Errorf("%s: def %q, want %q", step, def, sha)
+		}
+		if n, err := rdb.Exists(ctxb, seed).Result(); err != nil || n != 1 {
+			t.Errorf("%s: the seed exists: %d %v", step, n, err)
+		}
+	}
+	// A collision on the template path: refused, the run as it was.
+	before := hash(runID(11))
+	if _, err := mk(11, true); !errors.Is(err, retrystate.ErrRunIDCollision) {
+		t.Fatalf("create of an existing run ID from the template: %v; want ErrRunIDCollision", err)
+	}
+	if got := hash(runID(11)); !reflect.DeepEqual(got, before) {
+		t.Errorf("after the refused create the run hash is\n%v\nwant\n%v", got, before)
 	}
 }

@@ -25,8 +25,9 @@ import (
 // and there is one per definition version, not per run.
 //
 // create.lua copies the template into a new run (the scripts read a live
-// run's fixed fields from its own hash, as before) and refuses a caller
-// whose version is not the published one ("stale"). When the run ends
+// run's fixed fields from its own hash, as before), with Redis's COPY of
+// the version's seed (keys.go's definition), and refuses a caller whose
+// version is not the published one ("stale"). When the run ends
 // successfully or is cancelled, compact_run (lua/common.lua) deletes those
 // fields again, with every field that holds its default, and Store.Run
 // fills them back from the template (fillCompact), so a finished run keeps

@@ -30,8 +30,15 @@ func (k keys) definitionVersions() string { return k.prefix + "defv" }
 // fields every run of that version starts with (its steps' names, policies
 // and limits), named as in the run hash (definitions.go). It is named by
 // the sha256 of its contents and never changes; runs refer to it (their
-// field def), create.lua copies it into a new run and a finished run drops
-// those fields again (compact_run in lua/common.lua).
+// field def), and a finished run drops those fields again (compact_run in
+// lua/common.lua).
+//
+// Its seed, cairn:{q}:def:<sha>:seed, is what create.lua copies (COPY) into
+// a new run of that version: the template's fields, def, and every field
+// create.lua gives a run and its steps with its default. create.lua makes it
+// from the template when it is missing (the version's first run), so it is
+// derived data: deleting it costs the next create the making of it again.
+// Like the template, it never changes and is never deleted.
 func (k keys) definition(sha string) string { return k.prefix + "def:" + sha }
 
 // Run is the run record hash. Its steps' records are fields of the same

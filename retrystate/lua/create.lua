@@ -19,8 +19,10 @@
 -- ARGV[9]  run timeout, ms (0: none); the deadline is now + timeout
 -- ARGV[10] max iterations (step executions, retries included; 0: no limit)
 -- ARGV[11] number of steps, n; 0 with ARGV[8]: the run's fixed fields (ARGV[9], ARGV[10], the
---          steps' and their compensations' and groups', and the saga's) are copied from the
---          template cairn:{q}:def:<ARGV[8]> instead ({"stale", ""} when it is missing)
+--          steps' and their compensations' and groups', and the saga's) come from the template
+--          cairn:{q}:def:<ARGV[8]> instead ({"stale", ""} when it is missing): the run hash is a
+--          COPY of the version's seed, cairn:{q}:def:<ARGV[8]>:seed (keys.go's definition), made
+--          here from the template when it is missing
 -- ARGV[12 .. 11+12n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
 --                  run_timeout_ms and max_iterations in force while the step is current (0: none),
 --                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
@@ -68,14 +70,61 @@ if sha ~= "" then
     return {"stale", published}
   end
 end
-local template = nil
-if n == 0 then
-  template = redis.call("HGETALL", PREFIX .. "def:" .. sha)
-  if #template == 0 then
-    return {"stale", ""}
+-- The run's default fields, and its steps' (the run-specific ones are
+-- written below, over them).
+local RUN_DEFAULTS = {"status", "pending", "owner", "", "idempotency_key", "", "idem_key", "", "iterations", "0",
+  "deadline", "0", "started_at", "0", "finished_at", "0", "failure_code", "", "failure_reason", "", "warning", "",
+  "needs_attention", "0", "auto_recoveries", "0"}
+local STEP_DEFAULTS = {"status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0",
+  "retry_state", "none", "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "",
+  "fence", "", "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
+  "finished_at", "0"}
+-- A run of a template (n == 0) is copied from its definition's seed
+-- (keys.go's seed: the template's fields and every default above), which
+-- Redis copies without a value crossing into Lua.
+local from_template = n == 0
+if from_template then
+  local seed = PREFIX .. "def:" .. sha .. ":seed"
+  if redis.pcall("COPY", seed, RUN) ~= 1 then
+    if redis.call("EXISTS", RUN) == 1 then
+      return redis.error_reply("ERR cairn: run ID collision " .. RUN_ID)
+    end
+    -- The first run of this version (or a Redis without COPY, before 6.2):
+    -- the seed is made from the template, once.
+    local template = redis.call("HGETALL", PREFIX .. "def:" .. sha)
+    if #template == 0 then
+      return {"stale", ""}
+    end
+    local steps = 0
+    for j = 1, #template, 2 do
+      if template[j] == "steps" then
+        steps = num(template[j + 1])
+      end
+    end
+    local f = {"def", sha}
+    for j = 1, #RUN_DEFAULTS do
+      f[#f + 1] = RUN_DEFAULTS[j]
+    end
+    for i = 0, steps - 1 do
+      local p = sp(i)
+      for j = 1, #STEP_DEFAULTS, 2 do
+        f[#f + 1] = p .. STEP_DEFAULTS[j]
+        f[#f + 1] = STEP_DEFAULTS[j + 1]
+      end
+    end
+    for j = 1, #template do
+      f[#f + 1] = template[j]
+    end
+    for j = 1, #f, 1000 do
+      redis.call("HSET", seed, unpack(f, j, math.min(j + 999, #f)))
+    end
+    if redis.pcall("COPY", seed, RUN) ~= 1 then
+      for j = 1, #f, 1000 do
+        redis.call("HSET", RUN, unpack(f, j, math.min(j + 999, #f)))
+      end
+    end
   end
-end
-if redis.call("EXISTS", RUN) == 1 then
+elseif redis.call("EXISTS", RUN) == 1 then
   return redis.error_reply("ERR cairn: run ID collision " .. RUN_ID)
 end
 local idem_key = ""
@@ -87,55 +136,48 @@ end
 -- STEP_ARGS is the number of ARGV per step.
 local STEP_ARGS = 12
 local run_timeout, s0_run_timeout = ARGV[9], ARGV[12 + 6]
-local w = {
-  "workflow", ARGV[4], "status", "pending", "owner", ARGV[6], "input", ARGV[5],
-  "idempotency_key", ARGV[7], "idem_key", idem_key, "iterations", "0", "deadline", "0", "deadline_base", NOWS,
-  "created_at", NOWS, "started_at", "0", "finished_at", "0",
-  "failure_code", "", "failure_reason", "", "warning", "", "needs_attention", "0",
-  "auto_recoveries", "0"}
-if sha ~= "" then
-  w[#w + 1] = "def"
-  w[#w + 1] = sha
+local w = {"workflow", ARGV[4], "owner", ARGV[6], "input", ARGV[5], "deadline_base", NOWS, "created_at", NOWS}
+if ARGV[7] ~= "" then
+  w[#w + 1] = "idempotency_key"
+  w[#w + 1] = ARGV[7]
+  w[#w + 1] = "idem_key"
+  w[#w + 1] = idem_key
 end
-if template then
+if from_template then
   -- The fixed fields of the run, its steps, their compensations and groups
-  -- (keys.go's definition).
-  for j = 1, #template, 1000 do
-    redis.call("HSET", RUN, unpack(template, j, math.min(j + 999, #template)))
-  end
+  -- (keys.go's definition), came with the seed.
   local r = redis.call("HMGET", RUN, "steps", "run_timeout_ms", "s0.run_timeout_ms")
   n, run_timeout, s0_run_timeout = num(r[1]), r[2], r[3]
 else
   local f = {"steps", int(n), "max_iterations", int(ARGV[10]), "run_timeout_ms", int(ARGV[9])}
-  for j = 1, #f do
-    w[#w + 1] = f[j]
+  for j = 1, #RUN_DEFAULTS do
+    f[#f + 1] = RUN_DEFAULTS[j]
   end
+  if sha ~= "" then
+    f[#f + 1] = "def"
+    f[#f + 1] = sha
+  end
+  redis.call("HSET", RUN, unpack(f))
 end
-for i = 0, n - 1 do
+-- Without a template, the steps' fixed fields come in ARGV.
+for i = 0, (from_template and 0 or n) - 1 do
   local a, p = 12 + i * STEP_ARGS, sp(i)
-  local f = {
-    "status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0", "retry_state", "none",
-    "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "", "fence", "",
-    "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
-    "finished_at", "0"}
-  if not template then
-    local st = {"name", ARGV[a], "optional", ARGV[a + 1], "max_attempts", ARGV[a + 2], "max_crashes", ARGV[a + 3],
-      "timeout_ms", ARGV[a + 4], "policy", ARGV[a + 5], "run_timeout_ms", ARGV[a + 6], "max_iterations", ARGV[a + 7]}
-    if ARGV[a + 8] ~= "" then
-      -- An await or a sleep (signals and timers).
-      local k = {"kind", ARGV[a + 8], "signal", ARGV[a + 9], "wait_ms", int(ARGV[a + 10])}
-      for j = 1, #k do
-        st[#st + 1] = k[j]
-      end
+  local f = {"name", ARGV[a], "optional", ARGV[a + 1], "max_attempts", ARGV[a + 2], "max_crashes", ARGV[a + 3],
+    "timeout_ms", ARGV[a + 4], "policy", ARGV[a + 5], "run_timeout_ms", ARGV[a + 6], "max_iterations", ARGV[a + 7]}
+  if ARGV[a + 8] ~= "" then
+    -- An await or a sleep (signals and timers).
+    local k = {"kind", ARGV[a + 8], "signal", ARGV[a + 9], "wait_ms", int(ARGV[a + 10])}
+    for j = 1, #k do
+      f[#f + 1] = k[j]
     end
-    if ARGV[a + 11] ~= "" then
-      -- The step's circuit breaker (common.lua's breaker).
-      st[#st + 1] = "breaker"
-      st[#st + 1] = ARGV[a + 11]
-    end
-    for j = 1, #st do
-      f[#f + 1] = st[j]
-    end
+  end
+  if ARGV[a + 11] ~= "" then
+    -- The step's circuit breaker (common.lua's breaker).
+    f[#f + 1] = "breaker"
+    f[#f + 1] = ARGV[a + 11]
+  end
+  for j = 1, #STEP_DEFAULTS do
+    f[#f + 1] = STEP_DEFAULTS[j]
   end
   for j = 1, #f, 2 do
     f[j] = p .. f[j]
@@ -156,7 +198,7 @@ end
 local on_failure, m = ARGV[G + 5] or "", num(ARGV[G + 6])
 local H = G + 7 + 6 * m
 local k = num(ARGV[H])
-if not template and (on_failure ~= "" or m > 0 or k > 0) then
+if not from_template and (on_failure ~= "" or m > 0 or k > 0) then
   -- Compensations and step groups (common.lua's sagas).
   w[#w + 1] = "sagas"
   w[#w + 1] = "1"

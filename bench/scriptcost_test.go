@@ -13,24 +13,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
 
 // BenchmarkScriptInstructions counts the instructions redis-server executes
-// for each begin and complete script of a step, under valgrind's callgrind.
-// Unlike time, an instruction count does not depend on what else the
-// machine is doing, so it tells whether a change to a script made it cheaper
-// even on a noisy machine. It drives CAIRN_BENCH_COST_RUNS runs (default
-// 200) of the 3-step workflow through retrystate's Begin and Complete
-// directly, step by step, and reports the mean per call of each script at
-// each step, and over all of them. (The figures include the EVALSHA
-// command around the script, and reading the request: about 38,000
-// instructions for an empty script.) Then it seeds as many scheduled
-// retries whose tasks are missing (as BenchmarkReconcileRetries does) and
-// reports the reconciler's check of one (Store.CheckTasks, pipelined): the
-// check that repairs it, and the check of it healthy.
+// for each script of a run's step path, under valgrind's callgrind. Unlike
+// time, an instruction count does not depend on what else the machine is
+// doing, so it tells whether a change to a script made it cheaper even on a
+// noisy machine. It starts CAIRN_BENCH_COST_RUNS runs (default 200) of the
+// 3-step workflow with Client.Start (create.lua, which writes step 0's
+// task), drives them through retrystate's Begin and Complete directly, step
+// by step, and reports the mean per call of each script at each step, and
+// their sum per run; then as many runs again as an inline workflow runs
+// them (Definition.Inline: each complete but the last begins the next
+// step, CompleteArgs.InlineToken). (The figures include the EVALSHA command
+// around the script, and reading the request: about 38,000 instructions for
+// an empty script.) Then it seeds as many scheduled retries whose tasks are
+// missing (as BenchmarkReconcileRetries does) and reports the reconciler's
+// check of one (Store.CheckTasks, pipelined): the check that repairs it,
+// and the check of it healthy. Last, for comparison, raw asynq's own work
+// for a task (asynqTaskInstructions), and Cairn's per step with the asynq
+// dequeue and done a strict step's task (an inline run's one task) costs.
 // With CAIRN_BENCH_CALLGRIND_DIR set, callgrind's dumps (one per measured
 // script and step, named after it) are written there and kept, for
 // callgrind_annotate.
@@ -61,15 +69,19 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	client := publishNoop(b, rdb, queue)
 	store := retrystate.New(rdb, queue)
 
-	// The first run goes through unmeasured: it loads the scripts.
+	// The first run goes through unmeasured: it loads the scripts. The
+	// others' creates are measured (below), as a step of the run.
 	ids := make([]string, runs+1)
-	for i := range ids {
-		r, err := client.Start(ctx, workflowName, nil, nil)
-		if err != nil {
-			b.Fatal(err)
+	start := func(ids []string) {
+		for i := range ids {
+			r, err := client.Start(ctx, workflowName, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = r.ID
 		}
-		ids[i] = r.ID
 	}
+	start(ids[:1])
 	step := func(ids []string, idx int, measure func(string, func())) {
 		tokens := make([]string, len(ids))
 		next := make([]*retrystate.Dispatch, len(ids))
@@ -99,18 +111,49 @@ func BenchmarkScriptInstructions(b *testing.B) {
 			}
 		})
 	}
+	// An inline run (Definition.Inline): each complete but the last
+	// begins the next step itself (CompleteArgs.InlineToken).
+	inline := func(ids []string, measure func(string, func())) {
+		token := func(i, idx int) string { return fmt.Sprintf("itoken%d.%d", i, idx) }
+		measure("inline begin s1", func() {
+			for i, id := range ids {
+				bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0),
+					Token: token(i, 0), FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now()})
+				if err != nil || bg.Outcome != retrystate.OutcomeOK {
+					b.Fatalf("begin %s step 0: outcome %s, %v", id, bg.Outcome, err)
+				}
+			}
+		})
+		for idx := range stepsPerChain {
+			label, want := fmt.Sprintf("inline complete s%d, begin s%d", idx+1, idx+2), retrystate.OutcomeInline
+			if idx == stepsPerChain-1 {
+				label, want = fmt.Sprintf("inline complete s%d", idx+1), retrystate.OutcomeRunSucceeded
+			}
+			measure(label, func() {
+				for i, id := range ids {
+					a := retrystate.CompleteArgs{RunID: id, Index: idx, Token: token(i, idx), Output: "null",
+						Retention: time.Hour, Now: time.Now(), FenceTTL: 10 * time.Second}
+					if want == retrystate.OutcomeInline {
+						a.InlineToken = token(i, idx+1)
+					}
+					if c, err := store.Complete(ctx, a); err != nil || c.Outcome != want {
+						b.Fatalf("inline complete %s step %d: %+v, %v; want %s", id, idx, c, err, want)
+					}
+				}
+			})
+		}
+	}
 	for idx := range stepsPerChain {
 		step(ids[:1], idx, func(_ string, fn func()) { fn() })
 	}
+	inlineIDs := make([]string, runs+1)
+	start(inlineIDs)
+	inline(inlineIDs[:1], func(_ string, fn func()) { fn() })
 
 	callgrind := func(args ...string) {
 		if out, err := exec.Command(control, append(args, pid)...).CombinedOutput(); err != nil {
 			b.Fatalf("callgrind_control %v: %v\n%s", args, err, out)
 		}
-	}
-	type row struct {
-		label string
-		instr int64
 	}
 	var rows []row
 	measure := func(label string, fn func()) {
@@ -123,22 +166,34 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 		rows = append(rows, row{label, n / int64(runs)})
 	}
+	measure("create", func() { start(ids[1:]) })
 	for idx := range stepsPerChain {
 		step(ids[1:], idx, measure)
 	}
+	strict := rows
+	rows = nil
+	inline(inlineIDs[1:], measure)
 
-	var begin, complete int64
+	var begin, complete, create, inlineRun int64
 	fmt.Printf("\n%s: instructions redis-server executes per script call (callgrind), %d runs of %d steps\n",
 		b.Name(), runs, stepsPerChain)
-	for _, r := range rows {
+	for _, r := range strict {
 		fmt.Printf("  %-12s %9d\n", r.label, r.instr)
-		if strings.HasPrefix(r.label, "begin") {
+		switch {
+		case strings.HasPrefix(r.label, "begin"):
 			begin += r.instr
-		} else {
+		case r.label == "create":
+			create = r.instr
+		default:
 			complete += r.instr
 		}
 	}
-	fmt.Printf("  %-12s %9d\n", "per run", begin+complete)
+	fmt.Printf("  %-12s %9d\n", "per run", create+begin+complete)
+	for _, r := range rows {
+		fmt.Printf("  %-30s %9d\n", r.label, r.instr)
+		inlineRun += r.instr
+	}
+	fmt.Printf("  %-30s %9d (with its create)\n", "per inline run", create+inlineRun)
 
 	// The reconciler's check of a scheduled retry (Store.CheckTasks,
 	// pipelined): of one whose task is missing (it repairs it), then of the
@@ -174,11 +229,91 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	for _, r := range checks {
 		fmt.Printf("  %-14s %9d\n", r.label, r.instr)
 	}
+
+	enqueue, dequeueDone := asynqTaskInstructions(b, rdb, runs, measure, &rows)
+	task := enqueue + dequeueDone
+	// A strict step is an asynq task: asynq's dequeue and done, with the
+	// step's scripts; an inline run is one asynq task for its steps.
+	strictStep := (create+begin+complete)/stepsPerChain + dequeueDone
+	inlineStep := (create + inlineRun + dequeueDone) / stepsPerChain
+	fmt.Printf("  raw asynq (v0.26) per task: enqueue %d, dequeue and done %d, in all %d\n", enqueue, dequeueDone, task)
+	fmt.Printf("  Cairn per step, with asynq's dequeue and done of its task: strict %d (%.2f times a raw task), "+
+		"inline %d (%.2f times)\n", strictStep, float64(strictStep)/float64(task), inlineStep,
+		float64(inlineStep)/float64(task))
 	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(create), "instr/create")
+	b.ReportMetric(float64(create+inlineRun), "instr/inline-run")
 	b.ReportMetric(float64(begin)/stepsPerChain, "instr/begin")
 	b.ReportMetric(float64(complete)/stepsPerChain, "instr/complete")
 	b.ReportMetric(float64(checks[0].instr), "instr/check-repair")
 	b.ReportMetric(float64(checks[1].instr), "instr/check")
+	b.ReportMetric(float64(task), "instr/asynq-task")
+	b.ReportMetric(float64(strictStep), "instr/strict-step")
+	b.ReportMetric(float64(inlineStep), "instr/inline-step")
+}
+
+// asynqTaskInstructions measures, with measure, raw asynq's own Redis work
+// for a task: runs enqueues (Client.Enqueue), then the dequeue and done of
+// as many tasks by a Server of concurrency 1. The second measure starts in
+// the first task's handler and ends in the handler of task runs+1: with one
+// worker, asynq marks a task done before it dequeues the next, so the span
+// holds runs dones and runs dequeues (and the server's background work over
+// that time: its heartbeat and forwarder, a few calls). It returns the mean
+// of each per task (rows is measure's, emptied).
+func asynqTaskInstructions(b *testing.B, rdb *redis.Client, runs int, measure func(string, func()),
+	rows *[]row) (enqueue, dequeueDone int64) {
+	b.Helper()
+	const queue = "asynqcost"
+	client := asynq.NewClientFromRedisClient(rdb)
+	// The first goes through unmeasured: it loads the script.
+	if _, err := client.Enqueue(asynq.NewTask(rawTaskType, nil), asynq.Queue(queue)); err != nil {
+		b.Fatal(err)
+	}
+	*rows = (*rows)[:0]
+	measure("asynq enqueue", func() {
+		for range runs + 1 {
+			if _, err := client.Enqueue(asynq.NewTask(rawTaskType, nil), asynq.Queue(queue)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// measure divides by runs; runs+1 enqueues were made.
+	enqueue = (*rows)[0].instr * int64(runs) / int64(runs+1)
+
+	started, done := make(chan struct{}), make(chan struct{})
+	var n int
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 1, Queues: map[string]int{queue: 1},
+		Logger: nopLogger{}, LogLevel: asynq.ErrorLevel})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(rawTaskType, func(context.Context, *asynq.Task) error {
+		n++
+		switch n {
+		case 2: // the first of the measured: its dequeue was not
+			started <- struct{}{}
+			<-started
+		case runs + 2:
+			close(done)
+		}
+		return nil
+	})
+	if err := srv.Start(mux); err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	*rows = (*rows)[:0]
+	<-started
+	measure("asynq dequeue and done", func() {
+		started <- struct{}{}
+		<-done
+	})
+	return enqueue, (*rows)[0].instr
+}
+
+// row is one measured figure of BenchmarkScriptInstructions: instructions
+// per call.
+type row struct {
+	label string
+	instr int64
 }
 
 // lastDumpTotal returns the instruction total of callgrind's latest dump in

@@ -5,10 +5,11 @@
 //
 // The throughput benchmarks run against one redis-server for the whole run,
 // a private one on a free loopback port (internal/redistest), each phase on
-// a queue of its own; BenchmarkReconcileRetries, BenchmarkRetainedRuns and
-// BenchmarkScriptInstructions start private servers of their own. Every
-// figure is printed with the machine's load average (/proc/loadavg) at the
-// time: on a shared machine, throughput moves with it.
+// a queue of its own; BenchmarkReconcileRetries, BenchmarkRetainedRuns,
+// BenchmarkScriptInstructions and BenchmarkScriptFloor start private
+// servers of their own. Every figure is printed with the machine's load
+// average (/proc/loadavg) at the time: on a shared machine, throughput
+// moves with it.
 //
 // BenchmarkStepThroughput is the main one. It compares, end to end, with
 // the same asynq server settings (the polling intervals the Cairn worker
@@ -109,12 +110,17 @@
 // default 2000).
 //
 // BenchmarkScriptInstructions runs redis-server under valgrind's callgrind
-// and reports the instructions it executes per begin and per complete
-// script, and per check of a scheduled retry by the reconciler (one that
-// repairs its missing task, and one of it healthy): a measure of the
-// scripts' cost that, unlike time, the machine's load does not move, for
-// judging a change to a script. It needs valgrind
-// (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS sets its runs
+// and reports the instructions it executes per create, begin and complete
+// script of a strict run and of an inline one, and per check of a
+// scheduled retry by the reconciler (one that repairs its missing task, and
+// one of it healthy): a measure of the scripts' cost that, unlike time, the
+// machine's load does not move, for judging a change to a script. For
+// comparison it measures raw asynq's own work for a task (enqueue; dequeue
+// and done), and prints Cairn's per step with the dequeue and done of its
+// task against it. BenchmarkScriptFloor measures the same way a stripped-down
+// begin and complete that only take the fence and checkpoint: the floor
+// under Cairn's scripts (docs/performance.md). Both need valgrind
+// (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS sets their runs
 // (default 200).
 //
 // Environment:
@@ -134,7 +140,7 @@
 //	CAIRN_BENCH_RETAINED_CHAINS        runs of each of its Cairn phases; default 3000
 //	CAIRN_BENCH_RETAINED_DIRECT        runs it takes through their life one call at a time, per queue and round; default 1000
 //	CAIRN_BENCH_SCALE_RUNS             runs per queue of BenchmarkScale; default 2000
-//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions; default 200
+//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor; default 200
 //
 // With -benchtime Nx each throughput phase runs N times the rounds,
 // alternating, and the figures are the totals. With -v, each phase also

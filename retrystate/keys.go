@@ -33,13 +33,23 @@ func (k keys) definitionVersions() string { return k.prefix + "defv" }
 // field def), and a finished run drops those fields again (compact_run in
 // lua/common.lua).
 //
-// Its seed, cairn:{q}:def:<sha>:seed, is what create.lua copies (COPY) into
-// a new run of that version: the template's fields, def, and every field
-// create.lua gives a run and its steps with its default. create.lua makes it
-// from the template when it is missing (the version's first run), so it is
-// derived data: deleting it costs the next create the making of it again.
-// Like the template, it never changes and is never deleted.
+// Its seed (seed) is what create.lua copies into a new run of that version.
 func (k keys) definition(sha string) string { return k.prefix + "def:" + sha }
+
+// seed is what create.lua copies (COPY) into a new run of definition
+// version sha: the template's fields, def, and every field create.lua gives
+// a run and its steps with its default. Those defaults are create.lua's, so
+// the name carries the create script's version (script, its SHA1: the
+// first 12 hex digits): a create.lua whose defaults changed uses seeds of
+// its own, and processes of two versions side by side each copy theirs.
+// create.lua makes a seed from the template when it is missing (the
+// version's first run under that script), so it is derived data: deleting
+// it costs the next create the making of it again. Like the template, it
+// never changes and is never deleted (one per definition version and
+// create.lua version).
+func (k keys) seed(sha, script string) string {
+	return k.prefix + "def:" + sha + ":seed:" + script[:12]
+}
 
 // Run is the run record hash. Its steps' records are fields of the same
 // hash, named s<idx>.<field> (lua/common.lua).

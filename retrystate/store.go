@@ -312,7 +312,11 @@ func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
 	if r.IdempotencyKey != "" {
 		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
 	}
-	return []string{s.keys.run(r.ID), idem, legacy, s.keys.asynqTask(task), s.keys.asynqPending()}, argv, nil
+	seed := s.keys.idempotencyNone() // any key of the slot: a run without a template has no seed
+	if r.Template != nil {
+		seed = s.keys.seed(r.Def, s.scripts.create.Hash())
+	}
+	return []string{s.keys.run(r.ID), idem, legacy, s.keys.asynqTask(task), s.keys.asynqPending(), seed}, argv, nil
 }
 
 // createResult decodes create.lua's reply (or error) for r.

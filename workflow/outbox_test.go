@@ -170,7 +170,7 @@ func TestOutboxQueuesWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// lostReply makes the first create.lua (EVALSHA with five keys, the first
+// lostReply makes the first create.lua (EVALSHA with six keys, the first
 // a run, sent in a pipeline) look as if its reply was lost: it runs, and
 // its caller gets a timeout.
 type lostReply struct{ fired atomic.Bool }
@@ -184,7 +184,7 @@ func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		for _, cmd := range cmds {
 			args := cmd.Args()
 			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
-				fmt.Sprint(args[2]) == "5" && strings.Contains(fmt.Sprint(args[3]), ":run:") &&
+				fmt.Sprint(args[2]) == "6" && strings.Contains(fmt.Sprint(args[3]), ":run:") &&
 				h.fired.CompareAndSwap(false, true) {
 				lost := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 				cmd.SetErr(lost)

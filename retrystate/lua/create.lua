@@ -7,6 +7,8 @@
 --         when it has the same owner
 -- KEYS[4] asynq:{q}:t:<run>_s0_a1, the first task's key (any key of the slot when ARGV[G+4] is "")
 -- KEYS[5] asynq:{q}:pending
+-- KEYS[6] the seed of the definition version ARGV[8] for this script (keys.go's seed), when ARGV[11]
+--         is 0 (else any key of the slot)
 -- ARGV[1..3]: run ID, key prefix, now (common.lua)
 -- ARGV[4]  workflow name
 -- ARGV[5]  input (JSON)
@@ -21,8 +23,7 @@
 -- ARGV[11] number of steps, n; 0 with ARGV[8]: the run's fixed fields (ARGV[9], ARGV[10], the
 --          steps' and their compensations' and groups', and the saga's) come from the template
 --          cairn:{q}:def:<ARGV[8]> instead ({"stale", ""} when it is missing): the run hash is a
---          COPY of the version's seed, cairn:{q}:def:<ARGV[8]>:seed (keys.go's definition), made
---          here from the template when it is missing
+--          COPY of the version's seed KEYS[6], made here from the template when it is missing
 -- ARGV[12 .. 11+12n] per step: name, optional (0|1), max_attempts, max_crashes, timeout_ms, policy (JSON),
 --                  run_timeout_ms and max_iterations in force while the step is current (0: none),
 --                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
@@ -84,7 +85,10 @@ local STEP_DEFAULTS = {"status", "pending", "attempt", "0", "budget_base", "0", 
 -- Redis copies without a value crossing into Lua.
 local from_template = n == 0
 if from_template then
-  local seed = PREFIX .. "def:" .. sha .. ":seed"
+  local seed = KEYS[6]
+  if not seed then
+    return redis.error_reply("ERR cairn: create.lua: a run of a template needs its seed's key (KEYS[6])")
+  end
   if redis.pcall("COPY", seed, RUN) ~= 1 then
     if redis.call("EXISTS", RUN) == 1 then
       return redis.error_reply("ERR cairn: run ID collision " .. RUN_ID)

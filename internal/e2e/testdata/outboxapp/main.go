@@ -93,7 +93,7 @@ func fail(msg string) {
 }
 
 // blocker blocks the process after the after-th create.lua (EVALSHA with
-// five keys, the first a run's, in the pipeline of Store.CreateRuns) that
+// six keys, the first a run's, in the pipeline of Store.CreateRuns) that
 // succeeded.
 type blocker struct {
 	after int64
@@ -109,7 +109,7 @@ func (b *blocker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		for _, cmd := range cmds {
 			args := cmd.Args()
 			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
-				fmt.Sprint(args[2]) == "5" && strings.Contains(fmt.Sprint(args[3]), ":run:") && b.n.Add(1) == b.after {
+				fmt.Sprint(args[2]) == "6" && strings.Contains(fmt.Sprint(args[3]), ":run:") && b.n.Add(1) == b.after {
 				fmt.Printf("blocked after %d creates\n", b.after)
 				time.Sleep(time.Hour) // until killed (a select{} could end in the runtime's deadlock panic)
 			}

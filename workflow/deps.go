@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,10 +46,12 @@ func (d *deps) persist(ctx context.Context, log logger, what string, fn func(con
 }
 
 // retry runs fn, retrying with backoff while it fails, until ctx is done or
-// for at most StateWriteTimeout.
+// for at most StateWriteTimeout. A closed Redis client (redis.ErrClosed:
+// the process is shutting down) ends it at once: no retry can succeed.
 func (d *deps) retry(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
-	if err := fn(ctx); err == nil { // the common case: no timer needed
-		return nil
+	err := fn(ctx)
+	if err == nil || errors.Is(err, redis.ErrClosed) { // the common case: no timer needed
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.writeTimeout)
 	defer cancel()
@@ -58,7 +61,7 @@ func (d *deps) retry(ctx context.Context, log logger, what string, fn func(conte
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
 			return err
 		}
 		log.Warn("redis write failed; retrying", "op", what, AttrError, err, "retry_in", backoff)

@@ -464,10 +464,13 @@ func (c *Client) FlushOutbox(ctx context.Context) (OutboxFlush, error) {
 			if alias != "" {
 				ak, av = []byte(e.RunID), []byte(alias)
 			}
+			// Counted before the entry goes (OutboxStats reads the box, then
+			// the counters: an entry it sees gone is counted).
+			ob.flushed.Add(1)
 			if err := ob.with(func(b *outbox.Box) error { return b.Delete(it.Seq, ak, av) }); err != nil {
+				ob.flushed.Add(^uint64(0))
 				return rep, err
 			}
-			ob.flushed.Add(1)
 			rep.Flushed++
 		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
 			rep.Remaining = remaining()
@@ -504,13 +507,14 @@ func (c *Client) bury(seq uint64, e *OutboxEntry, cause error) error {
 		return err
 	}
 	var dropped int
+	c.ob.deadLettered.Add(1) // before the entry moves, as flush counts flushed
 	if err := c.ob.with(func(b *outbox.Box) error {
 		dropped, err = b.Bury(seq, v)
 		return err
 	}); err != nil {
+		c.ob.deadLettered.Add(^uint64(0))
 		return err
 	}
-	c.ob.deadLettered.Add(1)
 	c.log.Error("outbox entry refused; moved to the dead letters (enqueue outbox lists them)",
 		"kind", string(e.Kind), AttrRunID, e.RunID, AttrWorkflow, e.Workflow, "signal", e.Signal,
 		"outbox_seq", seq, AttrReason, cause.Error())
@@ -725,7 +729,6 @@ func (c *Client) OutboxStats() (OutboxStats, error) {
 	if ob == nil {
 		return st, nil
 	}
-	st.Flushed, st.DeadLettered = ob.flushed.Load(), ob.deadLettered.Load()
 	err := ob.with(func(b *outbox.Box) error {
 		s, err := b.Stats()
 		if err != nil {
@@ -745,6 +748,9 @@ func (c *Client) OutboxStats() (OutboxStats, error) {
 		}
 		return nil
 	})
+	// The box, then the counters: the flush counts an entry before it moves
+	// it, so an entry seen gone above is counted.
+	st.Flushed, st.DeadLettered = ob.flushed.Load(), ob.deadLettered.Load()
 	if errors.Is(err, errOutboxClosed) {
 		err = nil
 	}

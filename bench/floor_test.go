@@ -3,15 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -66,19 +62,9 @@ return {"next", v[3]}
 // nothing but take the fence and checkpoint, the floor under begin.lua and
 // complete.lua. docs/performance.md sets it against the throughput targets.
 func BenchmarkScriptFloor(b *testing.B) {
-	valgrind, err1 := exec.LookPath("valgrind")
-	control, err2 := exec.LookPath("callgrind_control")
-	if err1 != nil || err2 != nil {
-		b.Fatal("valgrind is not installed; BenchmarkScriptFloor counts Redis's instructions with it: apt-get install -y valgrind")
-	}
 	runs := envInt(b, "CAIRN_BENCH_COST_RUNS", 200)
-	dir := b.TempDir()
-	srv := redistest.Start(b, &redistest.Options{
-		Wrapper:      []string{valgrind, "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out.%p")},
-		ReadyTimeout: 2 * time.Minute,
-	})
-	pid := strconv.Itoa(srv.PID())
-	rdb := srv.Client(b)
+	cg := startCallgrind(b, "")
+	rdb := cg.rdb
 	ctx := context.Background()
 	const queue = "floor"
 	client := publishNoop(b, rdb, queue)
@@ -95,21 +81,9 @@ func BenchmarkScriptFloor(b *testing.B) {
 	fences, pending := prefix+"idx:fences", "asynq:{"+queue+"}:pending"
 	var total int64
 	measure := func(label string, fn func()) {
-		for _, args := range [][]string{{"-z"}, nil} {
-			if args == nil {
-				fn()
-				args = []string{"-d", label}
-			}
-			if out, err := exec.Command(control, append(args, pid)...).CombinedOutput(); err != nil {
-				b.Fatalf("callgrind_control %v: %v\n%s", args, err, out)
-			}
-		}
-		n, err := lastDumpTotal(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Printf("  %-12s %9d\n", label, n/int64(runs))
-		total += n / int64(runs)
+		n := cg.count(label, fn) / int64(runs)
+		fmt.Printf("  %-12s %9d\n", label, n)
+		total += n
 	}
 	step := func(ids []string, idx int, measure func(string, func())) {
 		measure(fmt.Sprintf("begin s%d", idx+1), func() {

@@ -43,26 +43,9 @@ import (
 // script and step, named after it) are written there and kept, for
 // callgrind_annotate.
 func BenchmarkScriptInstructions(b *testing.B) {
-	valgrind, err1 := exec.LookPath("valgrind")
-	control, err2 := exec.LookPath("callgrind_control")
-	if err1 != nil || err2 != nil {
-		b.Fatal("valgrind is not installed; BenchmarkScriptInstructions counts Redis's instructions with it: apt-get install -y valgrind")
-	}
 	runs := envInt(b, "CAIRN_BENCH_COST_RUNS", 200)
-	dir := b.TempDir()
-	if keep := os.Getenv("CAIRN_BENCH_CALLGRIND_DIR"); keep != "" {
-		// Keep the dumps, to read with callgrind_annotate.
-		if err := os.MkdirAll(keep, 0o750); err != nil {
-			b.Fatal(err)
-		}
-		dir = keep
-	}
-	srv := redistest.Start(b, &redistest.Options{
-		Wrapper:      []string{valgrind, "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out.%p")},
-		ReadyTimeout: 2 * time.Minute,
-	})
-	pid := strconv.Itoa(srv.PID())
-	rdb := srv.Client(b)
+	cg := startCallgrind(b, os.Getenv("CAIRN_BENCH_CALLGRIND_DIR"))
+	rdb := cg.rdb
 	ctx := context.Background()
 	const queue = "cost"
 
@@ -150,21 +133,9 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	start(inlineIDs)
 	inline(inlineIDs[:1], func(_ string, fn func()) { fn() })
 
-	callgrind := func(args ...string) {
-		if out, err := exec.Command(control, append(args, pid)...).CombinedOutput(); err != nil {
-			b.Fatalf("callgrind_control %v: %v\n%s", args, err, out)
-		}
-	}
 	var rows []row
 	measure := func(label string, fn func()) {
-		callgrind("-z")
-		fn()
-		callgrind("-d", label)
-		n, err := lastDumpTotal(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rows = append(rows, row{label, n / int64(runs)})
+		rows = append(rows, row{label, cg.count(label, fn) / int64(runs)})
 	}
 	measure("create", func() { start(ids[1:]) })
 	for idx := range stepsPerChain {
@@ -314,6 +285,59 @@ func asynqTaskInstructions(b *testing.B, rdb *redis.Client, runs int, measure fu
 type row struct {
 	label string
 	instr int64
+}
+
+// callgrindServer is a private redis-server run under valgrind's callgrind,
+// whose instructions count measures.
+type callgrindServer struct {
+	b        *testing.B
+	rdb      *redis.Client
+	control  string // callgrind_control
+	pid, dir string
+}
+
+// startCallgrind starts a callgrindServer; its dumps go to keep when it is
+// not "" (and are kept, for callgrind_annotate), else to a temporary
+// directory. It fails the benchmark, with the install command, when
+// valgrind is missing.
+func startCallgrind(b *testing.B, keep string) *callgrindServer {
+	b.Helper()
+	valgrind, err1 := exec.LookPath("valgrind")
+	control, err2 := exec.LookPath("callgrind_control")
+	if err1 != nil || err2 != nil {
+		b.Fatalf("valgrind is not installed; %s counts Redis's instructions with it: apt-get install -y valgrind", b.Name())
+	}
+	dir := b.TempDir()
+	if keep != "" {
+		if err := os.MkdirAll(keep, 0o750); err != nil {
+			b.Fatal(err)
+		}
+		dir = keep
+	}
+	srv := redistest.Start(b, &redistest.Options{
+		Wrapper:      []string{valgrind, "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "callgrind.out.%p")},
+		ReadyTimeout: 2 * time.Minute,
+	})
+	return &callgrindServer{b: b, rdb: srv.Client(b), control: control, pid: strconv.Itoa(srv.PID()), dir: dir}
+}
+
+// count runs fn between a reset of callgrind's counters and a dump named
+// label, and returns the instructions redis-server executed meanwhile.
+func (c *callgrindServer) count(label string, fn func()) int64 {
+	c.b.Helper()
+	ctl := func(args ...string) {
+		if out, err := exec.Command(c.control, append(args, c.pid)...).CombinedOutput(); err != nil {
+			c.b.Fatalf("callgrind_control %v: %v\n%s", args, err, out)
+		}
+	}
+	ctl("-z")
+	fn()
+	ctl("-d", label)
+	n, err := lastDumpTotal(c.dir)
+	if err != nil {
+		c.b.Fatal(err)
+	}
+	return n
 }
 
 // lastDumpTotal returns the instruction total of callgrind's latest dump in

@@ -48,8 +48,15 @@ const (
 const SagaChargeTimeout = 10 * time.Second
 
 // SagaCompAttempts is the max attempts of the saga's compensations (their
-// own policy; the steps have the worker's).
-const SagaCompAttempts = 3
+// own policy; the steps have the worker's). Their retries come quickly
+// (SagaCompRetryInterval apart at most), so that a compensation of charge
+// made to fail on every attempt (SagaInput.CompExhaustStep) fails
+// SagaBreakerThreshold times in a row before another run's charge can
+// succeed in between and reset the count: it opens the breaker.
+const (
+	SagaCompAttempts      = 3
+	SagaCompRetryInterval = 20 * time.Millisecond
+)
 
 // SagaInput is the saga workflow's input. Every failure it injects depends
 // only on the run, the step and the attempt, so it is the same on every
@@ -165,7 +172,8 @@ func Saga(rdb redis.UniversalClient, queue string, policy workflow.Policy) workf
 		}
 		return SagaOutput{Step: sc.Step, Attempt: sc.Attempt}, nil
 	}
-	compPolicy := workflow.Policy{MaxAttempts: SagaCompAttempts}
+	compPolicy := workflow.Policy{MaxAttempts: SagaCompAttempts, InitialInterval: SagaCompRetryInterval / 2,
+		MaxInterval: SagaCompRetryInterval}
 	return workflow.Definition{
 		Name: SagaName, Policy: policy, OnFailure: workflow.FailureCompensate,
 		Steps: []workflow.Step{

@@ -820,6 +820,18 @@ local function compact_run()
   end
 end
 
+-- RUN_DEFAULTS and STEP_DEFAULTS are the fields create.lua gives a new run
+-- and each of its steps, with their defaults (field, value, ...): in its
+-- seed, or written from arguments; rehydrate gives them back to a compact
+-- run.
+local RUN_DEFAULTS = {"status", "pending", "owner", "", "idempotency_key", "", "idem_key", "", "iterations", "0",
+  "deadline", "0", "started_at", "0", "finished_at", "0", "failure_code", "", "failure_reason", "", "warning", "",
+  "needs_attention", "0", "auto_recoveries", "0"}
+local STEP_DEFAULTS = {"status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0",
+  "retry_state", "none", "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "",
+  "fence", "", "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
+  "finished_at", "0"}
+
 -- rehydrate gives a compact run (compact_run) back the fields it dropped:
 -- its template's and, with their defaults, those create.lua gives a run
 -- and its steps, as a run that is reopened needs them. (Its journal stays
@@ -847,9 +859,10 @@ local function rehydrate()
   for i = 1, #t, 2 do
     add(t[i], t[i + 1])
   end
-  local run = {"owner", "", "idempotency_key", "", "idem_key", "", "iterations", "0", "deadline", "0",
-    "started_at", "0", "finished_at", "0", "failure_code", "", "failure_reason", "", "warning", "",
-    "needs_attention", "0", "auto_recoveries", "0", "current", "0"}
+  local run = {"current", "0"}
+  for i = 1, #RUN_DEFAULTS do
+    run[#run + 1] = RUN_DEFAULTS[i]
+  end
   if r[3] == "1" then
     local g = {"ord_key", "", "ord_limit", "0", "ord_block", "0", "wf_limit", "0", "hold_k", "0", "hold_w", "0",
       "waiting", ""}
@@ -860,10 +873,6 @@ local function rehydrate()
   for i = 1, #run, 2 do
     add(run[i], run[i + 1])
   end
-  local step = {"status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0", "retry_state",
-    "none", "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "fence", "",
-    "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
-    "finished_at", "0"}
   add("updated_at", m.finished_at or "0")
   add("deadline_base", m.created_at or "0")
   for i = 0, num(m.steps) - 1 do
@@ -873,13 +882,12 @@ local function rehydrate()
     if m[p .. "started_at"] and m[p .. "started_at"] ~= "0" then
       add(p .. "attempt_started_at", m[p .. "started_at"])
     end
-    for j = 1, #step, 2 do
-      add(p .. step[j], step[j + 1])
-    end
-    if a == "0" then
-      add(p .. "task", "")
-    else
+    if a ~= "0" then
+      -- (Before the defaults: their empty task is a step never activated.)
       add(p .. "task", task_id(i, num(a), num(m[p .. "gen"])))
+    end
+    for j = 1, #STEP_DEFAULTS, 2 do
+      add(p .. STEP_DEFAULTS[j], STEP_DEFAULTS[j + 1])
     end
   end
   for j = 1, #w, 1000 do

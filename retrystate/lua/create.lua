@@ -71,18 +71,10 @@ if sha ~= "" then
     return {"stale", published}
   end
 end
--- The run's default fields, and its steps' (the run-specific ones are
--- written below, over them).
-local RUN_DEFAULTS = {"status", "pending", "owner", "", "idempotency_key", "", "idem_key", "", "iterations", "0",
-  "deadline", "0", "started_at", "0", "finished_at", "0", "failure_code", "", "failure_reason", "", "warning", "",
-  "needs_attention", "0", "auto_recoveries", "0"}
-local STEP_DEFAULTS = {"status", "pending", "attempt", "0", "budget_base", "0", "retry_attempts", "0",
-  "retry_state", "none", "next_attempt_at", "0", "attempts_started", "0", "crashes", "0", "gen", "0", "task", "",
-  "fence", "", "fence_expires_at", "0", "last_error", "", "last_error_class", "", "output", "", "started_at", "0",
-  "finished_at", "0"}
 -- A run of a template (n == 0) is copied from its definition's seed
--- (keys.go's seed: the template's fields and every default above), which
--- Redis copies without a value crossing into Lua.
+-- (keys.go's seed: the template's fields and every default, common.lua's
+-- RUN_DEFAULTS and STEP_DEFAULTS; the run-specific fields are written
+-- below, over them), which Redis copies without a value crossing into Lua.
 local from_template = n == 0
 if from_template then
   local seed = KEYS[6]
@@ -161,7 +153,11 @@ else
     f[#f + 1] = "def"
     f[#f + 1] = sha
   end
-  redis.call("HSET", RUN, unpack(f))
+  -- Written with w at the end, under the run's own fields (owner, key).
+  for j = 1, #w do
+    f[#f + 1] = w[j]
+  end
+  w = f
 end
 -- Without a template, the steps' fixed fields come in ARGV.
 for i = 0, (from_template and 0 or n) - 1 do

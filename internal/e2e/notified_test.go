@@ -106,10 +106,13 @@ func TestRecoveryNotified(t *testing.T) {
 	seen(run.ID, workflow.NotifyRunRecovered, func(n workflow.Notification) bool {
 		return n.Details["by"] == "reconciler" && n.Details["kind"] == "crashed_attempt" && n.Details["step"] == "fetch"
 	})
-	evs, _ := client.Events(ctxb, run.ID)
-	if ev := lastEvent(evs, workflow.EventAttemptStarted); ev == nil || ev.Details["resumed"] != "1" {
-		t.Fatalf("the run was not resumed on the other worker: %+v", ev)
-	}
+	// The reconciler notifies when it repairs the run, before the other
+	// worker's resumed attempt has started: wait for that attempt.
+	testkit.Eventually(t, 60*time.Second, "the run to be resumed on the other worker", func() bool {
+		evs, err := client.Events(ctxb, run.ID)
+		ev := lastEvent(evs, workflow.EventAttemptStarted)
+		return err == nil && ev != nil && ev.Details["resumed"] == "1"
+	})
 	running("fetch to run again")
 
 	startWorker(t, bin, env)

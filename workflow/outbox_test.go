@@ -170,9 +170,9 @@ func TestOutboxQueuesWhileRedisIsDown(t *testing.T) {
 	}
 }
 
-// lostReply makes the first create.lua (EVALSHA with six keys, the first
-// a run, sent in a pipeline) look as if its reply was lost: it runs, and
-// its caller gets a timeout.
+// lostReply makes the first create.lua (testkit.IsRunCreate, sent in a
+// pipeline) look as if its reply was lost: it runs, and its caller gets a
+// timeout.
 type lostReply struct{ fired atomic.Bool }
 
 func (*lostReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
@@ -182,10 +182,7 @@ func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			args := cmd.Args()
-			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
-				fmt.Sprint(args[2]) == "6" && strings.Contains(fmt.Sprint(args[3]), ":run:") &&
-				h.fired.CompareAndSwap(false, true) {
+			if cmd.Err() == nil && testkit.IsRunCreate(cmd) && h.fired.CompareAndSwap(false, true) {
 				lost := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 				cmd.SetErr(lost)
 				return lost

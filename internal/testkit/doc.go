@@ -3,9 +3,10 @@
 // ([Logger]), a free loopback address ([FreeAddr]), an in-process worker on
 // a test's Redis ([StartWorker]), waiting for a run ([WaitRun]) and counting
 // its events ([CountEvents]), skipping the slow tests under -short
-// ([SkipShort]) and a TestMain that checks for leaked goroutines ([Main]).
+// ([SkipShort]), recognising a run's creation in a Redis hook
+// ([IsRunCreate]) and a TestMain that checks for leaked goroutines ([Main]).
 //
-// It is imported by tests only. Since it imports package workflow, the
+// It is imported by tests only (and by the e2e tests' helper programs). Since it imports package workflow, the
 // internal (package workflow) tests of workflow and of the packages workflow
 // imports cannot use it; their external (_test) packages can.
 package testkit

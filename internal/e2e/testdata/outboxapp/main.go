@@ -23,12 +23,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -92,8 +92,8 @@ func fail(msg string) {
 	os.Exit(2)
 }
 
-// blocker blocks the process after the after-th create.lua (EVALSHA with
-// six keys, the first a run's, in the pipeline of Store.CreateRuns) that
+// blocker blocks the process after the after-th create.lua
+// (testkit.IsRunCreate, in the pipeline of Store.CreateRuns) that
 // succeeded.
 type blocker struct {
 	after int64
@@ -107,9 +107,7 @@ func (b *blocker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			args := cmd.Args()
-			if cmd.Err() == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 &&
-				fmt.Sprint(args[2]) == "6" && strings.Contains(fmt.Sprint(args[3]), ":run:") && b.n.Add(1) == b.after {
+			if cmd.Err() == nil && testkit.IsRunCreate(cmd) && b.n.Add(1) == b.after {
 				fmt.Printf("blocked after %d creates\n", b.after)
 				time.Sleep(time.Hour) // until killed (a select{} could end in the runtime's deadlock panic)
 			}

@@ -664,33 +664,45 @@ func TestComposeServicesStart(t *testing.T) {
 
 	// Each worker's /metrics answers (with a token: the address is not
 	// loopback in a container), and together they counted the three steps.
-	succeeded := 0.0
+	// The worker counts a step after its checkpoint, so the last step's
+	// count can follow the run's success by a moment: poll.
 	for _, w := range workers {
 		if st, _, _ := call(t, "GET", w.base+"/metrics", nil, ""); st != http.StatusUnauthorized {
 			t.Errorf("%s: /metrics without a token: %d, want 401", w.name, st)
 		}
-		st, _, body := call(t, "GET", w.base+"/metrics", bearer(composeUserToken), "")
-		if st != http.StatusOK {
-			t.Fatalf("%s: /metrics %d %s", w.name, st, body)
-		}
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
-		if err != nil {
-			t.Fatalf("%s: /metrics does not parse: %v", w.name, err)
-		}
-		// A worker that ran none of the steps has no series of the
-		// counter yet (the family is absent): it counted zero.
-		f := families["cairn_step_attempts_total"]
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["workflow"] == "demo" && labels["outcome"] == "succeeded" {
-				succeeded += m.GetCounter().GetValue()
-			}
-		}
 	}
+	countSucceeded := func() float64 {
+		succeeded := 0.0
+		for _, w := range workers {
+			st, _, body := call(t, "GET", w.base+"/metrics", bearer(composeUserToken), "")
+			if st != http.StatusOK {
+				t.Fatalf("%s: /metrics %d %s", w.name, st, body)
+			}
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+			if err != nil {
+				t.Fatalf("%s: /metrics does not parse: %v", w.name, err)
+			}
+			// A worker that ran none of the steps has no series of the
+			// counter yet (the family is absent): it counted zero.
+			f := families["cairn_step_attempts_total"]
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["workflow"] == "demo" && labels["outcome"] == "succeeded" {
+					succeeded += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return succeeded
+	}
+	succeeded := 0.0
+	testkit.Eventually(t, 10*time.Second, "the workers' /metrics to count 3 succeeded demo attempts", func() bool {
+		succeeded = countSucceeded()
+		return succeeded >= 3
+	})
 	if succeeded != 3 {
 		t.Errorf("the workers' /metrics count %v succeeded demo attempts, want 3 (fetch, transform, deliver)", succeeded)
 	}

@@ -111,7 +111,9 @@ func TestLostWritesAtFailover(t *testing.T) {
 		}
 		return sc.Step, nil
 	}
-	def := workflow.Definition{Name: "lost", Policy: workflow.Policy{InitialInterval: 100 * time.Millisecond},
+	// b's retry comes 1 to 2 s after its failure (equal jitter), so that
+	// "retry schedule" restores its snapshot before the retry can begin.
+	def := workflow.Definition{Name: "lost", Policy: workflow.Policy{InitialInterval: 2 * time.Second},
 		Steps: []workflow.Step{{Name: "a", Run: body}, {Name: "b", Run: body}, {Name: "c", Run: body}}}
 	testkit.StartWorker(t, rdb, workflow.WorkerConfig{
 		EngineConfig: workflow.EngineConfig{Queue: queue, FenceTTL: time.Second, Logger: testkit.Logger(t)},

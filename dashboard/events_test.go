@@ -178,9 +178,11 @@ func TestEventStream(t *testing.T) {
 	if failed.Status != workflow.StatusFailed || failed.FinishedAt == nil {
 		t.Fatalf("run %+v, want failed", failed)
 	}
+	// Live, not at some slow poll: the hub's read blocks for a second, and
+	// a loaded machine adds its own delays to the Redis and HTTP hops.
 	for _, ev := range []sseEvent{stepEv, runEv} {
-		if lag := ev.at.Sub(*failed.FinishedAt); lag > time.Second {
-			t.Errorf("%s arrived %s after the run failed, want within 1s", ev.event, lag)
+		if lag := ev.at.Sub(*failed.FinishedAt); lag > 5*time.Second {
+			t.Errorf("%s arrived %s after the run failed, want within 5s", ev.event, lag)
 		}
 	}
 	se := stepEv.decode(t)
@@ -210,7 +212,7 @@ func TestEventStream(t *testing.T) {
 
 	// Resuming after step_failed starts with the next of alice's events.
 	resumed := e.openStream("alice resumed", aliceToken, stepEv.id)
-	if ev := resumed.next(5*time.Second, func(sseEvent) bool { return true }); ev.id != runEv.id {
+	if ev := resumed.next(15*time.Second, func(sseEvent) bool { return true }); ev.id != runEv.id {
 		t.Errorf("resumed stream starts with %s %s, want run_failed %s", ev.event, ev.id, runEv.id)
 	}
 }
@@ -219,7 +221,7 @@ func TestEventStreamHeartbeat(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{heartbeat: 20 * time.Millisecond, noWorker: true})
 	s := e.openStream("alice", aliceToken, "")
-	deadline := time.NewTimer(5 * time.Second)
+	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
 	for {
 		select {
@@ -228,7 +230,7 @@ func TestEventStreamHeartbeat(t *testing.T) {
 				return
 			}
 		case <-deadline.C:
-			t.Fatal("no heartbeat within 5s")
+			t.Fatal("no heartbeat within 15s")
 		}
 	}
 }
@@ -260,16 +262,16 @@ func TestServeShutsDownWithOpenStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return within 5s of its context's end")
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return within 15s of its context's end")
 	}
-	deadline := time.NewTimer(5 * time.Second)
+	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
 	for open := true; open; {
 		select {
 		case _, open = <-st.events: // the stream ends
 		case <-deadline.C:
-			t.Fatal("the event stream is still open 5s after the shutdown")
+			t.Fatal("the event stream is still open 15s after the shutdown")
 		}
 	}
 	if resp, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {

@@ -49,6 +49,21 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// scrapeWhen scrapes until ready says the families hold what the test
+// waits for, and returns them. The observer counts a run's last step and
+// its end after the script that ended the run has returned, and asynq
+// counts a processed task after the handler returns: a client can see the
+// run ended a moment before either.
+func scrapeWhen(t *testing.T, h http.Handler, what string, ready func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	var fams map[string]*dto.MetricFamily
+	testkit.Eventually(t, 10*time.Second, what, func() bool {
+		fams = scrape(t, h)
+		return ready(fams)
+	})
+	return fams
+}
+
 // sample finds the sample of family name with exactly the given labels. A
 // histogram's value is its sample count; sum is its sum.
 func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (value, sum float64, ok bool) {
@@ -138,7 +153,8 @@ func TestWorkerMetrics(t *testing.T) {
 	rdb := srv.Client(t)
 	queue := testkit.Queue(t, "metrics")
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	// Timeout: a loaded machine can hold up a scrape's Redis reads past the 2 s default, and the gauges would be missing.
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +182,13 @@ func TestWorkerMetrics(t *testing.T) {
 		}
 	}
 
-	fams := scrape(t, m.Handler())
 	wf := []string{"workflow", demo.Name}
+	fams := scrapeWhen(t, m.Handler(), "both runs' ends and asynq's 5 processed tasks to be counted", func(fams map[string]*dto.MetricFamily) bool {
+		ok, _, _ := sample(fams, "cairn_runs_finished_total", append(wf, "status", "succeeded", "code", "")...)
+		failed, _, _ := sample(fams, "cairn_runs_finished_total", append(wf, "status", "failed", "code", workflow.CodePermanentError)...)
+		processed, _, _ := sample(fams, "asynq_tasks_processed_total", "queue", queue)
+		return ok >= 1 && failed >= 1 && processed >= 5
+	})
 	step := func(s string, more ...string) []string {
 		return append([]string{"workflow", demo.Name, "step", s}, more...)
 	}
@@ -328,7 +349,7 @@ func TestWaitingRunsGauge(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	queue := testkit.Queue(t, "metrics")
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +392,7 @@ func TestBreakerMetrics(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	queue := testkit.Queue(t, "metrics")
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +423,7 @@ func TestSagaMetrics(t *testing.T) {
 	rdb := srv.Client(t)
 	queue := testkit.Queue(t, "metrics")
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue})
+	m, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: queue, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +497,10 @@ func TestSagaMetrics(t *testing.T) {
 	}
 	wait(holdID, workflow.StatusCompensated)
 
-	fams := scrape(t, m.Handler())
+	fams := scrapeWhen(t, m.Handler(), "the cancelled run's compensated end to be counted", func(fams map[string]*dto.MetricFamily) bool {
+		n, _, _ := sample(fams, "cairn_runs_finished_total", "workflow", "hold", "status", "compensated", "code", workflow.CodeCancelled)
+		return n >= 1
+	})
 	step := func(wf, s string, more ...string) []string {
 		return append([]string{"workflow", wf, "step", s}, more...)
 	}

@@ -114,7 +114,9 @@ func TestRetryThenSuccess(t *testing.T) {
 			if ev.At.Before(d) {
 				t.Errorf("attempt %d started at %s, before its due time %s", ev.Attempt, ev.At, d)
 			}
-			if late := ev.At.Sub(d); late > 2*time.Second {
+			// Up to a second of it is the retry's whole-second score;
+			// the rest is asynq's forwarder and poll on a loaded machine.
+			if late := ev.At.Sub(d); late > 5*time.Second {
 				t.Errorf("attempt %d started %s after its due time", ev.Attempt, late)
 			}
 		}
@@ -148,8 +150,10 @@ func TestRetryPendingWarning(t *testing.T) {
 	if f.Status != workflow.StepPending || f.Attempts != 1 || f.NextAttemptAt == nil {
 		t.Fatalf("fetch: %+v", f)
 	}
-	if d := f.NextAttemptAt.Sub(*f.StartedAt); d < 30*time.Second || d > 31*time.Second {
-		t.Errorf("next attempt %s after the first started; want about 30s", d)
+	// 30 s from the failure, which follows the attempt's start by the
+	// body's run and a script's round trip: a moment, longer when loaded.
+	if d := f.NextAttemptAt.Sub(*f.StartedAt); d < 30*time.Second || d > 35*time.Second {
+		t.Errorf("next attempt %s after the first started; want 30s after the failure", d)
 	}
 }
 
@@ -348,7 +352,7 @@ func TestCancelRunningStep(t *testing.T) {
 		t.Errorf("step ended with %v, want context.Canceled", err)
 	}
 	// The discarded result changes nothing.
-	e.eventually(5*time.Second, "the worker to finish the task", func() bool {
+	e.eventually(15*time.Second, "the worker to finish the task", func() bool {
 		info, err := asynq.NewInspectorFromRedisClient(e.rdb).GetQueueInfo(e.queue)
 		return err == nil && info.Active == 0 && info.Pending == 0
 	})

@@ -248,6 +248,9 @@ func TestTracingInline(t *testing.T) {
 			t.Errorf("step %s: %d attempt spans, want 1, a child of Start's", step, len(s))
 		}
 	}
+	// asynq counts the task after the handler returns, which is after
+	// the run's span ended.
+	e.eventually(10*time.Second, "asynq to count the processed task", func() bool { return e.processedTasks() >= 1 })
 	if n := e.processedTasks(); n != 1 {
 		t.Errorf("%d asynq tasks processed, want 1 (the steps ran inline)", n)
 	}

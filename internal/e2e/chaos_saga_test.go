@@ -476,7 +476,7 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 	}
 	type probe struct {
 		a        attempt
-		released bool // failed permanently: the next attempt probes
+		released bool // failed permanently or crashed: the next attempt probes
 	}
 	probes := map[int]*probe{} // opening index -> its current probe
 	for _, a := range all {
@@ -490,7 +490,11 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 		switch a.typ {
 		case workflow.EventAttemptCrashed:
 			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {
-				c.crashedProbes++ // its lease holds the breaker half-open
+				// The crash frees the probe (breaker "crashed", in
+				// begin.lua and redispatch.lua, which journal it): the
+				// resumed attempt, or another, probes next.
+				c.crashedProbes++
+				p.released = true
 				c.notes = append(c.notes, fmt.Sprintf("the probe %s attempt %d of run %s (started %s) crashed; its journal: %s",
 					a.step, a.attempt, a.run, p.a.at.Format(tsFormat), journalOf(s.journals[a.run], a.step)))
 			}

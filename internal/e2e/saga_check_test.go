@@ -325,6 +325,29 @@ func TestCheckSagasCatches(t *testing.T) {
 				// out (the breaker never closed).
 				return opening(s, 0), 0, nil
 			}, want: []string{"compensate:charge attempt 1 started at", "was half-open and its probe (run saga-second-probe charge attempt 1"}},
+		{name: "probe-crashed", in: compensated,
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				// charge's attempt 1 probes the half-open breaker; its worker
+				// (pid 2) is killed, which frees the probe (begin.lua and
+				// redispatch.lua: breaker "crashed"), and the resumed
+				// attempt probes again, succeeds and closes the breaker.
+				b := opening(s, 0)
+				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+				probe := s.evs[i].At
+				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
+				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+					At: probe.Add(time.Millisecond), PID: 2})
+				crashed, resumed := probe.Add(3*time.Millisecond), probe.Add(5*time.Millisecond)
+				insert(s, i+1, workflow.Event{ID: fmt.Sprintf("%d-0", ms(crashed)), Type: workflow.EventAttemptCrashed, At: crashed,
+					Step: demo.SagaCharge, Attempt: 1})
+				insert(s, i+2, workflow.Event{ID: fmt.Sprintf("%d-0", ms(resumed)), Type: workflow.EventAttemptStarted, At: resumed,
+					Step: demo.SagaCharge, Attempt: 1, Details: map[string]string{"resumed": "1"}})
+				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
+				s.run.Step(demo.SagaCharge).Crashes = 1
+				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+			},
+			counters: func(c *chaosResult) bool { return c.crashedProbes == 1 && c.probes == 2 }},
 		{name: "deferred-while-closed", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)

@@ -31,10 +31,13 @@ func worker(t *testing.T) string {
 }
 
 // baseEnv isolates the worker from CAIRN_* variables of the environment the
-// tests run in: an empty value takes the default.
+// tests run in: an empty value takes the default, but for CAIRN_HTTP_ADDR,
+// where it turns the HTTP API off (its default, 127.0.0.1:8080, is a fixed
+// port that parallel tests would contend for); a test that wants the API
+// appends its own address (the last setting of a variable wins).
 func baseEnv(embeddedAddr string) []string {
 	return []string{
-		"CAIRN_REDIS_URL=", "CAIRN_EMBEDDED_ADDR=" + embeddedAddr, "CAIRN_QUEUE=", "CAIRN_CONCURRENCY=",
+		"CAIRN_REDIS_URL=", "CAIRN_EMBEDDED_ADDR=" + embeddedAddr, "CAIRN_QUEUE=", "CAIRN_CONCURRENCY=", "CAIRN_HTTP_ADDR=",
 		"CAIRN_LOG_FORMAT=text", "CAIRN_LOG_LEVEL=info", "CAIRN_RETRY_JITTER=", "CAIRN_SHUTDOWN_TIMEOUT=10s",
 	}
 }

@@ -45,11 +45,15 @@ var ctxb = context.Background()
 const workerPkg = "github.com/cairnhq/cairn/cmd/worker"
 
 // workerEnv is the environment of a worker binary on srv and queue, with
-// quick retries, plus extra settings.
+// quick retries, plus extra settings. The HTTP API is off unless extra
+// gives CAIRN_HTTP_ADDR (the last setting of a variable wins): the
+// default, 127.0.0.1:8080, is a fixed port, which the workers of parallel
+// tests, and whatever else runs on the machine, would contend for.
 func workerEnv(srv *redistest.Server, queue string, extra ...string) []string {
 	return append([]string{
 		"CAIRN_REDIS_URL=" + srv.URL(),
 		"CAIRN_QUEUE=" + queue,
+		"CAIRN_HTTP_ADDR=",
 		"CAIRN_LOG_LEVEL=debug",
 		"CAIRN_LOG_FORMAT=text",
 	}, extra...)

@@ -244,7 +244,7 @@ func (c *chaosResult) checkSagas(s sagaRuns) {
 						c.violatef("saga run %s: %s attempt %d started, and it is not the compensation started last (%v)",
 							id, ev.Step, ev.Attempt, started)
 					}
-					if ev.Details["resumed"] != "1" {
+					if r := ev.Details["resumed"]; r != "1" && r != "interrupted" {
 						c.compAttempts++
 					}
 				}
@@ -442,7 +442,7 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 			}
 			a := attempt{id: id, at: ev.At, run: run, step: ev.Step, attempt: ev.Attempt, typ: ev.Type}
 			switch ev.Type {
-			case workflow.EventAttemptStarted, workflow.EventAttemptCrashed:
+			case workflow.EventAttemptStarted, workflow.EventAttemptCrashed, workflow.EventAttemptInterrupted:
 			case "attempt_deferred":
 				t, err := time.Parse(time.RFC3339Nano, ev.Details["until"])
 				if err != nil {
@@ -460,7 +460,25 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 			all = append(all, a)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].id.ms < all[j].id.ms })
+	// Stable: a run's entries of one millisecond stay in their journal's
+	// order (begin.lua journals a crashed probe and its resumed attempt,
+	// the new probe, in one script).
+	sort.SliceStable(all, func(i, j int) bool { return all[i].id.ms < all[j].id.ms })
+	// A probe's end without an answer (crashed, handed back, failed
+	// permanently) frees it; entries of different runs in one millisecond
+	// are in no known order, so an attempt that starts in the millisecond
+	// of the probe's end is not taken for a second probe.
+	type attemptKey struct {
+		run, step string
+		attempt   int
+	}
+	freedAt := map[attemptKey][]uint64{}
+	for _, a := range all {
+		if a.typ == workflow.EventAttemptCrashed || a.typ == workflow.EventAttemptInterrupted || a.permanentFail {
+			k := attemptKey{a.run, a.step, a.attempt}
+			freedAt[k] = append(freedAt[k], a.id.ms)
+		}
+	}
 	deferred := 0
 	// last returns the breaker's last change strictly before ms, and false
 	// when one falls in that very millisecond (the order is unknown).
@@ -476,7 +494,7 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 	}
 	type probe struct {
 		a        attempt
-		released bool // failed permanently or crashed: the next attempt probes
+		released bool // failed permanently, crashed or handed back: the next attempt probes
 	}
 	probes := map[int]*probe{} // opening index -> its current probe
 	for _, a := range all {
@@ -498,7 +516,9 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 				c.notes = append(c.notes, fmt.Sprintf("the probe %s attempt %d of run %s (started %s) crashed; its journal: %s",
 					a.step, a.attempt, a.run, p.a.at.Format(tsFormat), journalOf(s.journals[a.run], a.step)))
 			}
-		case workflow.EventAttemptFailed:
+		case workflow.EventAttemptFailed, workflow.EventAttemptInterrupted:
+			// Failed permanently, or handed back by a worker that could
+			// not renew its fence (release.lua frees the probe).
 			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {
 				p.released = true
 			}
@@ -512,7 +532,8 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 				continue
 			}
 			// Half-open: this attempt probes, unless another is out.
-			if p := probes[bi]; p != nil && !p.released && a.at.Before(p.a.at.Add(sagaProbeLease)) {
+			if p := probes[bi]; p != nil && !p.released && a.at.Before(p.a.at.Add(sagaProbeLease)) &&
+				!slices.Contains(freedAt[attemptKey{p.a.run, p.a.step, p.a.attempt}], a.id.ms) {
 				c.violatef("saga run %s: %s attempt %d started at %s while breaker %s was half-open and its probe (run %s %s attempt %d, at %s) was out",
 					a.run, a.step, a.attempt, a.at.Format(tsFormat), demo.SagaBreaker, p.a.run, p.a.step, p.a.attempt, p.a.at.Format(tsFormat))
 			}

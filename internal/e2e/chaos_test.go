@@ -292,8 +292,8 @@ func readSagas(t *testing.T, rdb *redis.Client, queue string, all map[string]*wo
 }
 
 type chaosResult struct {
-	runs, succeeded, failed, steps, attempts, resumes, crashes, repairs int
-	kills, redisRestarts, duplicates, lost, executions                  int
+	runs, succeeded, failed, steps, attempts, resumes, handBacks, crashes, repairs int
+	kills, redisRestarts, duplicates, lost, executions                             int
 	// The chaos workflow's inline twin: its runs, and attempts begun
 	// inline (by the complete of the step before, in the same task).
 	inlineRuns, inlineBegun int
@@ -330,6 +330,7 @@ func (c *chaosResult) table() string {
 	row("steps succeeded", c.steps)
 	row("attempts", c.attempts)
 	row("resumes after a crash", c.resumes)
+	row("resumes after a hand-back", c.handBacks)
 	row("crashes recorded", c.crashes)
 	row("step-body executions", c.executions)
 	row("worker kills (SIGKILL)", c.kills)
@@ -405,9 +406,12 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 				if ev.Details["inline"] == "1" {
 					c.inlineBegun++
 				}
-				if ev.Details["resumed"] == "1" {
+				switch ev.Details["resumed"] {
+				case "1":
 					c.resumes++
-				} else {
+				case "interrupted":
+					c.handBacks++
+				default:
 					c.attempts++
 				}
 				maxAttempt[ev.Step] = max(maxAttempt[ev.Step], ev.Attempt)
@@ -432,6 +436,14 @@ func checkChaos(runs map[string]*workflow.Run, journals map[string][]workflow.Ev
 				if ev.Type == workflow.EventAttemptCrashed {
 					c.crashes++
 				}
+			case workflow.EventAttemptInterrupted:
+				// Its worker could not renew the fence (Redis unreachable)
+				// and handed the attempt back (release.lua) once the body
+				// returned: the same attempt begins again, "interrupted".
+				if a, ok := open[ev.Step]; !ok || a != ev.Attempt {
+					c.violatef("run %s step %s: %s of attempt %d that was not running", id, ev.Step, ev.Type, ev.Attempt)
+				}
+				delete(open, ev.Step)
 			case workflow.EventRepair:
 				c.repairs++
 			}

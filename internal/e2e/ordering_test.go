@@ -221,7 +221,14 @@ func TestOrdering(t *testing.T) {
 		t.Fatal(err)
 	}
 	audit := make([]demo.AuditEntry, 0, len(raw))
+	seen := map[string]bool{}
 	for _, s := range raw {
+		// A record whose push's reply was lost is written again, the same
+		// record (TestChaos): identical entries are one.
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
 		a, err := demo.ParseAudit(s)
 		if err != nil {
 			t.Fatal(err)

@@ -348,6 +348,77 @@ func TestCheckSagasCatches(t *testing.T) {
 				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
 			},
 			counters: func(c *chaosResult) bool { return c.crashedProbes == 1 && c.probes == 2 }},
+		{name: "probe-crashed-same-millisecond", in: compensated,
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				// As probe-crashed, found by the resumed attempt's begin,
+				// which journals the crash and the new probe's start in
+				// one script, in one millisecond.
+				b := opening(s, 0)
+				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+				probe := s.evs[i].At
+				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
+				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+					At: probe.Add(time.Millisecond), PID: 2})
+				at := probe.Add(5 * time.Millisecond)
+				id := fmt.Sprintf("%d-0", ms(at))
+				insert(s, i+1, workflow.Event{ID: id, Type: workflow.EventAttemptCrashed, At: at, Step: demo.SagaCharge, Attempt: 1})
+				insert(s, i+2, workflow.Event{ID: id, Type: workflow.EventAttemptStarted, At: at, Step: demo.SagaCharge, Attempt: 1,
+					Details: map[string]string{"resumed": "1"}})
+				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
+				s.run.Step(demo.SagaCharge).Crashes = 1
+				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+			},
+			counters: func(c *chaosResult) bool { return c.crashedProbes == 1 && c.probes == 2 }},
+		{name: "probe-freed-same-millisecond", in: compensated,
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				// Entries of different runs in one millisecond are in no
+				// known order: an attempt that starts in the millisecond
+				// of the probe's crash is not taken for a second probe,
+				// whichever comes first (here the start, as another run's
+				// could).
+				b := opening(s, 0)
+				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+				probe := s.evs[i].At
+				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
+				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+					At: probe.Add(time.Millisecond), PID: 2})
+				at := probe.Add(5 * time.Millisecond)
+				id := fmt.Sprintf("%d-0", ms(at))
+				insert(s, i+1, workflow.Event{ID: id, Type: workflow.EventAttemptStarted, At: at, Step: demo.SagaCharge, Attempt: 1,
+					Details: map[string]string{"resumed": "1"}})
+				insert(s, i+2, workflow.Event{ID: id, Type: workflow.EventAttemptCrashed, At: at, Step: demo.SagaCharge, Attempt: 1})
+				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
+				s.run.Step(demo.SagaCharge).Crashes = 1
+				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+			},
+			counters: func(c *chaosResult) bool { return c.probes == 2 }},
+		{name: "probe-handed-back", in: compensated,
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				// charge's attempt 1 probes the half-open breaker; its
+				// worker cannot renew the fence, stops the body and hands
+				// the attempt back (release.lua), which frees the probe;
+				// the attempt begins again ("interrupted"), probes,
+				// succeeds and closes the breaker.
+				b := opening(s, 0)
+				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+				probe := s.evs[i].At
+				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
+				for n, phase := range []string{"start", "fail", "end"} {
+					s.audit = append(s.audit, demo.AuditEntry{Phase: phase, RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+						At: probe.Add(time.Duration(n+1) * 100 * time.Microsecond), PID: 1})
+				}
+				back, again := probe.Add(3*time.Millisecond), probe.Add(5*time.Millisecond)
+				insert(s, i+1, workflow.Event{ID: fmt.Sprintf("%d-0", ms(back)), Type: workflow.EventAttemptInterrupted, At: back,
+					Step: demo.SagaCharge, Attempt: 1})
+				insert(s, i+2, workflow.Event{ID: fmt.Sprintf("%d-0", ms(again)), Type: workflow.EventAttemptStarted, At: again,
+					Step: demo.SagaCharge, Attempt: 1, Details: map[string]string{"resumed": "interrupted"}})
+				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
+				return b, 0, nil
+			},
+			counters: func(c *chaosResult) bool { return c.crashedProbes == 0 && c.probes == 2 }},
 		{name: "deferred-while-closed", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)

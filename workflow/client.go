@@ -712,7 +712,9 @@ func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntri
 // last checkpoint: the first step that has not succeeded runs again with a
 // fresh retry and crash budget; completed steps are not re-run. A passed
 // deadline and the iteration count start afresh. It returns
-// ErrActionRefused for a run in another state.
+// ErrActionRefused for a run in another state. Recover, RetryStep and
+// SkipStep return the run as the action left it, read before the step's
+// task is enqueued (a worker may have moved it on since).
 func (c *Client) Recover(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
 	return c.operate(ctx, id, retrystate.ActionRecover, "", opts)
 }
@@ -746,9 +748,13 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 		return nil, mapNotFound(id, err)
 	}
 	log := c.log.With(AttrRunID, id, AttrActor, who, "action", action)
-	switch res.Outcome {
-	case retrystate.OutcomeRefused:
+	if res.Outcome == retrystate.OutcomeRefused {
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+	}
+	// The run as the action left it, read before its task is enqueued: a
+	// quick step could otherwise have run, or the run ended, in between.
+	run, err := c.Get(ctx, id)
+	switch res.Outcome {
 	case retrystate.OutcomeWaiting:
 		log.Info("operator action applied; the run waits for its turn", "waiting_for", string(res.WaitReason),
 			"position", res.Position)
@@ -760,7 +766,6 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	default:
 		log.Info("operator action applied; run succeeded")
 	}
-	run, err := c.Get(ctx, id)
 	if res.Outcome == retrystate.OutcomeRunSucceeded && err == nil {
 		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, StatusSucceeded, "")
 	}

@@ -27,9 +27,11 @@ const ActionRestore = retrystate.ActionRestore
 // action: besides the run's journal it is recorded in the audit stream (see
 // Audit), with opts.Actor.
 //
-// It returns ErrActionRefused, saying why, for a pending or running run, an
-// unknown step, or a step with an earlier step that did not complete; a
-// repeated restore is refused because the run is running again.
+// It returns the run as the restore left it, read before fromStep's task is
+// enqueued (a worker may have moved it on since), and ErrActionRefused,
+// saying why, for a pending or running run, an unknown step, or a step with
+// an earlier step that did not complete; a repeated restore is refused
+// because the run is running again.
 func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionOptions) (*Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -50,11 +52,14 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 			"waiting_for", string(res.WaitReason), "position", res.Position)
 		return c.Get(ctx, id)
 	}
+	// The run as the restore left it, read before its task is enqueued: a
+	// quick step could otherwise have run, or the run ended, in between.
+	run, getErr := c.Get(ctx, id)
 	if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 		return nil, fmt.Errorf("run %s was restored but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
 	}
 	c.log.Info("run restored", AttrRunID, id, AttrActor, who, AttrStep, res.Dispatch.Name, AttrAttempt, res.Dispatch.Attempt)
-	return c.Get(ctx, id)
+	return run, getErr
 }
 
 // AuditEntry is an entry of the queue's audit stream: an administrator's

@@ -202,6 +202,48 @@ func TestCheckSagasCatches(t *testing.T) {
 		return []breakerEvent{{id: streamID{ms(at), 0}, opened: true, at: at, openUntil: at.Add(openFor)}}
 	}
 	compensated := demo.SagaInput{PermanentStep: demo.SagaShip}
+	// probeEnds makes charge's attempt 1 the probe of the half-open
+	// breaker and ends it without an answer, by end, that many after its
+	// start: crashed (its worker, pid 2, killed: begin.lua and
+	// redispatch.lua free the probe) or interrupted (its worker could not
+	// renew the fence and handed it back: release.lua frees it). The same
+	// attempt begins again, again after the probe's start, probes,
+	// succeeds and closes the breaker. startFirst lists the new start
+	// before the end, as another run's entry of the same millisecond
+	// could come.
+	probeEnds := func(s *sagaSynth, end string, endAfter, again time.Duration, startFirst bool) ([]breakerEvent, int64, map[int]time.Time) {
+		b := opening(s, 0)
+		i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+		probe := s.evs[i].At
+		s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
+		var killed map[int]time.Time
+		resumed := "interrupted"
+		if end == workflow.EventAttemptCrashed {
+			s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+				At: probe.Add(time.Millisecond), PID: 2})
+			killed = map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+			s.run.Step(demo.SagaCharge).Crashes = 1
+			resumed = "1"
+		} else {
+			for n, phase := range []string{"start", "fail", "end"} {
+				s.audit = append(s.audit, demo.AuditEntry{Phase: phase, RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
+					At: probe.Add(time.Duration(n+1) * 100 * time.Microsecond), PID: 1})
+			}
+		}
+		endAt, startAt := probe.Add(endAfter), probe.Add(again)
+		evs := []workflow.Event{
+			{ID: fmt.Sprintf("%d-0", ms(endAt)), Type: end, At: endAt, Step: demo.SagaCharge, Attempt: 1},
+			{ID: fmt.Sprintf("%d-0", ms(startAt)), Type: workflow.EventAttemptStarted, At: startAt, Step: demo.SagaCharge,
+				Attempt: 1, Details: map[string]string{"resumed": resumed}},
+		}
+		if startFirst {
+			evs[0], evs[1] = evs[1], evs[0]
+		}
+		insert(s, i+1, evs[0])
+		insert(s, i+2, evs[1])
+		ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+		return append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At}), 0, killed
+	}
 	for _, tc := range []struct {
 		name     string
 		in       demo.SagaInput
@@ -327,47 +369,15 @@ func TestCheckSagasCatches(t *testing.T) {
 			}, want: []string{"compensate:charge attempt 1 started at", "was half-open and its probe (run saga-second-probe charge attempt 1"}},
 		{name: "probe-crashed", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
-				// charge's attempt 1 probes the half-open breaker; its worker
-				// (pid 2) is killed, which frees the probe (begin.lua and
-				// redispatch.lua: breaker "crashed"), and the resumed
-				// attempt probes again, succeeds and closes the breaker.
-				b := opening(s, 0)
-				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
-				probe := s.evs[i].At
-				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
-				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
-					At: probe.Add(time.Millisecond), PID: 2})
-				crashed, resumed := probe.Add(3*time.Millisecond), probe.Add(5*time.Millisecond)
-				insert(s, i+1, workflow.Event{ID: fmt.Sprintf("%d-0", ms(crashed)), Type: workflow.EventAttemptCrashed, At: crashed,
-					Step: demo.SagaCharge, Attempt: 1})
-				insert(s, i+2, workflow.Event{ID: fmt.Sprintf("%d-0", ms(resumed)), Type: workflow.EventAttemptStarted, At: resumed,
-					Step: demo.SagaCharge, Attempt: 1, Details: map[string]string{"resumed": "1"}})
-				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
-				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
-				s.run.Step(demo.SagaCharge).Crashes = 1
-				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+				return probeEnds(s, workflow.EventAttemptCrashed, 3*time.Millisecond, 5*time.Millisecond, false)
 			},
 			counters: func(c *chaosResult) bool { return c.crashedProbes == 1 && c.probes == 2 }},
 		{name: "probe-crashed-same-millisecond", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
-				// As probe-crashed, found by the resumed attempt's begin,
-				// which journals the crash and the new probe's start in
-				// one script, in one millisecond.
-				b := opening(s, 0)
-				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
-				probe := s.evs[i].At
-				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
-				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
-					At: probe.Add(time.Millisecond), PID: 2})
-				at := probe.Add(5 * time.Millisecond)
-				id := fmt.Sprintf("%d-0", ms(at))
-				insert(s, i+1, workflow.Event{ID: id, Type: workflow.EventAttemptCrashed, At: at, Step: demo.SagaCharge, Attempt: 1})
-				insert(s, i+2, workflow.Event{ID: id, Type: workflow.EventAttemptStarted, At: at, Step: demo.SagaCharge, Attempt: 1,
-					Details: map[string]string{"resumed": "1"}})
-				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
-				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
-				s.run.Step(demo.SagaCharge).Crashes = 1
-				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+				// Found by the resumed attempt's begin, which journals the
+				// crash and the new probe's start in one script, in one
+				// millisecond.
+				return probeEnds(s, workflow.EventAttemptCrashed, 5*time.Millisecond, 5*time.Millisecond, false)
 			},
 			counters: func(c *chaosResult) bool { return c.crashedProbes == 1 && c.probes == 2 }},
 		{name: "probe-freed-same-millisecond", in: compensated,
@@ -377,46 +387,12 @@ func TestCheckSagasCatches(t *testing.T) {
 				// of the probe's crash is not taken for a second probe,
 				// whichever comes first (here the start, as another run's
 				// could).
-				b := opening(s, 0)
-				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
-				probe := s.evs[i].At
-				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
-				s.audit = append(s.audit, demo.AuditEntry{Phase: "start", RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
-					At: probe.Add(time.Millisecond), PID: 2})
-				at := probe.Add(5 * time.Millisecond)
-				id := fmt.Sprintf("%d-0", ms(at))
-				insert(s, i+1, workflow.Event{ID: id, Type: workflow.EventAttemptStarted, At: at, Step: demo.SagaCharge, Attempt: 1,
-					Details: map[string]string{"resumed": "1"}})
-				insert(s, i+2, workflow.Event{ID: id, Type: workflow.EventAttemptCrashed, At: at, Step: demo.SagaCharge, Attempt: 1})
-				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
-				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
-				s.run.Step(demo.SagaCharge).Crashes = 1
-				return b, 0, map[int]time.Time{2: probe.Add(2 * time.Millisecond)}
+				return probeEnds(s, workflow.EventAttemptCrashed, 5*time.Millisecond, 5*time.Millisecond, true)
 			},
 			counters: func(c *chaosResult) bool { return c.probes == 2 }},
 		{name: "probe-handed-back", in: compensated,
 			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
-				// charge's attempt 1 probes the half-open breaker; its
-				// worker cannot renew the fence, stops the body and hands
-				// the attempt back (release.lua), which frees the probe;
-				// the attempt begins again ("interrupted"), probes,
-				// succeeds and closes the breaker.
-				b := opening(s, 0)
-				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
-				probe := s.evs[i].At
-				s.shift(probe.Add(time.Nanosecond), 10*time.Millisecond)
-				for n, phase := range []string{"start", "fail", "end"} {
-					s.audit = append(s.audit, demo.AuditEntry{Phase: phase, RunID: s.id, Step: demo.SagaCharge, Attempt: 1,
-						At: probe.Add(time.Duration(n+1) * 100 * time.Microsecond), PID: 1})
-				}
-				back, again := probe.Add(3*time.Millisecond), probe.Add(5*time.Millisecond)
-				insert(s, i+1, workflow.Event{ID: fmt.Sprintf("%d-0", ms(back)), Type: workflow.EventAttemptInterrupted, At: back,
-					Step: demo.SagaCharge, Attempt: 1})
-				insert(s, i+2, workflow.Event{ID: fmt.Sprintf("%d-0", ms(again)), Type: workflow.EventAttemptStarted, At: again,
-					Step: demo.SagaCharge, Attempt: 1, Details: map[string]string{"resumed": "interrupted"}})
-				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
-				b = append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At})
-				return b, 0, nil
+				return probeEnds(s, workflow.EventAttemptInterrupted, 3*time.Millisecond, 5*time.Millisecond, false)
 			},
 			counters: func(c *chaosResult) bool { return c.crashedProbes == 0 && c.probes == 2 }},
 		{name: "deferred-while-closed", in: compensated,

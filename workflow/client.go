@@ -747,6 +747,13 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
+	return c.applied(ctx, id, action, who, res)
+}
+
+// applied finishes an operator action (Recover, RetryStep, SkipStep,
+// Restore) whose script answered res: it enqueues the task of the step the
+// run goes on with and returns the run as the action left it.
+func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.Result) (*Run, error) {
 	log := c.log.With(AttrRunID, id, AttrActor, who, "action", action)
 	if res.Outcome == retrystate.OutcomeRefused {
 		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)

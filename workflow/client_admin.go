@@ -44,22 +44,7 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	if res.Outcome == retrystate.OutcomeRefused {
-		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
-	}
-	if res.Outcome == retrystate.OutcomeWaiting {
-		c.log.Info("run restored; it waits for its turn", AttrRunID, id, AttrActor, who,
-			"waiting_for", string(res.WaitReason), "position", res.Position)
-		return c.Get(ctx, id)
-	}
-	// The run as the restore left it, read before its task is enqueued: a
-	// quick step could otherwise have run, or the run ended, in between.
-	run, getErr := c.Get(ctx, id)
-	if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
-		return nil, fmt.Errorf("run %s was restored but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
-	}
-	c.log.Info("run restored", AttrRunID, id, AttrActor, who, AttrStep, res.Dispatch.Name, AttrAttempt, res.Dispatch.Attempt)
-	return run, getErr
+	return c.applied(ctx, id, ActionRestore, who, res)
 }
 
 // AuditEntry is an entry of the queue's audit stream: an administrator's

@@ -472,9 +472,12 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 		run, step string
 		attempt   int
 	}
+	frees := func(a attempt) bool {
+		return a.typ == workflow.EventAttemptCrashed || a.typ == workflow.EventAttemptInterrupted || a.permanentFail
+	}
 	freedAt := map[attemptKey][]uint64{}
 	for _, a := range all {
-		if a.typ == workflow.EventAttemptCrashed || a.typ == workflow.EventAttemptInterrupted || a.permanentFail {
+		if frees(a) {
 			k := attemptKey{a.run, a.step, a.attempt}
 			freedAt[k] = append(freedAt[k], a.id.ms)
 		}
@@ -505,24 +508,21 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 		if !ok {
 			continue
 		}
-		switch a.typ {
-		case workflow.EventAttemptCrashed:
-			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {
-				// The crash frees the probe (breaker "crashed", in
-				// begin.lua and redispatch.lua, which journal it): the
-				// resumed attempt, or another, probes next.
-				c.crashedProbes++
-				p.released = true
-				c.notes = append(c.notes, fmt.Sprintf("the probe %s attempt %d of run %s (started %s) crashed; its journal: %s",
-					a.step, a.attempt, a.run, p.a.at.Format(tsFormat), journalOf(s.journals[a.run], a.step)))
-			}
-		case workflow.EventAttemptFailed, workflow.EventAttemptInterrupted:
-			// Failed permanently, or handed back by a worker that could
-			// not renew its fence (release.lua frees the probe).
+		switch {
+		case frees(a):
+			// The probe's end without an answer frees it: a crash
+			// (breaker "crashed", in begin.lua and redispatch.lua, which
+			// journal it), a hand-back (release.lua) or a permanent
+			// failure. The resumed attempt, or another, probes next.
 			if p := probes[bi]; b != nil && b.opened && p != nil && p.a.run == a.run && p.a.step == a.step && p.a.attempt == a.attempt {
 				p.released = true
+				if a.typ == workflow.EventAttemptCrashed {
+					c.crashedProbes++
+					c.notes = append(c.notes, fmt.Sprintf("the probe %s attempt %d of run %s (started %s) crashed; its journal: %s",
+						a.step, a.attempt, a.run, p.a.at.Format(tsFormat), journalOf(s.journals[a.run], a.step)))
+				}
 			}
-		case workflow.EventAttemptStarted:
+		case a.typ == workflow.EventAttemptStarted:
 			if b == nil || !b.opened {
 				continue // closed
 			}
@@ -539,7 +539,7 @@ func (c *chaosResult) checkBreaker(s sagaRuns) {
 			}
 			probes[bi] = &probe{a: a}
 			c.probes++
-		case "attempt_deferred":
+		case a.typ == "attempt_deferred":
 			switch {
 			case b == nil || !b.opened:
 				c.violatef("saga run %s: %s attempt %d deferred at %s while breaker %s was closed",

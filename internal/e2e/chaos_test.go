@@ -210,9 +210,10 @@ func TestChaos(t *testing.T) {
 // charge succeeding in between, so every eighth saga run makes it fail,
 // which in the short suite is 4 or 5 chances; with 2, one run in a dozen
 // or so saw no opening), and charge and its compensation are quick: a worker
-// killed during the breaker's probe holds the breaker half-open for the
-// probe's lease (demo.SagaChargeTimeout plus a minute), which stalls every
-// saga run at charge, so the fewer probes, the rarer that is.
+// killed during the breaker's probe holds the breaker half-open until the
+// probe's fence expires and the crash is found (which frees the probe),
+// deferring every saga run at charge meanwhile, so the fewer probes, the
+// rarer that is.
 func sagaInput(n int, rng *rand.Rand) demo.SagaInput {
 	in := demo.SagaInput{FailRate: 0.2, ChargeFailRate: 0.25, CompFailRate: 0.2, SleepMS: 20 + rng.IntN(180),
 		ChargeSleepMS: rng.IntN(5)}

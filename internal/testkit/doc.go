@@ -6,7 +6,8 @@
 // ([SkipShort]), recognising a run's creation in a Redis hook
 // ([IsRunCreate]) and a TestMain that checks for leaked goroutines ([Main]).
 //
-// It is imported by tests only (and by the e2e tests' helper programs). Since it imports package workflow, the
-// internal (package workflow) tests of workflow and of the packages workflow
-// imports cannot use it; their external (_test) packages can.
+// It is imported by tests only (and by the e2e tests' helper programs).
+// Since it imports package workflow, the internal (package workflow) tests
+// of workflow and of the packages workflow imports cannot use it; their
+// external (_test) packages can.
 package testkit

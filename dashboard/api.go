@@ -152,10 +152,22 @@ func (s *Server) loadRun(r *http.Request) (*workflow.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !principal(r).CanSee(run.Owner) {
+	p := principal(r)
+	if !p.CanSee(run.Owner) {
 		return nil, fmt.Errorf("%w: %s", workflow.ErrRunNotFound, id)
 	}
-	return run, nil
+	return visibleRun(p, run), nil
+}
+
+// visibleRun leaves out of run what its owner may not see: in an ordering
+// key's shared line (where an admin or a trusted client put the run), the
+// runs that hold the line are other owners' business, shown to admins
+// only. In the owner's own line they are the owner's runs.
+func visibleRun(p Principal, run *workflow.Run) *workflow.Run {
+	if w := run.WaitingFor; w != nil && w.Shared && !p.IsAdmin() {
+		w.HeldBy = nil
+	}
+	return run
 }
 
 // traceContext reads the W3C trace context of a request that starts a run.
@@ -166,6 +178,10 @@ type startRequest struct {
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	OrderingKey    string          `json:"ordering_key"`
+	// SharedOrdering puts the run in the shared line of OrderingKey, which
+	// runs of every owner join (admins only); otherwise the key's line is
+	// the caller's own.
+	SharedOrdering bool `json:"shared_ordering"`
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +195,18 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principal(r)
+	if req.SharedOrdering {
+		if req.OrderingKey == "" {
+			s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest,
+				"field \"shared_ordering\" needs an \"ordering_key\""))
+			return
+		}
+		if !p.IsAdmin() {
+			s.fail(w, r, problemf(http.StatusForbidden, ProblemForbidden,
+				"only admins start runs in an ordering key's shared line; without shared_ordering the key's line is yours"))
+			return
+		}
+	}
 	var input any // absent or null: {}
 	if len(req.Input) > 0 && string(req.Input) != "null" {
 		input = req.Input
@@ -188,7 +216,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	// that is not a valid one is ignored.
 	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	run, err := s.client.Start(ctx, req.Workflow, input,
-		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, OrderingKey: req.OrderingKey, Owner: p.Subject})
+		&workflow.StartOptions{IdempotencyKey: req.IdempotencyKey, OrderingKey: req.OrderingKey, Owner: p.Subject,
+			SharedOrdering: req.SharedOrdering})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -206,13 +235,13 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, run)
 }
 
-// orderingKey answers GET /api/v1/ordering-keys/{key}: the key's active
-// runs and its waiting runs in the order they will start (a
-// workflow.KeyRuns). A user sees only their own runs, with their positions
-// in the whole line, and waiting_total counts only those; an admin sees
-// every run.
+// orderingKey answers GET /api/v1/ordering-keys/{key}[?owner=S|?shared=true]:
+// a line of the key, its active runs and its waiting runs in the order they
+// will start (a workflow.KeyRuns). Keys are scoped by owner: without a
+// parameter it is the caller's own line. An admin reads another subject's
+// line with owner, and the key's shared line with shared=true; a user may
+// name only themselves.
 func (s *Server) orderingKey(w http.ResponseWriter, r *http.Request) {
-	key := r.PathValue("key")
 	_, limit, err := pageParams(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -221,20 +250,43 @@ func (s *Server) orderingKey(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("limit") == "" {
 		limit = 1000
 	}
-	p := principal(r)
-	owner := ""
-	if !p.IsAdmin() {
-		owner = p.Subject
-	}
-	line, err := s.client.OrderingKey(r.Context(), key, owner, limit)
+	line, err := keyLine(principal(r), r.PathValue("key"), r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if owner != "" {
-		line.WaitingTotal = int64(len(line.Waiting))
+	runs, err := s.client.OrderingKey(r.Context(), line, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, line)
+	writeJSON(w, http.StatusOK, runs)
+}
+
+// keyLine is the line of an ordering key that a request names (owner, shared
+// in q), if p may read it: its own line by default; another subject's or
+// the shared line, for admins only.
+func keyLine(p Principal, key string, q url.Values) (workflow.KeyLine, error) {
+	line := workflow.KeyLine{Key: key, Owner: p.Subject}
+	owner, shared := q.Get("owner"), q.Get("shared")
+	switch shared {
+	case "", "false", "0":
+	case "true", "1":
+		line.Shared, line.Owner = true, ""
+	default:
+		return line, problemf(http.StatusBadRequest, ProblemInvalidRequest, "shared %q: want true or false", shared)
+	}
+	if owner != "" {
+		if line.Shared {
+			return line, problemf(http.StatusBadRequest, ProblemInvalidRequest, "give owner or shared, not both")
+		}
+		line.Owner = owner
+	}
+	if !p.IsAdmin() && (line.Shared || line.Owner != p.Subject) {
+		return line, problemf(http.StatusForbidden, ProblemForbidden,
+			"only admins read another subject's line or a key's shared line; your line of a key holds your runs only")
+	}
+	return line, nil
 }
 
 // RunList is the answer of GET /api/v1/workflows and GET
@@ -428,7 +480,7 @@ func (s *Server) action(name string) http.HandlerFunc {
 			s.recordAudit(r, workflow.AuditEntry{Actor: p.Subject, Action: name, RunID: run.ID, Workflow: run.Workflow,
 				Owner: run.Owner, Step: step, Detail: detail})
 		}
-		writeJSON(w, http.StatusOK, after)
+		writeJSON(w, http.StatusOK, visibleRun(p, after))
 	}
 }
 

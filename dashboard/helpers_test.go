@@ -157,7 +157,7 @@ func (e *env) publish(log *slog.Logger) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := eng.Register(append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)...); err != nil {
+	if err := eng.Register(e.definitions()...); err != nil {
 		e.t.Fatal(err)
 	}
 	if err := eng.Publish(context.Background()); err != nil {
@@ -169,8 +169,14 @@ func (e *env) publish(log *slog.Logger) {
 // retries and a budget of two attempts, until the test ends.
 func (e *env) startWorker(log *slog.Logger) {
 	e.t.Helper()
-	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log),
-		append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)...)
+	testkit.StartWorker(e.t, e.rdb, workerConfig(e.queue, log), e.definitions()...)
+}
+
+// definitions are the workflows of the tests' workers: the demo, an
+// approval, the sagas, and the ordering suite's ordered workflows.
+func (e *env) definitions() []workflow.Definition {
+	defs := append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)
+	return append(defs, demo.Ordered(e.rdb, e.queue, demoPolicy)...)
 }
 
 // workerConfig is the configuration of the tests' workers: a short

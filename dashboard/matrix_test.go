@@ -84,6 +84,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "GET", path: "/api/v1/ordering-keys/k1", want: [5]int{unauth, unauth, 200, 200, 200}},
+		// Ordering keys are scoped by owner: a user reads only their own
+		// line of a key (owner=alice is alice's own), an admin any line.
+		{method: "GET", path: "/api/v1/ordering-keys/k1?owner=alice", want: [5]int{unauth, unauth, 200, forbidden, 200}},
+		{method: "GET", path: "/api/v1/ordering-keys/k1?shared=true", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "POST", path: "/api/v1/workflows", body: `{"workflow":"demo","ordering_key":"k1","shared_ordering":true}`,
+			want: [5]int{unauth, unauth, forbidden, forbidden, 201}},
 		{method: "GET", path: "/api/v1/breakers", want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "POST", path: "/api/v1/admin/breakers/none/reset", want: [5]int{unauth, unauth, forbidden, forbidden, notFound}},
 		{method: "POST", path: "/api/v1/workflows/{id}/signals/approved", body: `{"ok":true}`, run: awaiting, changes: true,

@@ -135,45 +135,46 @@ type orderingData struct {
 	ShowGates  bool
 	Gates      []workflow.GateUsage
 	GatesTotal int64
-	// Key is the ordering key looked up, Line its runs.
-	Key  string
-	Line *workflow.KeyRuns
+	// Key is the ordering key looked up, Owner and Shared the line asked
+	// for (an admin's form), Line its runs.
+	Key    string
+	Owner  string
+	Shared bool
+	Line   *workflow.KeyRuns
 }
 
 // maxGatesShown bounds the gates the ordering page lists.
 const maxGatesShown = 200
 
 // orderingPage shows the ordering keys and workflow limits in use (admins)
-// and the line of one ordering key (?key=; a user sees only their own
-// runs in it, with their places in the whole line, as the API answers).
+// and a line of one ordering key (?key=; the caller's own line, or, for an
+// admin, another subject's with owner= or the shared one with shared=true,
+// as the API answers).
 func (u *webUI) orderingPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	q, err := checkQuery(r, "key")
+	q, err := checkQuery(r, "key", "owner", "shared")
 	if err != nil {
 		u.fail(w, r, p, err)
 		return
 	}
 	v := u.newView(r, p, "ordering", "Ordering keys")
 	v.EventsAfter = u.eventsCursor(r)
-	d := orderingData{ShowGates: p.IsAdmin(), Key: q.Get("key")}
+	d := orderingData{ShowGates: p.IsAdmin(), Key: q.Get("key"), Owner: q.Get("owner")}
 	ctx := r.Context()
 	if _, given := q["key"]; given {
 		if err := workflow.CheckOrderingKey(d.Key); err != nil {
 			u.renderError(w, r, p, http.StatusBadRequest, "That is not an ordering key: "+err.Error())
 			return
 		}
-		owner := ""
-		if !p.IsAdmin() {
-			owner = p.Subject
-		}
-		line, err := u.s.client.OrderingKey(ctx, d.Key, owner, 200)
+		line, err := keyLine(p, d.Key, q)
 		if err != nil {
 			u.fail(w, r, p, err)
 			return
 		}
-		if owner != "" {
-			line.WaitingTotal = int64(len(line.Waiting))
+		d.Shared = line.Shared
+		if d.Line, err = u.s.client.OrderingKey(ctx, line, 200); err != nil {
+			u.fail(w, r, p, err)
+			return
 		}
-		d.Line = line
 	}
 	if d.ShowGates {
 		d.Gates, d.GatesTotal, err = u.s.client.Gates(ctx, maxGatesShown)
@@ -183,15 +184,24 @@ func (u *webUI) orderingPage(w http.ResponseWriter, r *http.Request, p Principal
 		}
 	}
 	lq := url.Values{fragmentParam: {"1"}}
-	if d.Key != "" {
-		lq.Set("key", d.Key)
+	for _, k := range []string{"key", "owner", "shared"} {
+		if q.Get(k) != "" {
+			lq.Set(k, q.Get(k))
+		}
 	}
 	v.Live = OrderingPath + "?" + lq.Encode()
 	v.Data = d
 	u.render(w, r, http.StatusOK, v)
 }
 
-// orderingURL is the ordering page of a key.
-func orderingURL(key string) string {
-	return OrderingPath + "?" + url.Values{"key": {key}}.Encode()
+// orderingURL is the ordering page of a line of a key: owner's, or the
+// shared one.
+func orderingURL(key, owner string, shared bool) string {
+	q := url.Values{"key": {key}}
+	if shared {
+		q.Set("shared", "true")
+	} else if owner != "" {
+		q.Set("owner", owner)
+	}
+	return OrderingPath + "?" + q.Encode()
 }

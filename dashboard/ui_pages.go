@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"maps"
@@ -359,6 +360,33 @@ type runData struct {
 	Signal   string
 	// Timeline is the run's attempts and waits, drawn to scale.
 	Timeline timelineView
+	// HeldBy are the runs that hold the line the run waits in, under its
+	// ordering key (those the caller may see), to act on when one blocks
+	// the key.
+	HeldBy []*workflow.Run
+}
+
+// heldBy reads the runs that hold the ordering key's line run waits in,
+// those p may see (a user's own line holds only their runs; in a shared
+// line visibleRun left them out for a user).
+func (u *webUI) heldBy(r *http.Request, p Principal, run *workflow.Run) ([]*workflow.Run, error) {
+	if run.WaitingFor == nil {
+		return nil, nil
+	}
+	var out []*workflow.Run
+	for _, id := range run.WaitingFor.HeldBy {
+		h, err := u.s.client.Get(r.Context(), id)
+		if errors.Is(err, workflow.ErrRunNotFound) {
+			continue // it ended and expired since
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p.CanSee(h.Owner) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 // maxJournalRows bounds the journal entries the run page shows; the API
@@ -385,6 +413,10 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 			run.Status == workflow.StatusCompensating}
 	now := u.s.clock.Now()
 	d.Timeline = layoutTimeline(buildTimeline(run, evs, now))
+	if d.HeldBy, err = u.heldBy(r, p, run); err != nil {
+		u.fail(w, r, p, err)
+		return
+	}
 	errs := stepErrors(evs)
 	atCompensation := strings.HasPrefix(run.CurrentStep, workflow.CompensationPrefix)
 	if run.Status == workflow.StatusFailed && atCompensation {

@@ -421,8 +421,9 @@ func TestBulkActions(t *testing.T) {
 }
 
 // TestUIOrderingPage: admins see the ordering keys and workflow limits in
-// use with their admitted and waiting counts; anyone may look up a key,
-// seeing their own runs in its line; a key that is not one is 400.
+// use, each key's line with its owner and its admitted and waiting counts;
+// anyone may look up a key, seeing their own line of it; a key that is not
+// one is 400.
 func TestUIOrderingPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{noWorker: true, ui: true})
@@ -439,18 +440,28 @@ func TestUIOrderingPage(t *testing.T) {
 	start(aliceToken)
 
 	page := e.page(dashboard.OrderingPath, rootToken).html()
-	gate := regexp.MustCompile(`(?s)<tr class="gate" data-key="order/42">.*?</tr>`).FindString(page)
-	if !strings.Contains(gate, `<a class="mono" href="/ordering?key=order%2F42">order/42</a>`) ||
-		!strings.Contains(gate, `<td data-label="Admitted">1</td>`) || !strings.Contains(gate, "2 waiting") {
-		t.Errorf("admin's gates: %q\n%s", gate, page)
+	gates := regexp.MustCompile(`(?s)<tr class="gate" data-key="order/42">.*?</tr>`).FindAllString(page, -1)
+	if len(gates) != 2 {
+		t.Fatalf("admin's gates: %q, want alice's and bob's lines of order/42\n%s", gates, page)
+	}
+	slices.Sort(gates) // alice's first
+	if g := gates[0]; !strings.Contains(g, `<a class="mono" href="/ordering?key=order%2F42&amp;owner=alice">order/42</a>`) ||
+		!strings.Contains(g, `<td data-label="Admitted">1</td>`) || !strings.Contains(g, "1 waiting") {
+		t.Errorf("alice's line in the admin's gates: %q", g)
+	}
+	if g := gates[1]; !strings.Contains(g, "owner=bob") || !strings.Contains(g, `<td data-label="Waiting">0</td>`) {
+		t.Errorf("bob's line in the admin's gates: %q", g)
 	}
 	page = e.page(dashboard.OrderingPath+"?key=order%2F42", aliceToken).html()
 	if strings.Contains(page, `id="gates"`) || !strings.Contains(page, `id="key-line"`) ||
-		strings.Count(page, `<tr data-run="`) != 2 || !strings.Contains(page, "1 admitted, 1 waiting") {
+		strings.Count(page, `<tr data-run="`) != 2 || !strings.Contains(page, "line of alice: 1 admitted, 1 waiting") {
 		t.Errorf("alice's view of the key: want her 2 runs, no gates\n%s", page)
 	}
-	if page := e.page(dashboard.OrderingPath+"?key=order%2F42", rootToken).html(); strings.Count(page, `<tr data-run="`) != 3 {
-		t.Error("the admin does not see the key's 3 runs")
+	if page := e.page(dashboard.OrderingPath+"?key=order%2F42&owner=alice", rootToken).html(); strings.Count(page, `<tr data-run="`) != 2 {
+		t.Error("the admin does not see alice's 2 runs in her line")
+	}
+	if page := e.page(dashboard.OrderingPath+"?key=order%2F42", rootToken).html(); strings.Count(page, `<tr data-run="`) != 0 {
+		t.Error("the admin's own line of the key shows runs")
 	}
 	for _, q := range []string{"?key=%01", "?key=", "?key=a&key=b", "?key=" + strings.Repeat("k", 300), "?x=1"} {
 		if resp := e.page(dashboard.OrderingPath+q, aliceToken); resp.status != http.StatusBadRequest {

@@ -245,7 +245,8 @@ func (s *Store) CreatedRun(r NewRun, res Result) *Run {
 		h["deadline"] = strconv.FormatInt(ms(r.Now)+int64(rt), 10)
 	}
 	if r.OrderingKey != "" || r.MaxRunning > 0 {
-		h["gated"], h["ord_key"], h["ord_limit"] = "1", r.OrderingKey, strconv.Itoa(r.OrderingLimit)
+		h["gated"], h["ord_key"] = "1", StoredOrderingKey(r.Owner, r.OrderingKey, r.OrderingShared)
+		h["ord_limit"] = strconv.Itoa(r.OrderingLimit)
 		h["ord_block"], h["wf_limit"], h["waiting"] = boolArg(r.OrderingBlock), strconv.Itoa(r.MaxRunning), ""
 	}
 	if res.Outcome == OutcomeWaiting {

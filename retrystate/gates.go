@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,18 +25,64 @@ const (
 	gateWorkflow = "w:"
 )
 
-// KeyGate names the gate of an ordering key.
-func KeyGate(key string) string { return gateKey + key }
+// KeyGate names the gate of an ordering key as stored in a run
+// (StoredOrderingKey).
+func KeyGate(stored string) string { return gateKey + stored }
+
+// Ordering keys are scoped by owner, as idempotency keys are: the line of a
+// key is that of its owner's runs with the key, so that no owner can delay,
+// block or observe another's runs by naming the same key. The shared line
+// of a key, which runs of every owner join, is for trusted callers (an admin
+// of the API, a Go client that says so: StartOptions.SharedOrdering); a run
+// without an owner is always in it.
+//
+// The scripts know a key only by the string a run stores in its ord_key
+// field, and name its gate "k:" and that string: a shared key as it is, an
+// owner's key behind orderingScopeMark, the owner's length and the owner.
+// A key may not hold control characters (workflow.CheckOrderingKey), so no
+// shared key can be mistaken for an owner's; the owner's length makes the
+// name unambiguous whatever the owner holds. Lines of shared keys keep the
+// names they had before keys were scoped, so runs started before then stay
+// in their lines.
+const orderingScopeMark = "\x1f"
+
+// StoredOrderingKey returns what a run stores of its ordering key
+// (its ord_key field; "" for none): key as it is for the shared line
+// (shared, or no owner), else scoped by owner.
+func StoredOrderingKey(owner, key string, shared bool) string {
+	if key == "" || shared || owner == "" {
+		return key
+	}
+	return orderingScopeMark + strconv.Itoa(len(owner)) + ":" + owner + ":" + key
+}
+
+// SplitOrderingKey parses a stored ordering key (StoredOrderingKey): the key
+// and its owner, or shared for a key of the shared line (owner "").
+func SplitOrderingKey(stored string) (key, owner string, shared bool) {
+	rest, ok := strings.CutPrefix(stored, orderingScopeMark)
+	if !ok {
+		return stored, "", true
+	}
+	n, rest, ok := strings.Cut(rest, ":")
+	l, err := strconv.Atoi(n)
+	if !ok || err != nil || l < 0 || l >= len(rest) || rest[l] != ':' {
+		return stored, "", true // not written by StoredOrderingKey: taken as it is
+	}
+	return rest[l+1:], rest[:l], false
+}
 
 // WorkflowGate names the gate of a workflow's max_running.
 func WorkflowGate(workflow string) string { return gateWorkflow + workflow }
+
+// MaxHeldBy bounds Run.HeldBy.
+const MaxHeldBy = 10
 
 // waitGate is the gate whose line the run waits in.
 func (r *Run) waitGate() string {
 	if r.Waiting == WaitWorkflowLimit {
 		return WorkflowGate(r.Workflow)
 	}
-	return KeyGate(r.OrderingKey)
+	return KeyGate(StoredOrderingKey(r.Owner, r.OrderingKey, r.OrderingShared))
 }
 
 // GateLine is the state of one gate: the runs it admitted (oldest first)

@@ -60,15 +60,22 @@ type Run struct {
 	// (it was repaired automatically too often).
 	AttentionReason string
 	AutoRecoveries  int
-	// OrderingKey is the run's ordering key ("" for none); MaxRunning its
-	// workflow's limit when the run started (0: none).
-	OrderingKey string
-	MaxRunning  int
+	// OrderingKey is the run's ordering key ("" for none), in its owner's
+	// line, or in the shared line when OrderingShared (gates.go,
+	// StoredOrderingKey); MaxRunning its workflow's limit when the run
+	// started (0: none).
+	OrderingKey    string
+	OrderingShared bool
+	MaxRunning     int
 	// Waiting is what the run waits for in a gate's line ("" when it is not
 	// waiting there); Position is its place in that line, from 1 (set by
 	// Store.Run only).
 	Waiting  WaitReason
 	Position int
+	// HeldBy, for a run waiting in its ordering key's line, are the runs
+	// that hold the line's slots, oldest first, at most MaxHeldBy (set by
+	// Store.Run only): a failed run that blocks the key is one of them.
+	HeldBy []string
 	// OnFailure is "compensate" for a run whose failure runs its
 	// compensations (a saga), "" otherwise.
 	OnFailure string
@@ -299,6 +306,7 @@ func stepField(k string) (int, string, bool) {
 }
 
 func parseRun(id string, h map[string]string) *Run {
+	ordKey, _, ordShared := SplitOrderingKey(h["ord_key"])
 	return &Run{
 		ID:              id,
 		Workflow:        h["workflow"],
@@ -324,7 +332,8 @@ func parseRun(id string, h map[string]string) *Run {
 		NeedsAttention:  h["needs_attention"] == "1",
 		AttentionReason: h["attention_reason"],
 		AutoRecoveries:  atoi(h["auto_recoveries"]),
-		OrderingKey:     h["ord_key"],
+		OrderingKey:     ordKey,
+		OrderingShared:  ordShared && ordKey != "",
 		MaxRunning:      atoi(h["wf_limit"]),
 		Waiting:         WaitReason(h["waiting"]),
 		OnFailure:       h["on_failure"],
@@ -406,6 +415,11 @@ func streamFields(values map[string]any) (typ string, at time.Time, rest map[str
 		rest[k], _ = v.(string)
 	}
 	typ, at = rest["type"], msTime(rest["at"])
+	if g, ok := rest["gate"]; ok {
+		// A gate is named by an ordering key as a run stores it: an
+		// entry shows the key itself (its owner is the run's).
+		rest["gate"], _, _ = SplitOrderingKey(g)
+	}
 	delete(rest, "type")
 	delete(rest, "at")
 	return typ, at, rest

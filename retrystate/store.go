@@ -107,13 +107,15 @@ type NewRun struct {
 	// step 0's first task, <run>_s0_a1: the script writes that task with
 	// the run (Result.Enqueued), unless the run waits at a gate.
 	FirstTask []byte
-	// Gates: the ordering key ("" for none) with its concurrency (at least
+	// Gates: the ordering key ("" for none), in Owner's line unless
+	// OrderingShared (StoredOrderingKey), with its concurrency (at least
 	// 1) and whether a failed run blocks the key (on_failure: block), and
 	// the workflow's max_running (0: none). See gates.go.
-	OrderingKey   string
-	OrderingLimit int
-	OrderingBlock bool
-	MaxRunning    int
+	OrderingKey    string
+	OrderingShared bool
+	OrderingLimit  int
+	OrderingBlock  bool
+	MaxRunning     int
 	// Compensate: a run that fails for good runs the compensations of its
 	// succeeded steps (on_failure: compensate). See sagas in
 	// lua/common.lua.
@@ -287,7 +289,8 @@ func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
 				string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
 		}
 	}
-	argv = append(argv, r.OrderingKey, r.OrderingLimit, boolArg(r.OrderingBlock), r.MaxRunning)
+	argv = append(argv, StoredOrderingKey(r.Owner, r.OrderingKey, r.OrderingShared), r.OrderingLimit,
+		boolArg(r.OrderingBlock), r.MaxRunning)
 	task := ""
 	if r.FirstTask != nil {
 		task = r.ID + "_s0_a1"
@@ -609,12 +612,21 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	}
 	r := recordFromHash(id, h)
 	if r.Waiting != "" {
-		pos, err := s.rdb.ZRank(ctx, s.keys.gateWait(r.waitGate()), id).Result()
-		switch {
-		case err == nil:
-			r.Position = int(pos) + 1
-		case !errors.Is(err, redis.Nil):
+		g := r.waitGate()
+		pipe := s.rdb.Pipeline()
+		rank := pipe.ZRank(ctx, s.keys.gateWait(g), id)
+		var held *redis.StringSliceCmd
+		if r.Waiting == WaitOrderingKey {
+			held = pipe.ZRange(ctx, s.keys.gateAdmitted(g), 0, MaxHeldBy-1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("read run: %w", err)
+		}
+		if pos, err := rank.Result(); err == nil {
+			r.Position = int(pos) + 1
+		}
+		if held != nil {
+			r.HeldBy = held.Val()
 		}
 	}
 	return r, nil

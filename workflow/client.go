@@ -148,12 +148,20 @@ type StartOptions struct {
 	IdempotencyKey string
 	// Owner is the subject that starts the run (an API user, a service).
 	Owner string
-	// OrderingKey, when set, puts the run in the line of runs with the
-	// same key in the queue: they start in start order, at most the
+	// OrderingKey, when set, puts the run in the line of Owner's runs with
+	// the same key in the queue: they start in start order, at most the
 	// workflow's Ordering.Concurrency at once (CheckOrderingKey says what a
 	// key may hold). A run that must wait is returned pending, with
-	// WaitingFor set.
+	// WaitingFor set. Keys are scoped by Owner, as idempotency keys are:
+	// another owner's equal key is another line, so no owner can delay,
+	// block or observe another's runs through a key.
 	OrderingKey string
+	// SharedOrdering puts the run in the shared line of OrderingKey, which
+	// runs of every owner join, instead of Owner's own line: for a trusted
+	// caller that orders runs of several owners on purpose (the HTTP API
+	// allows it to admins only). A run without an Owner is always in the
+	// shared line, so a client that sets no Owner needs no SharedOrdering.
+	SharedOrdering bool
 }
 
 // Start starts a run of the named workflow with input, which is any value
@@ -248,8 +256,9 @@ func (c *Client) checkStart(q StartRequest) (startReq, error) {
 	if err != nil {
 		return startReq{}, err
 	}
-	return startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: q.Workflow, input: raw, owner: opts.Owner,
-		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey}, nil
+	r := startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: q.Workflow, input: raw, owner: opts.Owner,
+		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey, ordShared: opts.SharedOrdering && opts.OrderingKey != ""}
+	return r, nil
 }
 
 // started turns the create of r into the run Start returns.
@@ -296,7 +305,10 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run
 // startReq is a checked Start: the run to create.
 type startReq struct {
 	id, workflow, owner, idemKey, ordKey string
-	input                                json.RawMessage
+	// ordShared: the run joins the shared line of ordKey
+	// (StartOptions.SharedOrdering).
+	ordShared bool
+	input     json.RawMessage
 	// trace is the trace context to store with the run (tracing.go).
 	trace string
 }
@@ -404,6 +416,7 @@ func (c *Client) newRun(r startReq, d *publishedDef) retrystate.NewRun {
 	if r.ordKey != "" {
 		ord := d.snap.Ordering.effective()
 		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
+		nr.OrderingShared = r.ordShared
 	}
 	first := nr.Steps[0]
 	nr.FirstTask = tasks.Step{RunID: r.id, Workflow: r.workflow, Index: 0, Name: first.Name, Attempt: 1}.

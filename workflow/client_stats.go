@@ -78,11 +78,14 @@ func (c *Client) RecentNotifications(ctx context.Context, window time.Duration, 
 // (OrderingKey set) or a workflow's max_running (Workflow set), with how
 // many runs hold a slot of it (Admitted) and wait in its line (Waiting).
 type GateUsage struct {
-	OrderingKey string    `json:"ordering_key,omitempty"`
-	Workflow    string    `json:"workflow,omitempty"`
-	Admitted    int64     `json:"admitted"`
-	Waiting     int64     `json:"waiting"`
-	ChangedAt   time.Time `json:"changed_at"`
+	OrderingKey string `json:"ordering_key,omitempty"`
+	// Owner is the owner of an ordering key's line; "" for a key's shared
+	// line (StartOptions.SharedOrdering).
+	Owner     string    `json:"owner,omitempty"`
+	Workflow  string    `json:"workflow,omitempty"`
+	Admitted  int64     `json:"admitted"`
+	Waiting   int64     `json:"waiting"`
+	ChangedAt time.Time `json:"changed_at"`
 }
 
 // MaxGates bounds the gates one Gates returns.
@@ -100,7 +103,7 @@ func (c *Client) Gates(ctx context.Context, limit int) ([]GateUsage, int64, erro
 		u := GateUsage{Admitted: g.Admitted, Waiting: g.Waiting, ChangedAt: g.ChangedAt.UTC()}
 		switch {
 		case strings.HasPrefix(g.Gate, retrystate.KeyGate("")):
-			u.OrderingKey = strings.TrimPrefix(g.Gate, retrystate.KeyGate(""))
+			u.OrderingKey, u.Owner, _ = retrystate.SplitOrderingKey(strings.TrimPrefix(g.Gate, retrystate.KeyGate("")))
 		case strings.HasPrefix(g.Gate, retrystate.WorkflowGate("")):
 			u.Workflow = strings.TrimPrefix(g.Gate, retrystate.WorkflowGate(""))
 		default:

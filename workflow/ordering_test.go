@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,7 +156,7 @@ func TestOrderingKeyOneAfterAnother(t *testing.T) {
 	})
 	wantWaiting(t, e.get(b.ID), "acct-1", 1)
 
-	line, err := e.client.OrderingKey(ctxb, "acct-1", "", 0)
+	line, err := e.client.OrderingKey(ctxb, workflow.KeyLine{Key: "acct-1", Owner: "tester"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestOrderingKeyOneAfterAnother(t *testing.T) {
 		line.Waiting[1].ID != c.ID || line.WaitingTotal != 2 || line.Waiting[1].WaitingFor.Position != 2 {
 		t.Fatalf("key line: %+v", line)
 	}
-	if own, err := e.client.OrderingKey(ctxb, "acct-1", "someone-else", 0); err != nil || len(own.Active)+len(own.Waiting) != 0 {
+	if own, err := e.client.OrderingKey(ctxb, workflow.KeyLine{Key: "acct-1", Owner: "someone-else"}, 0); err != nil || len(own.Active)+len(own.Waiting) != 0 {
 		t.Fatalf("another owner sees %+v, %v", own, err)
 	}
 
@@ -192,8 +194,103 @@ func TestOrderingKeyOneAfterAnother(t *testing.T) {
 	if countEvents(evs, "run_waiting", "") != 1 || countEvents(evs, "run_admitted", "") != 1 {
 		t.Fatalf("b's journal lacks run_waiting / run_admitted: %+v", evs)
 	}
-	if line, _ := e.client.OrderingKey(ctxb, "acct-1", "", 0); len(line.Active)+len(line.Waiting) != 0 {
+	if line, _ := e.client.OrderingKey(ctxb, workflow.KeyLine{Key: "acct-1", Owner: "tester"}, 0); len(line.Active)+len(line.Waiting) != 0 {
 		t.Fatalf("key not empty at the end: %+v", line)
+	}
+}
+
+// TestOrderingKeyScopedByOwner: ordering keys are scoped by owner, as
+// idempotency keys are: another owner's equal key is another line, whose
+// runs neither wait for nor show in this one. A run with SharedOrdering,
+// or without an owner, joins the key's shared line, which runs of every
+// owner join. A waiting run names the runs that hold its line, and its
+// journal names the key as it was given.
+func TestOrderingKeyScopedByOwner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := newGatedSteps()
+	e.startWorker(workflow.WorkerConfig{}, gatedDef("ord", g, nil, 0))
+	start := func(owner string, shared bool) *workflow.Run {
+		t.Helper()
+		run, err := e.client.Start(ctxb, "ord", nil, &workflow.StartOptions{OrderingKey: "k", Owner: owner, SharedOrdering: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	alice1, bob1, alice2 := start("alice", false), start("bob", false), start("alice", false)
+	if alice1.WaitingFor != nil || bob1.WaitingFor != nil || alice1.OrderingShared {
+		t.Fatalf("the first run of each owner's line waits: alice %+v, bob %+v", alice1.WaitingFor, bob1.WaitingFor)
+	}
+	wantWaiting(t, alice2, "k", 1)
+	if w := e.get(alice2.ID).WaitingFor; w.Shared || strings.Join(w.HeldBy, ",") != alice1.ID {
+		t.Errorf("alice's second run waits for %+v, want her line, held by %s", w, alice1.ID)
+	}
+	// The shared line: a run without an owner and runs that ask for it.
+	none, bobShared, aliceShared := start("", false), start("bob", true), start("alice", true)
+	if none.WaitingFor != nil || !none.OrderingShared || !bobShared.OrderingShared {
+		t.Fatalf("shared line: first run %+v waits for %+v", none, none.WaitingFor)
+	}
+	wantWaiting(t, bobShared, "k", 1)
+	wantWaiting(t, aliceShared, "k", 2)
+	if w := e.get(aliceShared.ID).WaitingFor; !w.Shared || strings.Join(w.HeldBy, ",") != none.ID {
+		t.Errorf("alice's shared run waits for %+v, want the shared line held by %s", w, none.ID)
+	}
+	lines := map[string]workflow.KeyLine{
+		"alice": {Key: "k", Owner: "alice"}, "bob": {Key: "k", Owner: "bob"},
+		"shared": {Key: "k", Shared: true}, "no owner": {Key: "k"}, "alice shared": {Key: "k", Owner: "alice", Shared: true},
+	}
+	want := map[string]string{
+		"alice": alice1.ID + " | " + alice2.ID, "bob": bob1.ID + " | ",
+		"shared": none.ID + " | " + bobShared.ID + "," + aliceShared.ID,
+	}
+	want["no owner"], want["alice shared"] = want["shared"], want["shared"]
+	for name, l := range lines {
+		k, err := e.client.OrderingKey(ctxb, l, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var act, wait []string
+		for _, r := range k.Active {
+			act = append(act, r.ID)
+		}
+		for _, r := range k.Waiting {
+			wait = append(wait, r.ID)
+		}
+		if got := strings.Join(act, ",") + " | " + strings.Join(wait, ","); got != want[name] ||
+			k.Shared != (l.Shared || l.Owner == "") {
+			t.Errorf("line %s: %s (shared %v), want %s", name, got, k.Shared, want[name])
+		}
+	}
+	gates, _, err := e.client.Gates(ctxb, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []string
+	for _, gu := range gates {
+		if gu.OrderingKey != "k" {
+			t.Errorf("gate %+v: want ordering key k", gu)
+		}
+		owners = append(owners, gu.Owner)
+	}
+	slices.Sort(owners)
+	if strings.Join(owners, ",") != ",alice,bob" {
+		t.Errorf("gates in use are the lines of %q, want the shared line, alice's and bob's", owners)
+	}
+	for _, r := range []*workflow.Run{alice1, alice2, bob1, none, bobShared, aliceShared} {
+		e.eventually(10*time.Second, "run "+r.ID+" running", func() bool { return g.isRunning(r.ID) })
+		g.let(r.ID)
+		e.wait(r.ID, 10*time.Second)
+	}
+	for _, ev := range e.events(aliceShared.ID) {
+		if ev.Type == workflow.EventRunWaiting && ev.Details["gate"] != "k" {
+			t.Errorf("run_waiting names gate %q, want the key k", ev.Details["gate"])
+		}
+	}
+	for _, ev := range e.events(alice2.ID) {
+		if ev.Type == workflow.EventRunWaiting && ev.Details["gate"] != "k" {
+			t.Errorf("run_waiting of alice's line names gate %q, want the key k", ev.Details["gate"])
+		}
 	}
 }
 
@@ -238,7 +335,7 @@ func TestOrderingKeyBlockAndRelease(t *testing.T) {
 		t.Fatalf("a: %s", got.Status)
 	}
 	wantWaiting(t, e.get(b.ID), "b1", 1)
-	line, _ := e.client.OrderingKey(ctxb, "b1", "", 0)
+	line, _ := e.client.OrderingKey(ctxb, workflow.KeyLine{Key: "b1", Owner: "tester"}, 0)
 	if len(line.Active) != 1 || line.Active[0].ID != a.ID {
 		t.Fatalf("the failed run does not hold the key: %+v", line)
 	}
@@ -596,7 +693,7 @@ func TestOrderingKeyWithWaits(t *testing.T) {
 			t.Fatalf("%s: %s", r.ID, got.Status)
 		}
 	}
-	if line, _ := e.client.OrderingKey(ctxb, "n", "", 0); len(line.Active)+len(line.Waiting) != 0 {
+	if line, _ := e.client.OrderingKey(ctxb, workflow.KeyLine{Key: "n", Owner: "tester"}, 0); len(line.Active)+len(line.Waiting) != 0 {
 		t.Fatalf("key n not free at the end: %+v", line)
 	}
 }

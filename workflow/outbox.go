@@ -71,6 +71,7 @@ type OutboxEntry struct {
 	Owner          string          `json:"owner,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	OrderingKey    string          `json:"ordering_key,omitempty"`
+	SharedOrdering bool            `json:"shared_ordering,omitempty"`
 	// Trace is a Start's trace context (see ClientConfig.TracerProvider).
 	Trace string `json:"trace,omitempty"`
 	// Signal, SignalID, Payload and Actor: a Signal's (SignalID was
@@ -299,7 +300,7 @@ func (o *clientOutbox) run(ctx context.Context) {
 func (c *Client) queueStart(r startReq, cause error) (*Run, error) {
 	now := c.cfg.Clock.Now()
 	e := &OutboxEntry{Kind: OutboxStart, RunID: r.id, Workflow: r.workflow, Input: r.input, Owner: r.owner,
-		IdempotencyKey: r.idemKey, OrderingKey: r.ordKey, Trace: r.trace, QueuedAt: now}
+		IdempotencyKey: r.idemKey, OrderingKey: r.ordKey, SharedOrdering: r.ordShared, Trace: r.trace, QueuedAt: now}
 	if err := c.ob.append(e); err != nil {
 		if errors.Is(err, errOutboxClosed) && cause != nil {
 			return nil, cause
@@ -318,7 +319,7 @@ func (c *Client) queueStart(r startReq, cause error) (*Run, error) {
 // queuedRun is the Run a queued start will be.
 func queuedRun(e *OutboxEntry) *Run {
 	return &Run{ID: e.RunID, Workflow: e.Workflow, Status: StatusPending, Owner: e.Owner,
-		IdempotencyKey: e.IdempotencyKey, Input: e.Input, OrderingKey: e.OrderingKey, CreatedAt: e.QueuedAt,
+		IdempotencyKey: e.IdempotencyKey, Input: e.Input, OrderingKey: e.OrderingKey, OrderingShared: e.SharedOrdering, CreatedAt: e.QueuedAt,
 		UpdatedAt: e.QueuedAt, Queued: true}
 }
 
@@ -541,7 +542,7 @@ func (c *Client) applyEntry(ctx context.Context, e *OutboxEntry) (alias string, 
 func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error) {
 	log := c.log.With(AttrRunID, e.RunID, AttrWorkflow, e.Workflow, "outbox_seq", e.Seq)
 	created, err := c.create(ctx, startReq{id: e.RunID, workflow: e.Workflow, input: e.Input, owner: e.Owner,
-		idemKey: e.IdempotencyKey, ordKey: e.OrderingKey, trace: e.Trace})
+		idemKey: e.IdempotencyKey, ordKey: e.OrderingKey, ordShared: e.SharedOrdering && e.OrderingKey != "", trace: e.Trace})
 	if errors.Is(err, retrystate.ErrRunIDCollision) {
 		// An earlier flush created it and did not get to remove the entry.
 		rec, err := c.store.Run(ctx, e.RunID)

@@ -157,7 +157,7 @@ func TestOutboxQueuesWhileRedisIsDown(t *testing.T) {
 			t.Fatalf("run %s after the flush: %+v, %v", run.ID, got, err)
 		}
 	}
-	line, err := on.OrderingKey(ctxb, "k1", "", 0)
+	line, err := on.OrderingKey(ctxb, workflow.KeyLine{Key: "k1", Owner: "me"}, 0)
 	if err != nil || len(line.Active) != 1 || line.Active[0].ID != runs[0].ID || len(line.Waiting) != 1 || line.Waiting[0].ID != runs[2].ID {
 		t.Fatalf("key k1's line: %+v, %v; want %s then %s", line, err, runs[0].ID, runs[2].ID)
 	}
@@ -474,7 +474,7 @@ func TestOutboxConcurrentStarts(t *testing.T) {
 		t.Fatalf("%d runs; want %d", n, 2*workers*each)
 	}
 	for w := range workers {
-		line, err := on.OrderingKey(ctxb, fmt.Sprintf("w%d", w), "", 0)
+		line, err := on.OrderingKey(ctxb, workflow.KeyLine{Key: fmt.Sprintf("w%d", w)}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

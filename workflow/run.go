@@ -103,8 +103,11 @@ type Run struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	Deadline   *time.Time `json:"deadline"`
-	// OrderingKey is the run's ordering key ("" for none).
-	OrderingKey string `json:"ordering_key,omitempty"`
+	// OrderingKey is the run's ordering key ("" for none), in the line of
+	// its Owner's runs, or in the key's shared line when OrderingShared
+	// (StartOptions.SharedOrdering; a run without an owner is always there).
+	OrderingKey    string `json:"ordering_key,omitempty"`
+	OrderingShared bool   `json:"ordering_shared,omitempty"`
 	// WaitingFor says what the run waits for while it holds no worker slot:
 	// a place in its ordering key's line or under its workflow's
 	// max_running, or, when its current step waits, what that step waits
@@ -278,10 +281,11 @@ func runFromRecord(rec *retrystate.Run) *Run {
 	case retrystate.IsCompensation(cur) && cur-retrystate.CompBase < len(rec.Steps):
 		r.CurrentStep = retrystate.CompensationPrefix + rec.Steps[cur-retrystate.CompBase].Name
 	}
-	r.OrderingKey = rec.OrderingKey
+	r.OrderingKey, r.OrderingShared = rec.OrderingKey, rec.OrderingShared
 	switch rec.Waiting {
 	case WaitOrderingKey:
-		r.WaitingFor = &WaitingFor{OrderingKey: rec.OrderingKey, Position: rec.Position}
+		r.WaitingFor = &WaitingFor{OrderingKey: rec.OrderingKey, Shared: rec.OrderingShared, Position: rec.Position,
+			HeldBy: rec.HeldBy}
 	case WaitWorkflowLimit:
 		r.WaitingFor = &WaitingFor{WorkflowLimit: rec.MaxRunning, Position: rec.Position}
 	case WaitSignal, WaitTimer: // a step's wait, not the run's: see the step

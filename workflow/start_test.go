@@ -173,6 +173,9 @@ func TestStartReturnsWhatGetReads(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		if w := read.WaitingFor; w != nil {
+			w.HeldBy = nil // Get reads what holds a waiting run; Start (one round trip) does not
+		}
 		if a, b := mustJSON(t, started), mustJSON(t, read); string(a) != string(b) {
 			t.Errorf("%s: Start returned\n%s\nGet reads\n%s", tc.name, a, b)
 		}

@@ -47,7 +47,8 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			flags: []string{
 				"--input JSON|@file\trun input: JSON text, @path to read a regular file, @- to read stdin; at most 1 MiB (default {})",
 				"--idempotency-key K\tstart at most one run per key: a repeat prints the run the first one started",
-				"--ordering-key K\trun after the earlier runs with key K, in start order (the workflow's ordering.concurrency at once)",
+				"--ordering-key K\trun after the CLI's earlier runs with key K, in start order (the workflow's ordering.concurrency at once); keys are scoped by owner, and the CLI's runs are owned by cli",
+				"--shared-ordering\twith --ordering-key: join the key's shared line, which runs of every owner join, instead of the CLI's own",
 				"--wait\twait for the run to end, showing its progress on stderr; exit 1 unless it succeeds (failed, cancelled or compensated)",
 				"--json\tprint the run as JSON (with --wait: as it ended) instead of its ID",
 			},
@@ -122,9 +123,13 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 		},
 		{
 			name: "key", synopsis: "key <ordering-key> [flags]",
-			summary: "show an ordering key's line: its active runs, then its waiting runs in the order they will start",
-			flags:   []string{"--json\tprint the line as JSON"},
-			parse:   parseKey,
+			summary: "show a line of an ordering key: its active runs, then its waiting runs in the order they will start (the CLI's own line unless --owner or --shared)",
+			flags: []string{
+				"--owner S\tthe line of owner S's runs (S: an API subject, cli, or a Go client's StartOptions.Owner)",
+				"--shared\tthe key's shared line (StartOptions.SharedOrdering, runs without an owner)",
+				"--json\tprint the line as JSON",
+			},
+			parse: parseKey,
 		},
 		{
 			name: "breakers", synopsis: "breakers [flags]",

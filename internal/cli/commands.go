@@ -44,6 +44,7 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 	input := fs.String("input", "", "")
 	key := fs.String("idempotency-key", "", "")
 	ordKey := fs.String("ordering-key", "", "")
+	shared := fs.Bool("shared-ordering", false, "")
 	wait := fs.Bool("wait", false, "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -65,7 +66,10 @@ func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
 			return nil, usageErrorf("--ordering-key: %v", err)
 		}
 	}
-	opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: "cli"}
+	if *shared && *ordKey == "" {
+		return nil, usageErrorf("start: --shared-ordering needs --ordering-key")
+	}
+	opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: CLIOwner, SharedOrdering: *shared}
 	return func(ctx context.Context, s *session) error {
 		// The caller's trace, from the environment (OpenTelemetry's
 		// TRACEPARENT and TRACESTATE), if any.
@@ -261,9 +265,14 @@ func parseStatus(_ context.Context, c *CLI, args []string) (action, error) {
 	}, nil
 }
 
-// parseKey parses "key <ordering-key> [--json]".
+// CLIOwner owns the runs the CLI starts (StartOptions.Owner).
+const CLIOwner = "cli"
+
+// parseKey parses "key <ordering-key> [--owner S | --shared] [--json]".
 func parseKey(_ context.Context, c *CLI, args []string) (action, error) {
 	fs := c.newFlagSet("key")
+	owner := fs.String("owner", "", "")
+	shared := fs.Bool("shared", false, "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -276,8 +285,17 @@ func parseKey(_ context.Context, c *CLI, args []string) (action, error) {
 	if err := workflow.CheckOrderingKey(key); err != nil {
 		return nil, usageErrorf("%v", err)
 	}
+	line := workflow.KeyLine{Key: key, Owner: CLIOwner, Shared: *shared}
+	switch {
+	case *shared && flagSet(fs, "owner"):
+		return nil, usageErrorf("key: give --owner or --shared, not both")
+	case flagSet(fs, "owner") && *owner == "":
+		return nil, usageErrorf("key: --owner needs a subject (--shared for the shared line)")
+	case flagSet(fs, "owner"):
+		line.Owner = *owner
+	}
 	return func(ctx context.Context, s *session) error {
-		line, err := s.client.OrderingKey(ctx, key, "", 0)
+		line, err := s.client.OrderingKey(ctx, line, 0)
 		if err != nil {
 			return err
 		}

@@ -204,7 +204,15 @@ func waitingText(w *workflow.WaitingFor, now time.Time) string {
 	}
 	switch w.Reason() {
 	case workflow.WaitOrderingKey:
-		return "its turn under ordering key " + strconv.Quote(w.OrderingKey) + pos
+		s := "its turn under ordering key " + strconv.Quote(w.OrderingKey)
+		if w.Shared {
+			s += " (its shared line)"
+		}
+		s += pos
+		if len(w.HeldBy) > 0 {
+			s += ", held by " + strings.Join(w.HeldBy, ", ")
+		}
+		return s
 	case workflow.WaitWorkflowLimit:
 		return fmt.Sprintf("a slot: its workflow runs at most %d at once%s", w.WorkflowLimit, pos)
 	case workflow.WaitSignal:
@@ -225,6 +233,13 @@ func writeKeyRuns(w io.Writer, lay layout, k *workflow.KeyRuns) error {
 			return statusStyle(row[col])
 		}
 		return ""
+	}
+	line := "shared line of ordering key " + strconv.Quote(k.Key)
+	if !k.Shared {
+		line = "line of " + k.Owner + "'s runs with ordering key " + strconv.Quote(k.Key)
+	}
+	if _, err := fmt.Fprintln(w, line); err != nil {
+		return err
 	}
 	t.add("POSITION", "RUN", "WORKFLOW", "STATUS", "CREATED")
 	for _, r := range k.Active {

@@ -27,8 +27,10 @@ func (e *env) publish() {
 	}
 }
 
-// TestOrderingKeyCommands: start --ordering-key, status showing the wait,
-// key listing the line (text and JSON), and bad keys refused with exit 2.
+// TestOrderingKeyCommands: start --ordering-key, status showing the wait
+// and what holds it, key listing the CLI's line (text and JSON), another
+// owner's and the shared line with --owner and --shared, and bad keys and
+// flags refused with exit 2.
 func TestOrderingKeyCommands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -38,7 +40,8 @@ func TestOrderingKeyCommands(t *testing.T) {
 
 	r := e.run("status", second)
 	mustSucceed(t, r)
-	for _, want := range []string{`ordering key:     "acct 7"`, `waiting for:      its turn under ordering key "acct 7" (position 1 in line)`} {
+	for _, want := range []string{`ordering key:     "acct 7"`,
+		`waiting for:      its turn under ordering key "acct 7" (position 1 in line), held by ` + first} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
 		}
@@ -61,9 +64,31 @@ func TestOrderingKeyCommands(t *testing.T) {
 	r = e.run("key", "acct 7")
 	mustSucceed(t, r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[1], "active") || !strings.Contains(lines[1], first) ||
-		!strings.HasPrefix(lines[2], "1") || !strings.Contains(lines[2], second) {
+	if len(lines) != 4 || lines[0] != `line of cli's runs with ordering key "acct 7"` || !strings.HasPrefix(lines[2], "active") ||
+		!strings.Contains(lines[2], first) || !strings.HasPrefix(lines[3], "1") || !strings.Contains(lines[3], second) {
 		t.Fatalf("key:\n%s", r.stdout)
+	}
+	// Another owner's run with the same key is in another line; a run
+	// started with --shared-ordering in the key's shared line.
+	other, err := e.client.Start(context.Background(), demo.Name, nil, &workflow.StartOptions{Owner: "alice", OrderingKey: "acct 7"})
+	if err != nil || other.WaitingFor != nil {
+		t.Fatalf("alice's run with the CLI's key: %+v, %v; want it started, not waiting", other, err)
+	}
+	shared := runID(t, e.run("start", "demo", "--ordering-key", "acct 7", "--shared-ordering"))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--owner", "alice"}, other.ID},
+		{[]string{"--shared"}, shared},
+		{[]string{"--owner", "cli"}, first},
+	} {
+		r := e.run(append([]string{"key", "acct 7", "--json"}, c.args...)...)
+		mustSucceed(t, r)
+		var kr workflow.KeyRuns
+		if err := json.Unmarshal([]byte(r.stdout), &kr); err != nil || len(kr.Active) != 1 || kr.Active[0].ID != c.want {
+			t.Errorf("key %v: %v %s; want %s active", c.args, err, r.stdout, c.want)
+		}
 	}
 	r = e.run("key", "acct 7", "--json")
 	mustSucceed(t, r)
@@ -82,4 +107,7 @@ func TestOrderingKeyCommands(t *testing.T) {
 	checkOneErrorLine(t, e.run("start", "demo", "--ordering-key", "a\tb"), 2, "control character")
 	checkOneErrorLine(t, e.run("key", strings.Repeat("k", 300)), 2, "longer than 256 bytes")
 	checkOneErrorLine(t, e.run("key"), 2, "ordering key")
+	checkOneErrorLine(t, e.run("key", "k", "--owner", "alice", "--shared"), 2, "not both")
+	checkOneErrorLine(t, e.run("key", "k", "--owner", ""), 2, "--owner needs a subject")
+	checkOneErrorLine(t, e.run("start", "demo", "--shared-ordering"), 2, "--shared-ordering needs --ordering-key")
 }

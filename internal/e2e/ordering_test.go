@@ -350,7 +350,7 @@ func actOnBlocked(t *testing.T, client *workflow.Client, lines []*ordLine, r *or
 			next = l.runs[r.seq+1]
 		}
 	}
-	kr, err := client.OrderingKey(ctxb, r.line, "", 0)
+	kr, err := client.OrderingKey(ctxb, workflow.KeyLine{Key: r.line, Owner: "ordering-suite"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func TestOutboxSurvivesKill9MidFlush(t *testing.T) {
 		}
 	}
 	for key, want := range byKey {
-		line, err := client.OrderingKey(ctxb, key, "", 0)
+		line, err := client.OrderingKey(ctxb, workflow.KeyLine{Key: key}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

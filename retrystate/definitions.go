@@ -124,6 +124,17 @@ type PublishedDefinition struct {
 // template (written once: it is named by its contents), its snapshot JSON
 // and its version, in one transaction. It returns the versions by name.
 func (s *Store) PublishDefinitions(ctx context.Context, defs []PublishedDefinition) (map[string]string, error) {
+	return s.publishDefinitions(ctx, defs, false)
+}
+
+// PublishNewDefinitions publishes, as PublishDefinitions does, those of defs
+// of which no version is published: a workflow published meanwhile (by a
+// worker) keeps the version it has. It returns the versions of defs.
+func (s *Store) PublishNewDefinitions(ctx context.Context, defs []PublishedDefinition) (map[string]string, error) {
+	return s.publishDefinitions(ctx, defs, true)
+}
+
+func (s *Store) publishDefinitions(ctx context.Context, defs []PublishedDefinition, onlyNew bool) (map[string]string, error) {
 	versions := make(map[string]string, len(defs))
 	if len(defs) == 0 {
 		return versions, nil
@@ -138,8 +149,15 @@ func (s *Store) PublishDefinitions(ctx context.Context, defs []PublishedDefiniti
 			vals = append(vals, k, v)
 		}
 		pipe.HSet(ctx, s.keys.definition(sha), vals...)
-		pipe.HSet(ctx, s.keys.definitions(), d.Name, d.JSON)
-		pipe.HSet(ctx, s.keys.definitionVersions(), d.Name, sha)
+		if onlyNew {
+			// Publishers write both fields in one transaction, so both
+			// are there or neither.
+			pipe.HSetNX(ctx, s.keys.definitions(), d.Name, d.JSON)
+			pipe.HSetNX(ctx, s.keys.definitionVersions(), d.Name, sha)
+		} else {
+			pipe.HSet(ctx, s.keys.definitions(), d.Name, d.JSON)
+			pipe.HSet(ctx, s.keys.definitionVersions(), d.Name, sha)
+		}
 		s.templates.Store(sha, t)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

@@ -41,6 +41,22 @@ type ClientConfig struct {
 	// spans join its trace. Nil: no span, and Start stores the span
 	// context of its ctx, if any (see tracing.go).
 	TracerProvider trace.TracerProvider
+	// Definitions are workflows the client knows. A Start of one of them
+	// that finds no version of it published (no worker has published it
+	// yet) publishes it first, as a worker would, so that runs can be
+	// started before any worker is up: they wait, pending, for one. Once a
+	// version is published, by a worker or by a client, Start uses the
+	// published one, as without Definitions: the workers' Publish stays
+	// the authority, and a run keeps the version it started with. A
+	// workflow neither published nor known here is ErrUnknownWorkflow. A
+	// definition is checked when it is first needed: an invalid one makes
+	// Start return ErrInvalidDefinition. Step functions are not called by
+	// the client. Nil: the client starts only published workflows.
+	Definitions []Definition
+	// Defaults is the global policy under which Definitions are published:
+	// the EngineConfig.Defaults of the workers that run them, so that both
+	// publish the same version. Zero: the built-in defaults.
+	Defaults Policy
 
 	// Outbox, when set, is the path of a local file (a bbolt database,
 	// created if needed) where Start and Signal are queued while Redis is
@@ -387,7 +403,13 @@ func (c *Client) definition(ctx context.Context, workflow string, refresh bool) 
 	}
 	v, err := c.store.PublishedDefinition(ctx, workflow)
 	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
-		return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
+		var known bool
+		if known, err = c.publishKnown(ctx, workflow); err == nil && known {
+			v, err = c.store.PublishedDefinition(ctx, workflow)
+		}
+		if errors.Is(err, retrystate.ErrUnknownWorkflow) || (err == nil && !known) {
+			return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -403,6 +425,36 @@ func (c *Client) definition(ctx context.Context, workflow string, refresh bool) 
 	d := &publishedDef{version: v, snap: snap, run: run}
 	c.defs.Store(workflow, d)
 	return d, nil
+}
+
+// publishKnown publishes workflow if it is one of the client's Definitions
+// (ClientConfig.Definitions), as a worker's Publish would; known reports
+// whether it is.
+func (c *Client) publishKnown(ctx context.Context, workflow string) (known bool, err error) {
+	for i := range c.cfg.Definitions {
+		d := &c.cfg.Definitions[i]
+		if d.Name != workflow {
+			continue
+		}
+		if err := c.cfg.Defaults.Validate(); err != nil {
+			return true, fmt.Errorf("%w: ClientConfig.Defaults: %w", ErrInvalidDefinition, err)
+		}
+		snap, err := d.resolved(c.cfg.Defaults)
+		if err != nil {
+			return true, err
+		}
+		pd, err := snap.published()
+		if err != nil {
+			return true, err
+		}
+		if _, err := c.store.PublishNewDefinitions(ctx, []retrystate.PublishedDefinition{pd}); err != nil {
+			return true, err
+		}
+		c.log.Info("workflow published by the client (ClientConfig.Definitions): no worker had published it",
+			AttrWorkflow, workflow)
+		return true, nil
+	}
+	return false, nil
 }
 
 // newRun is the run to create for r, of definition d: created from d's

@@ -218,6 +218,33 @@ func (s snapshot) validateEffective() error {
 	return errors.Join(errs...)
 }
 
+// published is what Publish writes of the snapshot s: its JSON and the
+// template of its runs.
+func (s snapshot) published() (retrystate.PublishedDefinition, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return retrystate.PublishedDefinition{}, err
+	}
+	run, err := s.runTemplate()
+	if err != nil {
+		return retrystate.PublishedDefinition{}, err
+	}
+	return retrystate.PublishedDefinition{Name: s.Name, JSON: string(b), Run: run}, nil
+}
+
+// resolved validates d and returns its snapshot under the global defaults,
+// as Register keeps it.
+func (d *Definition) resolved(global Policy) (snapshot, error) {
+	if err := d.Validate(); err != nil {
+		return snapshot{}, err
+	}
+	s := d.resolve(global)
+	if err := s.validateEffective(); err != nil {
+		return snapshot{}, err
+	}
+	return s, nil
+}
+
 // resolve computes the snapshot of d under the global defaults.
 func (d *Definition) resolve(global Policy) snapshot {
 	wf := d.Policy.Or(global).Or(DefaultPolicy())

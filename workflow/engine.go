@@ -148,16 +148,14 @@ func (e *Engine) Register(defs ...Definition) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range defs {
-		if err := d.Validate(); err != nil {
+		snap, err := d.resolved(e.cfg.Defaults)
+		if err != nil {
 			return err
 		}
 		if _, dup := e.defs[d.Name]; dup {
 			return fmt.Errorf("%w %q: registered twice", ErrInvalidDefinition, d.Name)
 		}
-		r := &registered{def: d, snap: d.resolve(e.cfg.Defaults), steps: make(map[string]StepFunc, len(d.Steps))}
-		if err := r.snap.validateEffective(); err != nil {
-			return err
-		}
+		r := &registered{def: d, snap: snap, steps: make(map[string]StepFunc, len(d.Steps))}
 		for _, s := range d.Steps {
 			r.steps[s.Name] = s.Run
 			if s.Run == nil {
@@ -180,16 +178,12 @@ func (e *Engine) Publish(ctx context.Context) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := make([]retrystate.PublishedDefinition, 0, len(e.defs))
-	for name, r := range e.defs {
-		b, err := json.Marshal(r.snap)
+	for _, r := range e.defs {
+		pd, err := r.snap.published()
 		if err != nil {
 			return err
 		}
-		run, err := r.snap.runTemplate()
-		if err != nil {
-			return err
-		}
-		out = append(out, retrystate.PublishedDefinition{Name: name, JSON: string(b), Run: run})
+		out = append(out, pd)
 	}
 	_, err := e.store.PublishDefinitions(ctx, out)
 	return err

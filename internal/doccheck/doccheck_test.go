@@ -2,6 +2,7 @@ package doccheck
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -9,6 +10,36 @@ import (
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
+
+// TestDocSnippets checks every ```go block of README.md and docs/*.md
+// against its region in this package's tests, which run it.
+func TestDocSnippets(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := FindRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, tests, err := Load(root, wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	for _, d := range docs {
+		bs, _ := parseMarkdown(d)
+		blocks += len(bs)
+	}
+	if blocks == 0 || len(tests) == 0 {
+		t.Fatalf("found %d go blocks in %d docs and %d test files: is %s the module's root?", blocks, len(docs), len(tests), root)
+	}
+	for _, err := range Check(docs, tests) {
+		t.Error(err)
+	}
+	t.Logf("%d go blocks in %d docs checked", blocks, len(docs))
+}
 
 // text joins lines into a file's text. (The tests spell region markers
 // inside string literals, so that TestDocSnippets does not take them for

@@ -355,7 +355,9 @@ func (r *RedisTarget) String() string {
 
 // NewClient returns a client of the deployment: a *redis.Client for a
 // single server, a Sentinel-backed *redis.Client that follows the master
-// across failovers, or a *redis.ClusterClient.
+// across failovers, or a *redis.ClusterClient that reloads its slot map as
+// soon as a node does not answer, and so follows a failover too (see
+// followFailovers).
 //
 // Its protocol is RESP2 unless the URL asks for another (protocol=3):
 // Cairn uses no RESP3 feature (push notifications, client-side caching),
@@ -371,7 +373,9 @@ func (r *RedisTarget) NewClient() redis.UniversalClient {
 	case r.Cluster != nil:
 		o := *r.Cluster
 		o.Protocol = defaultProtocol(o.Protocol)
-		return redis.NewClusterClient(&o)
+		cc := redis.NewClusterClient(&o)
+		followFailovers(cc)
+		return cc
 	}
 	o := *r.Single
 	o.Protocol = defaultProtocol(o.Protocol)
@@ -387,27 +391,18 @@ func defaultProtocol(p int) int {
 	return p
 }
 
-// AsynqConnOpt returns asynq's connection options for the deployment (for
-// asynqmon, which makes its own client).
-func (r *RedisTarget) AsynqConnOpt() asynq.RedisConnOpt {
-	switch {
-	case r.Failover != nil:
-		o := r.Failover
-		return asynq.RedisFailoverClientOpt{MasterName: o.MasterName, SentinelAddrs: o.SentinelAddrs,
-			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
-			Username: o.Username, Password: o.Password, DB: o.DB, DialTimeout: o.DialTimeout,
-			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: o.PoolSize, TLSConfig: o.TLSConfig}
-	case r.Cluster != nil:
-		o := r.Cluster
-		return asynq.RedisClusterClientOpt{Addrs: o.Addrs, MaxRedirects: o.MaxRedirects, Username: o.Username,
-			Password: o.Password, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout,
-			WriteTimeout: o.WriteTimeout, TLSConfig: o.TLSConfig}
-	}
-	o := r.Single
-	return asynq.RedisClientOpt{Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password,
-		DB: o.DB, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		PoolSize: o.PoolSize, TLSConfig: o.TLSConfig}
-}
+// AsynqConnOpt returns asynq's connection options for the deployment, for
+// asynqmon, which makes its own clients: each is one of NewClient, with
+// every option of the URL, and on a Cluster it follows failovers as the
+// worker's client does (asynq's own RedisClusterClientOpt makes a client
+// that sent asynqmon's pages to a dead master for up to a minute).
+func (r *RedisTarget) AsynqConnOpt() asynq.RedisConnOpt { return clientOpt{r} }
+
+// clientOpt is the asynq.RedisConnOpt of a RedisTarget.
+type clientOpt struct{ r *RedisTarget }
+
+// MakeRedisClient returns a new client of NewClient; asynqmon closes it.
+func (o clientOpt) MakeRedisClient() any { return o.r.NewClient() }
 
 // Timeouts are connection settings a program may default (the CLI wants
 // short ones); a zero field leaves the setting alone.

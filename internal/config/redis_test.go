@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/config"
@@ -165,36 +164,42 @@ func TestParseRedisURLRejects(t *testing.T) {
 	}
 }
 
+// TestAsynqConnOpt: asynqmon's clients are NewClient's, with the URL's
+// options.
 func TestAsynqConnOpt(t *testing.T) {
 	t.Parallel()
-	for url, want := range map[string]reflect.Type{
-		"redis://:" + secret + "@h:1/3":                                      reflect.TypeFor[asynq.RedisClientOpt](),
-		"redis-sentinel://:" + secret + "@h:1/3?master=m&sentinel_password=": reflect.TypeFor[asynq.RedisFailoverClientOpt](),
-		"redis-cluster://:" + secret + "@h:1,h:2":                            reflect.TypeFor[asynq.RedisClusterClientOpt](),
+	for _, url := range []string{
+		"redis://:" + secret + "@h:1/3?pool_size=7",
+		"redis-sentinel://:" + secret + "@h:1/3?master=m&sentinel_password=&pool_size=7",
+		"redis-cluster://:" + secret + "@h:1,h:2?pool_size=7",
 	} {
 		target, err := config.ParseRedisURL(url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := target.AsynqConnOpt()
-		if reflect.TypeOf(opt) != want {
-			t.Errorf("%s: AsynqConnOpt() is a %T, want %s", url, opt, want)
+		rdb, ok := target.AsynqConnOpt().MakeRedisClient().(redis.UniversalClient)
+		if !ok {
+			t.Fatalf("%s: AsynqConnOpt makes a %T", url, target.AsynqConnOpt().MakeRedisClient())
 		}
-		switch o := opt.(type) {
-		case asynq.RedisClientOpt:
-			if o.Addr != "h:1" || o.DB != 3 || o.Password != secret {
-				t.Errorf("%+v", o)
+		own := target.NewClient()
+		want := reflect.TypeOf(own)
+		_ = own.Close()
+		if reflect.TypeOf(rdb) != want {
+			t.Errorf("%s: AsynqConnOpt makes a %T, NewClient a %s", url, rdb, want)
+		}
+		switch c := rdb.(type) {
+		case *redis.Client:
+			o := c.Options()
+			if o.DB != 3 || o.Password != secret || o.PoolSize != 7 || o.Protocol != 2 {
+				t.Errorf("%s: db %d, password %q, pool %d, protocol %d", url, o.DB, o.Password, o.PoolSize, o.Protocol)
 			}
-		case asynq.RedisFailoverClientOpt:
-			if o.MasterName != "m" || o.DB != 3 || o.Password != secret || o.SentinelPassword != "" ||
-				!slices.Equal(o.SentinelAddrs, []string{"h:1"}) {
-				t.Errorf("%+v", o)
-			}
-		case asynq.RedisClusterClientOpt:
-			if o.Password != secret || !slices.Equal(o.Addrs, []string{"h:1", "h:2"}) {
-				t.Errorf("%+v", o)
+		case *redis.ClusterClient:
+			o := c.Options()
+			if !slices.Equal(o.Addrs, []string{"h:1", "h:2"}) || o.Password != secret || o.PoolSize != 7 || o.Protocol != 2 {
+				t.Errorf("%s: addrs %v, password %q, pool %d, protocol %d", url, o.Addrs, o.Password, o.PoolSize, o.Protocol)
 			}
 		}
+		_ = rdb.Close()
 	}
 }
 

@@ -268,6 +268,31 @@ func (c *Cluster) WaitNodeFailed(t testing.TB, s *Server) {
 	})
 }
 
+// WaitPromoted waits until s, a replica, says it is a master (ROLE), as it
+// does once it has won the election that follows its master's failure,
+// and returns when the poll that first found it so was sent: the
+// promotion came within one poll period (10ms) and a round trip of that
+// time. It fails the test after 30s.
+func (c *Cluster) WaitPromoted(t testing.TB, s *Server) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	node := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: adminTimeout,
+		ReadTimeout: adminTimeout, WriteTimeout: adminTimeout})
+	defer node.Close()
+	deadline := time.Now().Add(topologyTimeout)
+	for {
+		asked := time.Now()
+		role, err := node.Do(ctx, "role").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return asked
+		}
+		if asked.After(deadline) {
+			t.Fatalf("redistest: timed out after %s waiting for %s to be promoted: ROLE says %v, %v", topologyTimeout, s.Addr(), role, err)
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's period, which bounds the answer's error
+	}
+}
+
 // admin runs one command on s alone (not through a cluster client).
 func (s *Server) admin(ctx context.Context, args ...any) *redis.Cmd {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)

@@ -54,6 +54,7 @@ func TestCluster(t *testing.T) {
 
 	victim := c.Masters[1]
 	victim.Kill(t)
+	c.WaitPromoted(t, c.Replicas[1])
 	c.WaitNodeFailed(t, victim)
 	victim.Restart(t)
 	c.WaitHealthy(t)

@@ -150,27 +150,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, err := rdb.LRange(ctxb, demo.AuditKey(queue), 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	audit := make([]demo.AuditEntry, 0, len(raw))
-	seen := make(map[string]bool, len(raw))
-	for _, s := range raw {
-		// A body writes each record until Redis acknowledges it, and the
-		// client retries too: a push whose reply was lost to a Redis restart
-		// is written twice. A record names its process and nanosecond, so
-		// identical entries are one record.
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		a, err := demo.ParseAudit(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		audit = append(audit, a)
-	}
+	audit := readAudit(t, rdb, queue)
 
 	c := checkChaos(all, journals, audit, killedAt, failRate)
 	c.kills, c.redisRestarts, c.elapsed = kills, redisRestarts, elapsed

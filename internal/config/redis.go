@@ -40,7 +40,10 @@ const (
 	schemeClusterTLS      = "rediss-cluster"
 	defaultSentinelPort   = "26379"
 	defaultRedisPort      = "6379"
-	defaultGoRedisTimeout = 3 * time.Second // go-redis's ReadTimeout when none is set
+	// defaultIOTimeout is the read and write timeout of the clients of
+	// NewClient when the URL sets none (go-redis v9.23's own default is
+	// 5s): a master that hangs instead of dying is left that much sooner.
+	defaultIOTimeout = 3 * time.Second
 )
 
 // wantSchemes lists the schemes for error messages.
@@ -364,22 +367,37 @@ func (r *RedisTarget) String() string {
 // and a RESP3 client of go-redis peeks at the connection for pending push
 // notifications around every command, about a tenth of the worker's CPU
 // per step (bench/: BenchmarkStepThroughput).
+//
+// Its read and write timeouts are 3s unless the URL (or DefaultTimeouts)
+// sets them (ReadTimeout).
 func (r *RedisTarget) NewClient() redis.UniversalClient {
 	switch {
 	case r.Failover != nil:
 		o := *r.Failover
 		o.Protocol = defaultProtocol(o.Protocol)
+		o.ReadTimeout, o.WriteTimeout = defaultIO(o.ReadTimeout), defaultIO(o.WriteTimeout)
 		return redis.NewFailoverClient(&o)
 	case r.Cluster != nil:
 		o := *r.Cluster
 		o.Protocol = defaultProtocol(o.Protocol)
+		o.ReadTimeout, o.WriteTimeout = defaultIO(o.ReadTimeout), defaultIO(o.WriteTimeout)
 		cc := redis.NewClusterClient(&o)
 		followFailovers(cc)
 		return cc
 	}
 	o := *r.Single
 	o.Protocol = defaultProtocol(o.Protocol)
+	o.ReadTimeout, o.WriteTimeout = defaultIO(o.ReadTimeout), defaultIO(o.WriteTimeout)
 	return redis.NewClient(&o)
+}
+
+// defaultIO is a read or write timeout the URL set as d (0: not set; -1 or
+// -2: none, as go-redis takes them), defaultIOTimeout when unset.
+func defaultIO(d time.Duration) time.Duration {
+	if d == 0 {
+		return defaultIOTimeout
+	}
+	return d
 }
 
 // defaultProtocol is the RESP version of a client whose URL set p (0: not
@@ -452,8 +470,8 @@ func (r *RedisTarget) DefaultTimeouts(d Timeouts) {
 	}
 }
 
-// ReadTimeout is how long the client waits for a reply: go-redis's
-// default (3s) unless the URL sets read_timeout; negative: no limit.
+// ReadTimeout is how long the client of NewClient waits for a reply: 3s
+// unless the URL sets read_timeout; negative: no limit.
 func (r *RedisTarget) ReadTimeout() time.Duration {
 	var d time.Duration
 	switch {
@@ -465,7 +483,7 @@ func (r *RedisTarget) ReadTimeout() time.Duration {
 		d = r.Single.ReadTimeout
 	}
 	if d == 0 {
-		return defaultGoRedisTimeout
+		return defaultIOTimeout
 	}
 	return d
 }

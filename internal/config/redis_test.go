@@ -236,7 +236,41 @@ func TestDefaultTimeouts(t *testing.T) {
 	}
 	target, _ := config.ParseRedisURL("redis-cluster://h")
 	if got := target.ReadTimeout(); got != 3*time.Second {
-		t.Errorf("ReadTimeout() = %s without read_timeout, want go-redis's 3s", got)
+		t.Errorf("ReadTimeout() = %s without read_timeout, want 3s", got)
+	}
+}
+
+// TestNewClientTimeouts: the clients of NewClient wait 3s for a reply and
+// a write unless the URL says otherwise, on every topology (go-redis's own
+// default is 5s), as ReadTimeout reports.
+func TestNewClientTimeouts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url         string
+		read, write time.Duration
+	}{
+		{"redis://h", 3 * time.Second, 3 * time.Second},
+		{"redis-sentinel://h?master=m", 3 * time.Second, 3 * time.Second},
+		{"redis-cluster://h", 3 * time.Second, 3 * time.Second},
+		{"redis://h?read_timeout=9s&write_timeout=1s", 9 * time.Second, time.Second},
+		{"redis-cluster://h?read_timeout=9s", 9 * time.Second, 3 * time.Second},
+		{"redis://h?read_timeout=-1", 0, 3 * time.Second}, // -1: no timeout, which go-redis keeps as 0
+	} {
+		target, err := config.ParseRedisURL(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var read, write time.Duration
+		switch rdb := target.NewClient().(type) {
+		case *redis.Client:
+			read, write = rdb.Options().ReadTimeout, rdb.Options().WriteTimeout
+		case *redis.ClusterClient:
+			read, write = rdb.Options().ReadTimeout, rdb.Options().WriteTimeout
+		}
+		if read != c.read || write != c.write || (c.read > 0 && target.ReadTimeout() != c.read) {
+			t.Errorf("%s: read %s, write %s, ReadTimeout() %s; want %s, %s", c.url, read, write, target.ReadTimeout(),
+				c.read, c.write)
+		}
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package testkit holds the helpers the test suites share: polling for a
-// condition ([Eventually]), a per-test queue name ([Queue]) and logger
-// ([Logger]), a free loopback address ([FreeAddr]), an in-process worker on
-// a test's Redis ([StartWorker]), waiting for a run ([WaitRun]) and counting
-// its events ([CountEvents]), skipping the slow tests under -short
+// condition ([Eventually]) or for what a test must set up before it acts
+// ([Premise]), a per-test queue name ([Queue]) and logger ([Logger]), a
+// free loopback address ([FreeAddr]), an in-process worker on a test's
+// Redis ([StartWorker]), waiting for a run ([WaitRun]) and counting its
+// events ([CountEvents]), skipping the slow tests under -short
 // ([SkipShort]), recognising a run's creation in a Redis hook
 // ([IsRunCreate]) and a TestMain that checks for leaked goroutines ([Main]).
 //

@@ -21,13 +21,36 @@ const (
 // Polling for a condition is how tests wait: never a fixed sleep.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(timeout, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// Premise waits, as [Eventually] does, for what a test must have set up
+// before it acts: the attempt it kills or freezes Redis under is running,
+// the work it interrupts is under way. If cond does not hold within
+// timeout, it fails the test with "premise: <what> did not hold within
+// <timeout>; the test could not set up what it checks": a loaded machine
+// or a broken harness, reported as such rather than as the product's
+// failure (which the test's own assertions report).
+func Premise(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(timeout, cond) {
+		t.Fatalf("premise: %s did not hold within %s; the test could not set up what it checks", what, timeout)
+	}
+}
+
+// poll calls cond until it returns true (true) or timeout has passed
+// (false), with Eventually's backoff between calls.
+func poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	pause := minPoll
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			return false
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, maxPoll)
 	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cairnhq/cairn/internal/testkit"
@@ -54,24 +55,53 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
-func TestEventuallyFailsWithWhatItWaitedFor(t *testing.T) {
-	start := time.Now()
+// Eventually and Premise fail with what they waited for, once the timeout
+// has passed, and not before; they poll with a backoff from 1ms up to
+// 20ms. In a bubble (testing/synctest), so the sleeps are the bubble's
+// time and the count of calls is exact: calls at 0, 1, 3, 7, 15, 31, 51,
+// 71 and 91ms, and a last at 111ms, after the deadline.
+func TestWaitsFailWithWhatTheyWaitedFor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait func(testing.TB, time.Duration, string, func() bool)
+		want string
+	}{
+		{"Eventually", testkit.Eventually, "timed out after 100ms waiting for a condition that never holds"},
+		{"Premise", testkit.Premise,
+			"premise: a condition that never holds did not hold within 100ms; the test could not set up what it checks"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			calls := 0
+			msg := catchFatal(t, func(tb testing.TB) {
+				tc.wait(tb, 100*time.Millisecond, "a condition that never holds", func() bool {
+					calls++
+					return false
+				})
+			})
+			if msg != tc.want {
+				t.Errorf("%s failed with %q, want %q", tc.name, msg, tc.want)
+			}
+			if took := time.Since(start); took != 111*time.Millisecond {
+				t.Errorf("%s gave up after %s; want 111ms, the first call after the 100ms timeout", tc.name, took)
+			}
+			if calls != 10 {
+				t.Errorf("%s: %d calls in 111ms; want 10 (a backoff from 1ms to 20ms)", tc.name, calls)
+			}
+		})
+	}
+}
+
+func TestPremiseReturnsOnceItHolds(t *testing.T) {
 	calls := 0
 	msg := catchFatal(t, func(tb testing.TB) {
-		testkit.Eventually(tb, 100*time.Millisecond, "a condition that never holds", func() bool {
+		testkit.Premise(tb, 10*time.Second, "the third call", func() bool {
 			calls++
-			return false
+			return calls == 3
 		})
 	})
-	if want := "timed out after 100ms waiting for a condition that never holds"; msg != want {
-		t.Errorf("failed with %q, want %q", msg, want)
-	}
-	if took := time.Since(start); took < 100*time.Millisecond {
-		t.Errorf("gave up after %s, before the timeout", took)
-	}
-	// A backoff from 1ms up to 20ms: several calls, not a busy loop.
-	if calls < 3 || calls > 100 {
-		t.Errorf("%d calls in 100ms", calls)
+	if msg != "" || calls != 3 {
+		t.Errorf("failed with %q after %d calls; want success after 3", msg, calls)
 	}
 }
 

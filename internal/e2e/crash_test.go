@@ -205,7 +205,7 @@ func TestCompensationSurvivesWorkerKill(t *testing.T) {
 	if pids := starts(comp); pids[1] != survivor.PID() {
 		t.Fatalf("the compensation's bodies ran on %v; want the killed worker's, then the survivor's (%d)", pids, survivor.PID())
 	}
-	if err := rdb.Set(ctxb, demo.SagaReleaseKey(queue, run.ID), "1", 0).Err(); err != nil {
+	if err := rdb.Set(ctxb, demo.ReleaseKey(queue, run.ID), "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	final := testkit.WaitRun(t, client, run.ID, 60*time.Second)

@@ -31,6 +31,19 @@ type ChaosInput struct {
 	FailRate float64 `json:"fail_rate"`
 	// SleepMS is how long each step body runs.
 	SleepMS int `json:"sleep_ms"`
+	// BlockStep names a step whose body, once it has recorded its start,
+	// waits until the run's ReleaseKey exists: a test that needs an
+	// attempt in flight (to kill its worker, to freeze Redis under it)
+	// knows from the audit that it runs, and that it still runs until the
+	// test releases it.
+	BlockStep string `json:"block_step,omitempty"`
+}
+
+// ReleaseKey is the Redis key that releases the blocked bodies of run on
+// queue (ChaosInput.BlockStep, SagaInput.BlockComp). The test sets it;
+// nothing removes it before the run's data expires.
+func ReleaseKey(queue, runID string) string {
+	return "cairndemo:{" + queue + "}:release:" + runID
 }
 
 // Injected reports whether attempt of step in run fails under rate: a hash
@@ -97,9 +110,10 @@ func auditor(rdb redis.UniversalClient, queue string) func(ctx context.Context, 
 }
 
 // Chaos returns the chaos workflow used by the chaos suite: five steps that
-// sleep, fail transiently as Injected says, and record every execution of
-// their body in the audit list of queue, so a test can check from outside
-// the engine that no body ran twice at once or after its run ended.
+// sleep, wait for their release when the input says so, fail transiently as
+// Injected says, and record every execution of their body in the audit
+// list of queue, so a test can check from outside the engine that no body
+// ran twice at once or after its run ended.
 func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) workflow.Definition {
 	audit := auditor(rdb, queue)
 	run := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
@@ -111,6 +125,11 @@ func Chaos(rdb redis.UniversalClient, queue string, policy workflow.Policy) work
 		defer audit(ctx, "end", sc)
 		if err := pause(ctx, in.SleepMS); err != nil {
 			return nil, err
+		}
+		if in.BlockStep == sc.Step {
+			if err := waitKey(ctx, rdb, ReleaseKey(queue, sc.RunID)); err != nil {
+				return nil, err
+			}
 		}
 		if Injected(sc.RunID, sc.Step, sc.Attempt, in.FailRate) {
 			return nil, fmt.Errorf("%s: injected transient failure on attempt %d", sc.Step, sc.Attempt)

@@ -81,19 +81,13 @@ type SagaInput struct {
 	// every attempt: the run ends failed, compensation_failed.
 	CompExhaustStep string `json:"comp_exhaust_step,omitempty"`
 	// BlockComp names a step whose compensation, once it has recorded its
-	// start, waits until the key SagaReleaseKey of the run exists (for a
-	// test that kills the worker running it).
+	// start, waits until the run's ReleaseKey exists (for a test that
+	// kills the worker running it).
 	BlockComp string `json:"block_comp,omitempty"`
 	// SleepMS is how long each body (steps and compensations) runs, but
 	// charge's and its compensation's, which run ChargeSleepMS.
 	SleepMS       int `json:"sleep_ms"`
 	ChargeSleepMS int `json:"charge_sleep_ms,omitempty"`
-}
-
-// SagaReleaseKey is the Redis key that releases the blocked compensation
-// (SagaInput.BlockComp) of run on queue.
-func SagaReleaseKey(queue, runID string) string {
-	return "cairndemo:{" + queue + "}:release:" + runID
 }
 
 // SagaStepFails reports whether attempt of a saga step fails, and whether
@@ -201,7 +195,7 @@ func compensate(ctx context.Context, rdb redis.UniversalClient, queue string, sc
 			CodeBadCompensation)
 	}
 	if in.BlockComp == c.Step {
-		if err := waitKey(ctx, rdb, SagaReleaseKey(queue, sc.RunID)); err != nil {
+		if err := waitKey(ctx, rdb, ReleaseKey(queue, sc.RunID)); err != nil {
 			return nil, err
 		}
 	}

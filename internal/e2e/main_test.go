@@ -10,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/config"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/tasks/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -57,6 +61,61 @@ func workerEnv(srv *redistest.Server, queue string, extra ...string) []string {
 		"CAIRN_LOG_LEVEL=debug",
 		"CAIRN_LOG_FORMAT=text",
 	}, extra...)
+}
+
+// workerConfig is the configuration a worker binary started with env
+// reads (its defaults and env's settings): the tests derive their time
+// bounds from it, so that a bound follows the settings it depends on.
+func workerConfig(t *testing.T, env []string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(env)
+	if err != nil {
+		t.Fatalf("the workers' environment: %v", err)
+	}
+	return cfg
+}
+
+// The reconciler's settings that the worker binary leaves at their
+// defaults (workflow.ReconcilerConfig), which some tests' bounds include.
+const (
+	// outageGrace: after a call of the reconciler to Redis failed or took
+	// more than a second (as calls can on a loaded machine), expired
+	// fences and stalled deliveries wait this long.
+	outageGrace = 5 * time.Second
+	// stalledAfter: a dequeued task whose lease no worker has extended
+	// for this long is given a new dispatch.
+	stalledAfter = 8 * time.Second
+)
+
+// asynqFallback is the earliest asynq's own lease recovery redelivers the
+// task of a worker that stopped extending its lease (it died, or never got
+// its dequeue's reply): the lease (30s, extended every 5s while the worker
+// lives) must have expired 30s before its recoverer, which runs every
+// minute, takes the task: at least 55s after the worker stopped (60s after
+// a dequeue whose reply was lost). Cairn's reconciler exists to act well
+// before; a test whose bound lets it pass at this figure cannot tell the
+// reconciler's repair from asynq's.
+const asynqFallback = 30*time.Second + 30*time.Second - 5*time.Second
+
+// readAudit returns the audit records (demo.AuditKey) that the step bodies
+// of runID on queue wrote, in order; all runs' when runID is "".
+func readAudit(t *testing.T, rdb redis.UniversalClient, queue, runID string) []demo.AuditEntry {
+	t.Helper()
+	raw, err := rdb.LRange(ctxb, demo.AuditKey(queue), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []demo.AuditEntry
+	for _, s := range raw {
+		a, err := demo.ParseAudit(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runID == "" || a.RunID == runID {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func startWorker(t *testing.T, bin string, env []string) *proctest.Proc {

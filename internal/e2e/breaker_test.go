@@ -19,25 +19,29 @@ import (
 
 // TestCircuitBreakerAcrossWorkers: two worker processes run http steps
 // against a loopback dependency that fails its first 10 requests (503) and
-// then recovers, behind one circuit breaker of threshold 3. The dependency
-// reads the breaker's state from Redis as each request arrives, so its log
-// says what the breaker was then: no request comes while the breaker is
-// open (but for the attempts already on their way when it opened), and
-// each half-open period lets exactly one probe through, whichever worker
-// sends it. The breaker opened once plus once per failed probe; every run
-// succeeded, with one attempt more than its failures (deferrals spend no
-// attempt), and some attempts were deferred.
+// then recovers, behind one circuit breaker of threshold 3. Every request
+// the dependency gets was begun (its attempt_started, found by the
+// request's Idempotency-Key) while the breaker was closed, or as the one
+// probe of a half-open period, whichever worker began it: none while it was
+// open, and one per half-open period. The breaker opened once plus once
+// per failed probe; every run succeeded, with one attempt more than its
+// failures (deferrals spend no attempt), and some attempts were deferred.
+//
+// The breaker decides when an attempt begins (begin.lua), so that is when
+// the test judges each request: by the breaker's changes (its
+// breaker_opened and breaker_closed notifications) in the order the
+// scripts ran (stream IDs), not by the state the request finds when it
+// arrives, which on a loaded machine can be a later one.
 func TestCircuitBreakerAcrossWorkers(t *testing.T) {
 	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
 	srv := redistest.Start(t, nil)
 	rdb := srv.Client(t)
 	const queue = "breakers"
-	bk := "cairn:{" + queue + "}:breaker:dep"
 
 	type request struct {
-		state, probe string
-		openFor      time.Duration // how long the breaker had been open
+		key    string // Idempotency-Key: run:step:attempt
+		failed bool   // answered 503
 	}
 	var (
 		mu   sync.Mutex
@@ -45,23 +49,10 @@ func TestCircuitBreakerAcrossWorkers(t *testing.T) {
 		fail = 10
 	)
 	dep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := rdb.HMGet(r.Context(), bk, "state", "probe", "changed_at").Val()
-		req := request{}
-		if s, ok := h[0].(string); ok {
-			req.state = s
-		}
-		if s, ok := h[1].(string); ok {
-			req.probe = s
-		}
-		if s, ok := h[2].(string); ok && req.state == "open" {
-			if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-				req.openFor = time.Since(time.UnixMilli(ms))
-			}
-		}
 		mu.Lock()
-		log = append(log, req)
 		failing := fail > 0
 		fail--
+		log = append(log, request{key: r.Header.Get("Idempotency-Key"), failed: failing})
 		mu.Unlock()
 		if failing {
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
@@ -76,7 +67,7 @@ func TestCircuitBreakerAcrossWorkers(t *testing.T) {
   call-dep:
     resiliency:
       retry: {max_attempts: 12, initial_delay: 50ms, max_delay: 50ms, jitter: none}  # more than the 10 failures: one run may probe every time
-      circuit_breaker: {name: dep, failure_threshold: 3, window: 1m, cooldown: 1s, max_cooldown: 1500ms}
+      circuit_breaker: {name: dep, failure_threshold: 3, window: 1m, cooldown: 500ms, max_cooldown: 1s}
     steps:
       - {name: call, type: http, with: {method: GET, url: "%s/status"}}
 `, dep.URL)
@@ -98,6 +89,8 @@ func TestCircuitBreakerAcrossWorkers(t *testing.T) {
 		runs = append(runs, r)
 	}
 	deferred := 0
+	// began: each attempt's last attempt_started, by its idempotency key.
+	began := map[string]workflow.Event{}
 	for _, r := range runs {
 		got := testkit.WaitRun(t, client, r.ID, 60*time.Second)
 		if got.Status != workflow.StatusSucceeded {
@@ -112,32 +105,77 @@ func TestCircuitBreakerAcrossWorkers(t *testing.T) {
 			t.Errorf("run %s: %d attempts for %d failures\n%s", r.ID, st.Attempts, fails, journalText(evs))
 		}
 		deferred += testkit.CountEvents(evs, "attempt_deferred", "call")
+		for _, ev := range evs {
+			if ev.Type == workflow.EventAttemptStarted {
+				began[workflow.IdempotencyKey(r.ID, ev.Step, ev.Attempt)] = ev
+			}
+		}
+	}
+
+	// The breaker's changes, in the order their scripts ran.
+	type change struct {
+		id        streamID
+		opened    bool
+		openUntil time.Time
+	}
+	var changes []change
+	xs, err := rdb.XRange(ctxb, "cairn:{"+queue+"}:notifications", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range xs {
+		typ, _ := x.Values["type"].(string)
+		if (typ != "breaker_opened" && typ != "breaker_closed") || x.Values["breaker"] != "dep" {
+			continue
+		}
+		c := change{opened: typ == "breaker_opened"}
+		id, ok := parseStreamID(x.ID)
+		until, err := strconv.ParseInt(fmt.Sprint(x.Values["open_until"]), 10, 64)
+		if !ok || (c.opened && err != nil) {
+			t.Fatalf("notification %+v", x)
+		}
+		c.id, c.openUntil = id, time.UnixMilli(until)
+		changes = append(changes, c)
 	}
 
 	mu.Lock()
 	defer mu.Unlock()
-	probes := map[string]int{}
+	// probes: the requests begun half-open, by the opening they follow.
+	probes := map[int][]string{}
 	failedProbes := 0
 	for i, req := range log {
-		switch req.state {
-		case "open":
-			// Only an attempt begun before the breaker opened may still
-			// arrive: within the cooldown of the opening (a request held
-			// up longer, on a loaded machine, would arrive half-open and
-			// fail the one-probe check below).
-			if req.openFor > time.Second {
-				t.Errorf("request %d came %s after the breaker opened", i, req.openFor)
+		ev, ok := began[req.key]
+		id, okID := parseStreamID(ev.ID)
+		if !ok || !okID {
+			t.Errorf("request %d (%q) matches no attempt_started", i, req.key)
+			continue
+		}
+		// The last change before the begin. A change in the begin's own
+		// millisecond came after it: begin.lua defers an attempt while the
+		// breaker is open, and while a probe is out (an opening or a failed
+		// probe's reopening begins neither).
+		last := -1
+		for j, c := range changes {
+			if c.id.ms < id.ms {
+				last = j
 			}
-		case "half_open":
-			probes[req.probe]++
-			if i < 10 {
+		}
+		switch {
+		case last < 0 || !changes[last].opened:
+			// closed
+		case ev.At.Before(changes[last].openUntil):
+			t.Errorf("request %d (%s) was begun at %s while the breaker was open (until %s)", i, req.key,
+				ev.At.Format(tsFormat), changes[last].openUntil.Format(tsFormat))
+		default:
+			probes[last] = append(probes[last], req.key)
+			if req.failed {
 				failedProbes++
 			}
 		}
 	}
-	for p, n := range probes {
-		if n != 1 {
-			t.Errorf("half-open period of probe %s let %d requests through; want 1", p, n)
+	for j, keys := range probes {
+		if len(keys) != 1 {
+			t.Errorf("the half-open period after opening %d let %d requests through (%q); want 1", j, len(keys), keys)
 		}
 	}
 	bs, err := client.Breakers(ctxb)

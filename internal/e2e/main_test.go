@@ -97,6 +97,18 @@ const (
 // reconciler's repair from asynq's.
 const asynqFallback = 30*time.Second + 30*time.Second - 5*time.Second
 
+// dueCeiling is how late a due task (a retry, a timer) may start on a
+// worker with cfg, counted from its due time or the worker's start,
+// whichever is later: asynq's schedule keeps whole seconds (1s), then its
+// forwarder moves the task to the queue (every DelayedTaskCheckInterval)
+// and a fetch takes it (every TaskCheckInterval when idle); ten times each,
+// and 2s for a loaded machine's scheduling (5.2s with the defaults). A due
+// task that waited for the reconciler's pass (every ReconcileInterval, 30s)
+// rather than the forwarder misses it.
+func dueCeiling(cfg config.Config) time.Duration {
+	return time.Second + 10*(cfg.DelayedTaskCheckInterval+cfg.TaskCheckInterval) + 2*time.Second
+}
+
 // readAudit returns the audit records (demo.AuditKey) that the step bodies
 // of runID on queue wrote, in order; all runs' when runID is "".
 func readAudit(t *testing.T, rdb redis.UniversalClient, queue, runID string) []demo.AuditEntry {

@@ -83,14 +83,7 @@ func TestRestartMidBackoff(t *testing.T) {
 	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, ""); n != 0 {
 		t.Errorf("%d crashes recorded; the kill came between attempts", n)
 	}
-	// Once due (and the worker up), the retry waits for asynq's schedule,
-	// which keeps whole seconds, for its forwarder to move it to the queue
-	// (every DelayedTaskCheckInterval) and for a fetch (every
-	// TaskCheckInterval when idle): ten times each (3.2s with the
-	// defaults) is a ceiling a loaded machine does not reach, where a
-	// worker that forwarded at asynq's own default (5s) rather than its
-	// setting would mostly miss it.
-	lateCeiling := time.Second + 10*(cfg.DelayedTaskCheckInterval+cfg.TaskCheckInterval)
+	lateCeiling := dueCeiling(cfg)
 	for _, ev := range evs {
 		if ev.Type == workflow.EventAttemptStarted && ev.Step == "transform" && ev.Attempt == 2 {
 			if ev.At.Before(due) {

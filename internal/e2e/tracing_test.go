@@ -66,6 +66,9 @@ func TestTracingExported(t *testing.T) {
 	if code := w.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("the first worker exited %d", code)
 	}
+	if r, err := client.Get(ctxb, runs[0].ID); err != nil || r.Step("transform").Attempts != 1 {
+		t.Fatalf("premise: transform's retry began before the first worker stopped (%v); the test needs it on the second", err)
+	}
 	startWorker(t, bin, workerEnv(srv, queue, append(otel, "OTEL_SERVICE_NAME=e2e-worker-b")...))
 	if r := testkit.WaitRun(t, client, runs[0].ID, 30*time.Second); r.Status != workflow.StatusSucceeded {
 		t.Fatalf("run %s", r.Status)

@@ -1,0 +1,4 @@
+package cli
+
+// PingTimeout is pingTimeout, for the external tests' bounds.
+const PingTimeout = pingTimeout

@@ -156,7 +156,7 @@ func TestRedisRestart(t *testing.T) {
 		}
 		ids[i] = r.ID
 	}
-	testkit.Eventually(t, 30*time.Second, "some runs to make progress", func() bool {
+	testkit.Premise(t, 30*time.Second, "some runs to make progress", func() bool {
 		done, _, err := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusSucceeded})
 		running, _, err2 := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusRunning})
 		return err == nil && err2 == nil && len(done) >= 1 && len(running) >= 1
@@ -225,7 +225,7 @@ func TestCompensationSurvivesWorkerKill(t *testing.T) {
 		return pids
 	}
 
-	testkit.Eventually(t, 30*time.Second, "reserve's compensation to run", func() bool { return len(starts(comp)) == 1 })
+	testkit.Premise(t, 30*time.Second, "reserve's compensation to run", func() bool { return len(starts(comp)) == 1 })
 	victim, survivor := procs[0], procs[1]
 	if pid := starts(comp)[0]; pid == survivor.PID() {
 		victim, survivor = survivor, victim

@@ -66,7 +66,7 @@ func TestSnoozeSurvivesWorkerKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 20*time.Second, "the first snooze", func() bool {
+	testkit.Premise(t, 20*time.Second, "the first snooze", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Step("job").Snoozed
 	})

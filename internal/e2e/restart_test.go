@@ -33,7 +33,7 @@ func TestRestartMidBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	var scheduled *workflow.Run
-	testkit.Eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
+	testkit.Premise(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		scheduled = r
 		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
@@ -45,7 +45,7 @@ func TestRestartMidBackoff(t *testing.T) {
 	// grace has passed: another case.)
 	insp := asynq.NewInspectorFromRedisClient(srv.Client(t))
 	retryTask := tasks.ID(run.ID, 1, 2, 0)
-	testkit.Eventually(t, 10*time.Second, "the retry's asynq task to exist", func() bool {
+	testkit.Premise(t, 10*time.Second, "the retry's asynq task to exist", func() bool {
 		info, err := insp.GetTaskInfo(queue, retryTask)
 		return err == nil && info.State == asynq.TaskStateScheduled
 	})

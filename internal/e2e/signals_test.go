@@ -88,7 +88,7 @@ func TestSignalSurvivesWorkerKillAndRedisRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 20*time.Second, "the await to wait", func() bool {
+	testkit.Premise(t, 20*time.Second, "the await to wait", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Step("approval").Status == workflow.StepWaiting
 	})
@@ -147,7 +147,7 @@ func TestSleepSurvivesWorkerKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 20*time.Second, "the sleep to begin", func() bool {
+	testkit.Premise(t, 20*time.Second, "the sleep to begin", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Step("nap").Status == workflow.StepWaiting
 	})

@@ -58,7 +58,7 @@ func TestTracingExported(t *testing.T) {
 	}
 	// The first worker fails transform's first attempt, then stops (its
 	// spans are exported as it does); the second runs the retry.
-	testkit.Eventually(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
+	testkit.Premise(t, 20*time.Second, "transform's retry to be scheduled", func() bool {
 		r, err := client.Get(ctxb, runs[0].ID)
 		return err == nil && r.Step("transform").RetryState == workflow.RetryScheduled
 	})

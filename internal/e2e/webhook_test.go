@@ -101,7 +101,7 @@ func TestWebhookSurvivesWorkerKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 30*time.Second, "the run to fail", func() bool {
+	testkit.Premise(t, 30*time.Second, "the run to fail", func() bool {
 		r, err := client.Get(ctxb, run.ID)
 		return err == nil && r.Status == workflow.StatusFailed
 	})

@@ -63,8 +63,10 @@ func TestKillWorkerMidStep(t *testing.T) {
 	// ceiling only a broken sweep misses; asynq's own recovery, which would
 	// also resume the attempt, is told apart by the journal (below).
 	resumeCeiling := 4 * (cfg.FenceTTL + cfg.SweepInterval + outageGrace)
+	// The wait outlasts asynq's recovery too, so that a broken sweep fails
+	// below on the journal, which says who resumed the attempt.
 	var resumed time.Time
-	testkit.Eventually(t, resumeCeiling+30*time.Second, step+"'s attempt to resume on the other worker", func() bool {
+	testkit.Eventually(t, max(resumeCeiling, asynqFallback)+30*time.Second, step+"'s attempt to resume on the other worker", func() bool {
 		evs, err := client.Events(ctxb, run.ID)
 		if err != nil {
 			return false

@@ -150,7 +150,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	audit := readAudit(t, rdb, queue)
+	audit := readAudit(t, rdb, queue, "")
 
 	c := checkChaos(all, journals, audit, killedAt, failRate)
 	c.kills, c.redisRestarts, c.elapsed = kills, redisRestarts, elapsed

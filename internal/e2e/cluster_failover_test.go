@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/cairnhq/cairn/internal/config"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
@@ -243,7 +241,7 @@ func TestClusterFailover(t *testing.T) {
 
 	// Nothing lost, nothing done twice: checkChaos, and each run's end and
 	// each step's success journaled once.
-	audit := readAudit(t, rdb, queue)
+	audit := readAudit(t, rdb, queue, "")
 	res := checkChaos(all, journals, audit, map[int]time.Time{}, failRate)
 	for _, v := range res.violations {
 		t.Error(v)
@@ -347,31 +345,4 @@ func lastLineNaming(t *testing.T, p *proctest.Proc, addr string, until time.Time
 		at, last = when, line
 	}
 	return at, last
-}
-
-// readAudit reads the audit trail of the chaos step bodies of queue.
-func readAudit(t *testing.T, rdb redis.UniversalClient, queue string) []demo.AuditEntry {
-	t.Helper()
-	raw, err := rdb.LRange(ctxb, demo.AuditKey(queue), 0, -1).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]demo.AuditEntry, 0, len(raw))
-	seen := make(map[string]bool, len(raw))
-	for _, s := range raw {
-		// A body writes each record until Redis acknowledges it, and the
-		// client retries too: a push whose reply was lost to a Redis restart
-		// is written twice. A record names its process and nanosecond, so
-		// identical entries are one record.
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		a, err := demo.ParseAudit(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, a)
-	}
-	return out
 }

@@ -176,7 +176,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			detail := "internal error; the server log has the details under correlation_id " + reqState(r).id
-			if ae := errorProblem(err); ae != nil {
+			if ae := errorProblem(ctx, err); ae != nil {
 				detail = ae.detail
 			} else {
 				reqLog(r).Error("bulk action on a run failed", workflow.AttrRunID, run.ID, "action", req.Action, "error", err)

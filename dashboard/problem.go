@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -62,9 +63,16 @@ func problemf(status int, kind, format string, args ...any) *apiError {
 	return &apiError{status: status, kind: kind, detail: fmt.Sprintf(format, args...)}
 }
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of every 503
+// (problem unavailable): of /readyz, and of any request that found Redis
+// unavailable (see workflow.IsRedisUnavailable).
+const UnavailableRetryAfter = 5
+
 // errorProblem maps an error of the workflow client to its problem; nil
-// for an unexpected error (a 500).
-func errorProblem(err error) *apiError {
+// for an unexpected error (a 500). ctx is the context the call ran under:
+// once it is done, its own deadline is not taken for Redis being
+// unavailable.
+func errorProblem(ctx context.Context, err error) *apiError {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -86,6 +94,10 @@ func errorProblem(err error) *apiError {
 		return problemf(http.StatusConflict, ProblemActionRefused, "%v", err)
 	case errors.Is(err, workflow.ErrIdempotencyConflict):
 		return problemf(http.StatusConflict, ProblemConflict, "%v", err)
+	case ctx.Err() == nil && workflow.IsRedisUnavailable(err):
+		// The cause (an address, say) is for the log, not the caller.
+		return problemf(http.StatusServiceUnavailable, ProblemUnavailable,
+			"Redis is unavailable; retry in %d seconds", UnavailableRetryAfter)
 	}
 	return nil
 }
@@ -93,7 +105,10 @@ func errorProblem(err error) *apiError {
 // fail writes the problem of err. An unexpected error is logged with the
 // request's correlation ID and answered with a 500 that does not show it.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if ae := errorProblem(err); ae != nil {
+	if ae := errorProblem(r.Context(), err); ae != nil {
+		if ae.kind == ProblemUnavailable {
+			reqLog(r).Warn("request refused: Redis is unavailable", "error", err)
+		}
 		writeProblem(w, r, ae.status, ae.kind, ae.detail)
 		return
 	}
@@ -111,8 +126,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, kind, deta
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Bearer realm="cairn"`)
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
 	}
 	w.WriteHeader(status)
 	//nolint:errchkjson // the status is sent: a write error is the client going away, with no one to tell

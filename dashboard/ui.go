@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -219,6 +220,9 @@ type errorData struct {
 // renderError writes the error page (for a fragment request, the message
 // alone, with the status).
 func (u *webUI) renderError(w http.ResponseWriter, r *http.Request, p Principal, status int, msg string) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(UnavailableRetryAfter))
+	}
 	if isFragment(r) {
 		http.Error(w, msg, status)
 		return
@@ -231,8 +235,12 @@ func (u *webUI) renderError(w http.ResponseWriter, r *http.Request, p Principal,
 // fail writes the error page of an error of the workflow client, as the
 // API would answer it: a run the caller may not see is "not found".
 func (u *webUI) fail(w http.ResponseWriter, r *http.Request, p Principal, err error) {
-	if ae := errorProblem(err); ae != nil {
+	if ae := errorProblem(r.Context(), err); ae != nil {
 		status, msg := ae.status, ae.detail
+		if ae.kind == ProblemUnavailable {
+			reqLog(r).Warn("page refused: Redis is unavailable", "error", err)
+			msg = "Redis is unavailable. Try again in a few seconds."
+		}
 		if status == http.StatusNotFound || ae.kind == ProblemInvalidRunID {
 			status, msg = http.StatusNotFound, "No such run. It may have expired, or belong to someone else."
 		}

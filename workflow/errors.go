@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/retrystate"
 )
@@ -180,6 +182,31 @@ func IsTransient(err error) bool {
 	}
 	ne, ok := errors.AsType[net.Error](err)
 	return ok && ne.Timeout()
+}
+
+// IsRedisUnavailable reports whether err, returned by a Client or Engine
+// call, says that Redis could not serve the call for now rather than that
+// the call is wrong: no connection (a failed dial, a refused, reset or
+// closed connection, a read or write timeout, the connection pool's
+// timeout or exhaustion, no reachable Sentinel or Cluster node, a closed
+// client), or a server that cannot serve yet (LOADING, BUSY, MASTERDOWN,
+// TRYAGAIN, CLUSTERDOWN, READONLY and NOREPLICAS during a failover, OOM,
+// the maximum number of clients). The call may succeed when tried again
+// later. A deadline of the caller's own context looks the same (a command
+// that got no answer in time): test ctx.Err() first to tell them apart.
+func IsRedisUnavailable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case redisUnreachable(err), redisBusy(err), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted):
+		return true
+	}
+	if rerr, ok := errors.AsType[redis.Error](err); ok {
+		return strings.HasPrefix(rerr.Error(), "ERR max number of clients reached")
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "redis: all sentinels specified in configuration are unreachable") ||
+		strings.Contains(msg, "redis: cluster has no nodes")
 }
 
 // Classify returns ClassPermanent or ClassTransient for a step error:

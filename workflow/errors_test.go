@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -264,4 +266,53 @@ func TestClassifyRealNetworkErrors(t *testing.T) {
 			t.Errorf("expired context %v is not transient", err)
 		}
 	})
+}
+
+// replyError is a Redis error reply, as go-redis returns one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+func TestIsRedisUnavailable(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{fmt.Errorf("retrystate: list: %w", refused), true},
+		{timeout, true},
+		{redis.ErrPoolTimeout, true},
+		{redis.ErrPoolExhausted, true},
+		{redis.ErrClosed, true},
+		{io.EOF, true},
+		{replyError("LOADING Redis is loading the dataset in memory"), true},
+		{replyError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true},
+		{replyError("CLUSTERDOWN The cluster is down"), true},
+		{replyError("TRYAGAIN Multiple keys request during rehashing of slot"), true},
+		{replyError("READONLY You can't write against a read only replica."), true},
+		{replyError("NOREPLICAS Not enough good replicas to write."), true},
+		{replyError("OOM command not allowed when used memory > 'maxmemory'."), true},
+		{replyError("BUSY Redis is busy running a script."), true},
+		{replyError("ERR max number of clients reached"), true},
+		{errors.New("redis: all sentinels specified in configuration are unreachable"), true},
+		{errors.New("redis: cluster has no nodes"), true},
+		{context.DeadlineExceeded, true}, // as a command that got no answer in time: callers check their ctx
+		{nil, false},
+		{context.Canceled, false},
+		{replyError("ERR unknown command 'FOO'"), false},
+		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{redis.ErrNoScript, false},
+		{redis.Nil, false},
+		{workflow.ErrRunNotFound, false},
+		{fmt.Errorf("%w: nope", workflow.ErrInvalidInput), false},
+		{errors.New("boom"), false},
+	} {
+		if got := workflow.IsRedisUnavailable(c.err); got != c.want {
+			t.Errorf("IsRedisUnavailable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

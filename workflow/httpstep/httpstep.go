@@ -72,7 +72,9 @@ type Spec struct {
 	// any other as text/plain; charset=utf-8.
 	Body string
 	// Steps names the earlier steps of the workflow, whose outputs the
-	// templates read as .steps.NAME.
+	// templates read as .steps.NAME. New keeps the slice as it is, without
+	// a copy (the steps of a workflow may share one list): do not change
+	// its elements afterwards.
 	Steps []string
 	// AllowedHosts lists the hosts besides the URL's literal one that the
 	// step may reach: the hosts a host-templated URL may render, and the
@@ -226,7 +228,7 @@ type header struct {
 // .compensation (wrapping ErrNotCompensation) when spec is not a
 // compensation's.
 func New(spec Spec, opts Options) (*Step, error) {
-	s := &Step{steps: slices.Clone(spec.Steps), opts: opts.withDefaults()}
+	s := &Step{steps: slices.Clip(spec.Steps), opts: opts.withDefaults()}
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
 	parse := func(field, text string) *Template {

@@ -116,7 +116,8 @@
 // empty list ([]) on a step turns off the workflow's list for that step.
 // Workflow names may contain letters, digits, '.', '_' and '-'; step names
 // no '-', so that templates can read .steps.NAME. YAML anchors, aliases and
-// merge keys (<<) work as usual; top-level keys starting with x- are
+// merge keys (<<) work as usual, as long as the aliases repeat at most
+// MaxAliasedNodes YAML nodes in all; top-level keys starting with x- are
 // ignored, a place to define anchors:
 //
 //	x-retry: &fast {max_attempts: 3, initial_delay: 200ms}

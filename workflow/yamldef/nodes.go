@@ -14,6 +14,82 @@ import (
 // maxAliasDepth bounds alias and merge-key resolution.
 const maxAliasDepth = 32
 
+// MaxAliasedNodes bounds how many nodes the aliases of a workflows file
+// repeat in all: an alias (*name) counts the nodes of what it names, as if
+// it were written out. The loader reads an alias's node each time it
+// meets the alias, so without a bound a small file that repeats a large
+// workflow through thousands of aliases would take minutes and gigabytes
+// to load; with it, aliases add at most about what the largest file
+// without them costs. Anchors that share settings (a retry block merged
+// into each step, say) stay far below it.
+const MaxAliasedNodes = 500_000
+
+// checkAliases reports a file whose aliases repeat more than
+// MaxAliasedNodes nodes, at the alias that repeats the most (the first of
+// them). Each node of the file is walked once, and once more to size it
+// if it is anchored: an anchored node's size, aliases expanded, is kept.
+// (The YAML parser bounds the nesting at 10,000 levels.)
+func (p *parser) checkAliases(doc *yaml.Node) bool {
+	const saturated = 1 << 50 // sizes grow exponentially through nested aliases
+	const inProgress = -1
+	sizes := map[*yaml.Node]int{} // anchored nodes' sizes
+	var size func(n *yaml.Node) int
+	size = func(n *yaml.Node) int {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+			if n == nil {
+				return 1
+			}
+		}
+		if n.Anchor != "" {
+			switch s, ok := sizes[n]; {
+			case ok && s == inProgress: // an alias inside what it names: the loader stops at maxAliasDepth
+				return 1
+			case ok:
+				return s
+			}
+			sizes[n] = inProgress
+		}
+		s := 1
+		for _, c := range n.Content {
+			s = min(s+size(c), saturated)
+		}
+		if n.Anchor != "" {
+			sizes[n] = s
+		}
+		return s
+	}
+	var (
+		repeated int        // nodes the aliases repeat, in all
+		worst    *yaml.Node // the alias that repeats the most
+		worstN   int
+		walk     func(n *yaml.Node)
+	)
+	walk = func(n *yaml.Node) { // the file as written: each alias adds what it names
+		if n.Kind == yaml.AliasNode {
+			s := size(n)
+			repeated = min(repeated+s, saturated)
+			if s > worstN {
+				worst, worstN = n, s
+			}
+			return
+		}
+		if n.Anchor != "" {
+			size(n)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if repeated <= MaxAliasedNodes {
+		return true
+	}
+	p.errorf(worst, "aliases repeat %d YAML nodes in all, more than %d (*%s here repeats %d): "+
+		"write out what they repeat, or repeat less", repeated, MaxAliasedNodes, worst.Value, worstN)
+	return false
+}
+
 // resolve follows aliases to the node they name.
 func resolve(n *yaml.Node) *yaml.Node {
 	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxAliasDepth; i++ {

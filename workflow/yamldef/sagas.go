@@ -147,8 +147,10 @@ type compensated struct {
 	index int
 	// node is the compensate value, key its key.
 	node, key *yaml.Node
-	// earlier are the steps before it; hosts its allowed_hosts (its own,
-	// else the workflow's; nil: none); typ its type.
+	// earlier are the steps before it and, when it has a usable name, the
+	// step itself (a capped slice shared with other steps' specs); hosts
+	// its allowed_hosts (its own, else the workflow's; nil: none); typ its
+	// type.
 	earlier, hosts []string
 	typ            string
 	// breaker is the step's own circuit_breaker as written (before it was
@@ -205,11 +207,7 @@ func (p *parser) parseCompensation(st *workflow.Step, c compensated, what string
 		}
 	}
 
-	earlier := slices.Clone(c.earlier)
-	if st.Name != "" {
-		earlier = append(earlier, st.Name) // the step's own output too
-	}
-	spec := StepSpec{Workflow: c.def.Name, Name: st.Name, Index: c.index, Earlier: earlier,
+	spec := StepSpec{Workflow: c.def.Name, Name: st.Name, Index: c.index, Earlier: c.earlier,
 		AllowedHosts: slices.Clone(hosts), Options: p.opts, Compensation: true}
 	b := p.parseBody(m, spec, nil, what)
 	if !b.built {

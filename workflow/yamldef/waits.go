@@ -107,9 +107,8 @@ func (p *parser) parseWait(st *workflow.Step, typ string, with, typeNode *yaml.N
 				return
 			}
 		}
-		refs := append([]string(nil), earlier...)
 		st.Sleep = &workflow.Sleep{Until: func(sc *workflow.StepContext) (time.Time, error) {
-			data, err := httpstep.AttemptOf(sc, refs).Data()
+			data, err := httpstep.AttemptOf(sc, earlier).Data()
 			if err != nil {
 				return time.Time{}, err
 			}

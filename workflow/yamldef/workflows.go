@@ -127,23 +127,21 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		p.errorf(stepsNode, "%s: steps: no steps", what)
 		return nil
 	}
-	seen := map[string]*yaml.Node{}
-	var earlier []string
+	// Too many steps is refused before any is parsed: the work is linear
+	// in the steps, and a file of many thousands would be parsed in full
+	// only to be refused at the end (Definition.Validate says the same).
+	if n := len(seq.Content); n > workflow.MaxSteps {
+		p.errorf(m.keyNode("steps"), "%s: steps: %d steps; at most %d", what, n, workflow.MaxSteps)
+		return nil
+	}
+	names := &stepNames{seen: map[string]*yaml.Node{}}
 	places := &groupPlaces{what: what, last: map[string]int{}}
 	for i, sn := range seq.Content {
-		st, nodes := p.parseStep(def, i, sn, earlier, hosts, wfBreaker)
+		st, nodes, ok := p.parseStep(def, i, sn, names, hosts, wfBreaker)
 		p.addPlace(places, sn, st, nodes)
-		nameNode := nodes.name
-		if nameNode == nil {
-			continue
+		if ok {
+			def.Steps = append(def.Steps, st)
 		}
-		if first, dup := seen[st.Name]; dup {
-			p.errorf(nameNode, "%s: duplicate step name %q (first at line %d)", what, st.Name, first.Line)
-			continue
-		}
-		seen[st.Name] = nameNode
-		earlier = append(earlier, st.Name)
-		def.Steps = append(def.Steps, st)
 	}
 	p.unusedGroups(places, groupNodes)
 	if len(p.errs) > before {
@@ -373,21 +371,37 @@ type stepNodes struct {
 	name, group *yaml.Node
 }
 
-// parseStep parses step i of def; hosts is the workflow's allowed_hosts
-// (nil: not set), wfBreaker its circuit_breaker's node (nil: none).
-func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlier, hosts []string,
-	wfBreaker *yaml.Node) (workflow.Step, stepNodes) {
-	var st workflow.Step
-	var nodes stepNodes
+// stepNames are the names of a workflow's steps parsed so far, in order,
+// each once. A step's templates may read the steps before it, a
+// compensation's also its own step: each gets a capped prefix of list
+// (prefix), not a copy, so that the specs of n steps share n names rather
+// than hold n²/2.
+type stepNames struct {
+	list []string
+	seen map[string]*yaml.Node // name: its node
+}
+
+// prefix returns the names so far; appending to it copies.
+func (s *stepNames) prefix() []string { return slices.Clip(s.list) }
+
+// parseStep parses step i of def; names are the names of the steps before
+// it, hosts is the workflow's allowed_hosts (nil: not set), wfBreaker its
+// circuit_breaker's node (nil: none). ok is false when the step has no
+// usable name, or the name of an earlier step: it is not one of def's
+// steps (and its errors are reported).
+func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, names *stepNames, hosts []string,
+	wfBreaker *yaml.Node) (st workflow.Step, nodes stepNodes, ok bool) {
 	what := fmt.Sprintf("workflow %q: step %d", def.Name, i+1)
-	m, ok := p.asMapping(n, what)
-	if !ok {
-		return st, nodes
+	m, isMap := p.asMapping(n, what)
+	if !isMap {
+		return st, nodes, false
 	}
+	earlier := names.prefix()
+	withSelf := earlier // what a compensation reads
 	nameNode := m.get("name")
 	if nameNode == nil {
 		p.errorf(m.node, "%s: missing key name", what)
-	} else if name, ok := p.scalar(nameNode, what+": name"); ok {
+	} else if name, isStr := p.scalar(nameNode, what+": name"); isStr {
 		if msg := nameError("w", name); msg != "" {
 			p.errorf(nameNode, "%s: %s", what, msg)
 			nameNode = nil
@@ -399,6 +413,16 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 		nameNode = nil
 	}
 	nodes.name = nameNode
+	if nameNode != nil {
+		if first, dup := names.seen[st.Name]; dup {
+			p.errorf(nameNode, "workflow %q: duplicate step name %q (first at line %d)", def.Name, st.Name, first.Line)
+		} else {
+			names.seen[st.Name] = nameNode
+			names.list = append(names.list, st.Name)
+			withSelf = names.prefix()
+			ok = true
+		}
+	}
 	p.unknown(m, what, stepKeys...)
 	if v := m.get("description"); v != nil {
 		p.scalar(v, what+": description")
@@ -428,7 +452,7 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 		}
 	}
 
-	spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: slices.Clone(earlier),
+	spec := StepSpec{Workflow: def.Name, Name: st.Name, Index: i, Earlier: earlier,
 		AllowedHosts: slices.Clone(hosts), Options: p.opts}
 	b := p.parseBody(m, spec, &st, what)
 	st.Run = b.fn
@@ -439,10 +463,10 @@ func (p *parser) parseStep(def *workflow.Definition, i int, n *yaml.Node, earlie
 	}
 	if c := m.get("compensate"); c != nil {
 		p.parseCompensation(&st, compensated{def: def, index: i, node: c, key: m.keyNode("compensate"),
-			earlier: earlier, hosts: hosts, typ: b.typ, breaker: written, breakerNode: m.get("circuit_breaker"),
+			earlier: withSelf, hosts: hosts, typ: b.typ, breaker: written, breakerNode: m.get("circuit_breaker"),
 			wfBreaker: wfBreaker}, what)
 	}
-	return st, nodes
+	return st, nodes, ok
 }
 
 // parsePolicyKeys parses the policy keys of a step's mapping m (retry,

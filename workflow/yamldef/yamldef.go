@@ -52,7 +52,8 @@ type StepSpec struct {
 	Name     string
 	Index    int
 	// Earlier lists the names of the steps before it, whose outputs it may
-	// read.
+	// read. The specs of a workflow's steps share its array: read it, keep
+	// it if need be, but do not change its elements.
 	Earlier []string
 	// AllowedHosts is the allowed_hosts list of the step, or else of its
 	// workflow (the step's replaces the workflow's), each entry checked by
@@ -226,6 +227,9 @@ func (p *parser) parseFile(data []byte) []*workflow.Definition {
 	}
 	if len(doc.Content) == 0 {
 		p.errorf(&doc, "the file is empty: want a mapping with the key workflows")
+		return nil
+	}
+	if !p.checkAliases(&doc) {
 		return nil
 	}
 	root, ok := p.asMapping(doc.Content[0], "the file")

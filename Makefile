@@ -30,6 +30,7 @@ test: ## Run every test with the race detector (needs redis-server on PATH), the
 	@# "context deadline exceeded" and no crasher on a loaded machine.
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20000x ./workflow/yamldef/
 	$(GO) test -run='^$$' -fuzz=FuzzRender -fuzztime=20000x ./workflow/httpstep/
+	$(GO) test -run='^$$' -fuzz=FuzzCheckJSON -fuzztime=20000x ./workflow/
 
 .PHONY: compose-check
 compose-check: ## Check docker-compose.yml with docker-compose (apt-get install docker-compose; no daemon needed)

@@ -100,7 +100,10 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 
 // decodeBody decodes a JSON object from the request body into dst,
 // strictly: at most MaxBodyBytes (413), well-formed, no unknown fields,
-// nothing after the object (400). An empty body is allowed unless required.
+// nothing after the object, and nothing readers take differently (invalid
+// UTF-8, a lone surrogate, a duplicate key, anywhere in the body, run input
+// included: workflow.CheckJSON) (400). An empty body is allowed unless
+// required.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -122,6 +125,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) 
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "malformed request body: data after the JSON object")
+	}
+	if err := workflow.CheckJSON(body); err != nil {
+		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "request body: %v", err)
 	}
 	return nil
 }

@@ -183,8 +183,10 @@ type StartOptions struct {
 // Start starts a run of the named workflow with input, which is any value
 // that marshals to JSON; a json.RawMessage or []byte must hold valid JSON. A
 // nil input is {}. It returns ErrUnknownWorkflow for a workflow no worker has
-// published, ErrInvalidInput for input that is not JSON or is too large; in
-// either case nothing is written.
+// published, ErrInvalidInput for input that is not JSON, is too large, or is
+// JSON that readers take differently (CheckJSON: invalid UTF-8, a lone
+// surrogate, a duplicate key; the error says where, wrapping a
+// *JSONError); in either case nothing is written.
 //
 // A Start is one round trip to Redis: one script creates the run and writes
 // its first task, and the Run returned is built from what the client knows
@@ -509,18 +511,23 @@ func (c *Client) encodeInput(input any) (json.RawMessage, error) {
 		}
 		raw = b
 	}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		raw = []byte("{}")
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return json.RawMessage("{}"), nil
 	}
-	if len(raw) > c.cfg.MaxInputBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrInvalidInput, len(raw), c.cfg.MaxInputBytes)
+	if len(trimmed) > c.cfg.MaxInputBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrInvalidInput, len(trimmed), c.cfg.MaxInputBytes)
 	}
-	if !json.Valid(raw) {
+	if !json.Valid(trimmed) {
 		var v any
-		err := json.Unmarshal(raw, &v)
+		err := json.Unmarshal(trimmed, &v)
 		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidInput, err) //nolint:errorlint // as above
 	}
+	// Offsets count from the start of what the caller gave.
+	if err := CheckJSON(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	raw = trimmed
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err) //nolint:errorlint // as above

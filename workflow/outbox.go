@@ -540,6 +540,11 @@ func (c *Client) applyEntry(ctx context.Context, e *OutboxEntry) (alias string, 
 }
 
 func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error) {
+	// Start checked it before queueing it; an outbox written by an older
+	// version may hold what Start refuses now.
+	if err := CheckJSON(e.Input); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
 	log := c.log.With(AttrRunID, e.RunID, AttrWorkflow, e.Workflow, "outbox_seq", e.Seq)
 	created, err := c.create(ctx, startReq{id: e.RunID, workflow: e.Workflow, input: e.Input, owner: e.Owner,
 		idemKey: e.IdempotencyKey, ordKey: e.OrderingKey, ordShared: e.SharedOrdering && e.OrderingKey != "", trace: e.Trace})
@@ -603,6 +608,9 @@ func (c *Client) ensureFirstLogged(ctx context.Context, log *slog.Logger, id str
 }
 
 func (c *Client) applySignal(ctx context.Context, e *OutboxEntry) error {
+	if err := CheckJSON(e.Payload); err != nil { // as in applyStart
+		return fmt.Errorf("%w: signal payload: %w", ErrInvalidInput, err)
+	}
 	target := e.RunID
 	if alias := c.ob.alias(e.RunID); alias != "" {
 		target = alias

@@ -61,7 +61,7 @@ type SignalResult struct {
 
 // Signal sends the signal name with payload to a run. payload is any value
 // that marshals to JSON; a json.RawMessage or []byte must hold valid JSON
-// (empty: null); at most MaxSignalPayload bytes. When the run's current step
+// (empty: null) that CheckJSON accepts; at most MaxSignalPayload bytes. When the run's current step
 // awaits the signal and waits, the step succeeds with the payload as its
 // output and the run goes on; when the current or a later step awaits it,
 // it is kept until the run reaches that step.
@@ -177,16 +177,19 @@ func encodeSignalPayload(payload any) (json.RawMessage, error) {
 		}
 		raw = b
 	}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	if len(raw) > MaxSignalPayload {
-		return nil, fmt.Errorf("%w: signal payload of %d bytes, more than the limit of %d", ErrInvalidInput, len(raw), MaxSignalPayload)
+	if len(trimmed) > MaxSignalPayload {
+		return nil, fmt.Errorf("%w: signal payload of %d bytes, more than the limit of %d", ErrInvalidInput, len(trimmed), MaxSignalPayload)
 	}
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, raw); err != nil {
+	if err := json.Compact(&compact, trimmed); err != nil {
 		return nil, fmt.Errorf("%w: signal payload is not valid JSON: %v", ErrInvalidInput, err) //nolint:errorlint // as above
+	}
+	if err := CheckJSON(raw); err != nil {
+		return nil, fmt.Errorf("%w: signal payload: %w", ErrInvalidInput, err)
 	}
 	return compact.Bytes(), nil
 }

@@ -149,7 +149,8 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // readInput returns the run input that --input spec gives: JSON text,
 // "@path" for a regular file's content or "@-" for stdin's. It checks that
 // the input is one JSON value of at most maxInputBytes (whitespace
-// included), reading no more than one byte past the limit, and stops
+// included) that workflow.CheckJSON accepts (the byte offsets of its
+// errors count from the start of the text or file), reading no more than one byte past the limit, and stops
 // reading stdin when ctx is done (SIGINT or SIGTERM).
 func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessage, error) {
 	data, src := []byte(spec), "--input"
@@ -177,6 +178,7 @@ func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessa
 			return nil, usageErrorf("%s: %v", src, err)
 		}
 	}
+	raw := data
 	data = bytes.TrimSpace(data)
 	switch {
 	case len(data) == 0:
@@ -188,6 +190,9 @@ func readInput(ctx context.Context, spec string, stdin io.Reader) (json.RawMessa
 			return nil, usageErrorf("%s is not valid JSON: %v (at byte %d)", src, err, se.Offset)
 		}
 		return nil, usageErrorf("%s is not valid JSON: %v", src, err)
+	}
+	if err := workflow.CheckJSON(raw); err != nil { // what Start refuses, said with the flag
+		return nil, usageErrorf("%s: %v", src, err)
 	}
 	return data, nil
 }

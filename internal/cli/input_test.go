@@ -11,8 +11,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/workflow"
 )
 
 // inputLimit is the documented limit of a run's input: 1 MiB.
@@ -181,4 +183,34 @@ func TestStdinReadStopsWhenInterrupted(t *testing.T) {
 	}()
 	r := invokePromptly(t, invocation{ctx: ctx, args: []string{"start", "demo", "--input", "@-"}, environ: refusedRedis(t)}, stdin)
 	checkOneErrorLine(t, r, 1, "enqueue: interrupted while reading --input @- (stdin): no run was started")
+}
+
+// TestAmbiguousJSONRefused: --input and --payload that readers take
+// differently (invalid UTF-8, a lone surrogate, a duplicate key) are
+// refused with exit 2, saying where, before Redis is reached; from a file,
+// the offset counts from the file's start.
+func TestAmbiguousJSONRefused(t *testing.T) {
+	t.Parallel()
+	environ := refusedRedis(t)
+	file := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(file, []byte("\n  {\"a\": 1, \"a\": 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runID := workflow.NewRunID(time.Now())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"start", "demo", "--input", `{"user": {"name": "a", "name": "b"}}`},
+			`enqueue: --input: user.name: duplicate key "name" at byte 23`},
+		{[]string{"start", "demo", "--input", "{\"n\": \"\xff\"}"}, `enqueue: --input: n: invalid UTF-8 in a string (byte 0xff) at byte 7`},
+		{[]string{"start", "demo", "--input", `["\ud800"]`}, `enqueue: --input: [0]: lone surrogate \ud800 in a string at byte 2`},
+		{[]string{"start", "demo", "--input", "@" + file}, `enqueue: --input @` + file + `: a: duplicate key "a" at byte 12`},
+		{[]string{"signal", runID, "go", "--payload", `{"ok": true, "ok": false}`},
+			`enqueue: --payload: ok: duplicate key "ok" at byte 13`},
+		{[]string{"signal", runID, "go", "--payload", `"\udfff"`}, `enqueue: --payload: lone surrogate \udfff in a string at byte 1`},
+	} {
+		r := invokePromptly(t, invocation{args: c.args, environ: environ}, nil)
+		checkOneErrorLine(t, r, 2, c.want)
+	}
 }

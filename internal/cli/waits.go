@@ -86,8 +86,8 @@ func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
 }
 
 // readJSONFlag returns the JSON value a flag gives: JSON text, "@path" for a
-// regular file's content or "@-" for stdin's, at most limit bytes; empty is
-// null.
+// regular file's content or "@-" for stdin's, at most limit bytes, that
+// workflow.CheckJSON accepts; empty is null.
 func readJSONFlag(ctx context.Context, flagName, spec string, stdin io.Reader, limit int) (json.RawMessage, error) {
 	data, src := []byte(spec), flagName
 	if path, ok := strings.CutPrefix(spec, "@"); ok {
@@ -110,6 +110,7 @@ func readJSONFlag(ctx context.Context, flagName, spec string, stdin io.Reader, l
 			return nil, usageErrorf("%s: %v", src, err)
 		}
 	}
+	raw := data
 	data = bytes.TrimSpace(data)
 	switch {
 	case len(data) > limit:
@@ -119,6 +120,9 @@ func readJSONFlag(ctx context.Context, flagName, spec string, stdin io.Reader, l
 	case !json.Valid(data):
 		var v any
 		return nil, usageErrorf("%s is not valid JSON: %v", src, json.Unmarshal(data, &v))
+	}
+	if err := workflow.CheckJSON(raw); err != nil { // what Signal refuses, said with the flag
+		return nil, usageErrorf("%s: %v", src, err)
 	}
 	return data, nil
 }

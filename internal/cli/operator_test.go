@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +103,72 @@ func TestRecoverRetrySkip(t *testing.T) {
 	// Unknown and malformed run IDs.
 	checkOneErrorLine(t, e.run("recover", workflow.NewRunID(time.Now())), 2, "run not found")
 	checkOneErrorLine(t, e.run("skip", "not-a-run", "--step", "x"), 2, "invalid run ID")
+}
+
+// lastAttemptFailed returns the attempt number of the run's last
+// attempt_failed journal entry of step.
+func (e *env) lastAttemptFailed(id, step string) int {
+	e.t.Helper()
+	evs, err := e.client.Events(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == workflow.EventAttemptFailed && ev.Step == step {
+			n = ev.Attempt
+		}
+	}
+	return n
+}
+
+// TestRecoverWaitAttemptNumbers: after recover, retry --step and a fresh
+// budget, the failure that ends the run names the step's attempt as the
+// journal and the progress lines do, and says which of the new budget it
+// was; before, it counted only the attempts since the action ("attempt 1"
+// where the journal said attempt 2).
+func TestRecoverWaitAttemptNumbers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(fastPolicy())
+
+	id := runID(t, e.run("start", "demo", "--input", `{"fail_step":"fetch","permanent":true}`))
+	run := e.waitStatus(id, workflow.StatusFailed)
+	if want := `step "fetch" failed with a permanent error on attempt 1: `; !strings.HasPrefix(run.FailureReason, want) {
+		t.Errorf("first failure %q, want it to start %q", run.FailureReason, want)
+	}
+	for i, args := range [][]string{{"recover", id, "--wait"}, {"retry", id, "--step", "fetch", "--wait"}} {
+		attempt := i + 2
+		r := e.run(args...)
+		if r.code != 1 {
+			t.Fatalf("%s: exit %d, want 1 (the run fails again): %v", args[0], r.code, r)
+		}
+		if got := e.lastAttemptFailed(id, "fetch"); got != attempt {
+			t.Errorf("%s: the journal's last failed attempt is %d, want %d", args[0], got, attempt)
+		}
+		if !strings.Contains(r.stderr, fmt.Sprintf("fetch: attempt %d failed permanently: ", attempt)) {
+			t.Errorf("%s: the progress does not show attempt %d failing:\n%s", args[0], attempt, r.stderr)
+		}
+		want := fmt.Sprintf(`failed with a permanent error on attempt %d (the first since it was started again): `, attempt)
+		if last := lastLine(r.stderr); !strings.HasPrefix(last, "enqueue: run "+id+" failed: ") || !strings.Contains(last, want) {
+			t.Errorf("%s: last line %q, want it to say %q", args[0], last, want)
+		}
+	}
+
+	// A budget used up after a recover: attempts 5 to 8.
+	id2 := runID(t, e.run("start", "demo", "--input", `{"fail_step":"fetch","fail_times":100}`))
+	if run := e.waitStatus(id2, workflow.StatusFailed); !strings.Contains(run.FailureReason, `failed after 4 attempts (max_attempts 4)`) {
+		t.Errorf("first failure %q, want after 4 attempts", run.FailureReason)
+	}
+	r := e.run("recover", id2, "--wait")
+	if r.code != 1 {
+		t.Fatalf("recover --wait: exit %d, want 1: %v", r.code, r)
+	}
+	if got := e.lastAttemptFailed(id2, "fetch"); got != 8 {
+		t.Errorf("the journal's last failed attempt is %d, want 8", got)
+	}
+	want := `step "fetch" failed after 4 attempts since it was started again, attempts 5 to 8 (max_attempts 4): `
+	if last := lastLine(r.stderr); !strings.Contains(last, want) {
+		t.Errorf("last line %q, want it to say %q", last, want)
+	}
 }

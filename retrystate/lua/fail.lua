@@ -50,7 +50,8 @@ if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "r
   return {"fenced", "fence lost"}
 end
 local attempt = num(st_attempt)
-local used = attempt - num(st_budget_base)
+local base = num(st_budget_base)
+local used = attempt - base
 local max_attempts = num(st_max_attempts)
 local deadline = num(run_deadline)
 local due = NOW + delay
@@ -70,8 +71,26 @@ step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", c
 journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
   "duration_ms", int(NOW - num(st_attempt_started_at)))
 
+-- Reasons name the step's attempt as the journal, its task ID and the
+-- step's code (StepContext.Attempt) do. Once the step was started again (a
+-- recover, retry, restore or goto gave it a fresh budget), they also say
+-- which attempt of the new budget it was, which is what max_attempts
+-- counts.
+local again = ""
+if base > 0 then
+  local nth = ({"first", "second", "third"})[used]
+  if not nth then
+    local suffix = ({"st", "nd", "rd"})[used % 10]
+    if not suffix or (used % 100 >= 11 and used % 100 <= 13) then
+      suffix = "th"
+    end
+    nth = string.format("%d%s", used, suffix)
+  end
+  again = string.format(" (the %s since it was started again)", nth)
+end
+
 if class == "permanent" then
-  local reason = string.format("step %q failed with a permanent error on attempt %d: %s", st_name, used, msg)
+  local reason = string.format("step %q failed with a permanent error on attempt %d%s: %s", st_name, attempt, again, msg)
   local after, f_code, f_reason = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
   return {"failed", f_code, f_reason, after}
 end
@@ -79,12 +98,16 @@ if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", st_name, used, max_attempts,
     msg)
+  if base > 0 then
+    reason = string.format("step %q failed after %d attempts since it was started again, attempts %d to %d "
+      .. "(max_attempts %d): %s", st_name, used, base + 1, attempt, max_attempts, msg)
+  end
   local after, f_code, f_reason = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
   return {"failed", f_code, f_reason, after}
 end
 if deadline > 0 and due >= deadline then
-  local reason = string.format("step %q failed on attempt %d and its next attempt would start after the run's deadline (%s): %s",
-    st_name, used, timeout_limit(idx), msg)
+  local reason = string.format("step %q failed on attempt %d%s and its next attempt would start after the run's deadline (%s): %s",
+    st_name, attempt, again, timeout_limit(idx), msg)
   local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
   return {"failed", f_code, f_reason, after}
 end

@@ -40,7 +40,7 @@ const usage = synopsis + `
 
 worker runs Cairn workflows: it executes their step attempts from the queue
 and serves the HTTP API and the dashboard on CAIRN_HTTP_ADDR (default
-127.0.0.1:8080; empty: no HTTP). Its configuration is CAIRN_* environment
+127.0.0.1:8080; empty: no HTTP; set, but in use: exit 1). Its configuration is CAIRN_* environment
 variables (docs/configuration.md). With CAIRN_REDIS_URL unset it starts an
 embedded, non-durable store for development.
 
@@ -124,18 +124,32 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.R
 	return s, err
 }
 
-// serveHTTP starts s on its address in the background and returns a
-// function that waits for it to stop, which it does gracefully once ctx is
-// done. The worker runs on without HTTP when the address cannot be bound
-// (the failure is logged as an error; a readiness probe on the address
-// notices it).
-func serveHTTP(ctx context.Context, s *dashboard.Server, addr string, log *slog.Logger) (wait func()) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		log.Error("HTTP API not started: the worker runs on without it", "addr", addr, "error", err)
-		_ = s.Close()
-		return func() {}
+// httpAddrHint says what to do about an HTTP address that cannot be
+// listened on (config: CAIRN_HTTP_ADDR empty turns the HTTP server off).
+const httpAddrHint = "set CAIRN_HTTP_ADDR to another address, or to an empty value to turn the HTTP server off"
+
+// listenHTTP listens on CAIRN_HTTP_ADDR before the worker starts. An
+// address the operator set that cannot be listened on (in use, not
+// local) is an error: the worker must not run without the server it was
+// told to serve. The default address is only a warning, and a nil
+// listener: the worker runs on without HTTP (a readiness probe on the
+// address notices it).
+func listenHTTP(cfg config.Config, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	switch {
+	case err == nil:
+		return ln, nil
+	case cfg.HTTPAddrSet:
+		return nil, fmt.Errorf("HTTP API: cannot listen on CAIRN_HTTP_ADDR=%s: %w; %s", cfg.HTTPAddr, err, httpAddrHint)
 	}
+	log.Warn("HTTP API not started: cannot listen on the default address "+cfg.HTTPAddr+
+		" (CAIRN_HTTP_ADDR is unset); the worker runs on without it; "+httpAddrHint, "addr", cfg.HTTPAddr, "error", err)
+	return nil, nil
+}
+
+// serveHTTP serves s on ln in the background and returns a function that
+// waits for it to stop, which it does gracefully once ctx is done.
+func serveHTTP(ctx context.Context, s *dashboard.Server, ln net.Listener, log *slog.Logger) (wait func()) {
 	logDashboard(s, ln.Addr(), log)
 	done := make(chan struct{})
 	go func() {
@@ -181,7 +195,11 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		_ = s.Close()
-		return fmt.Errorf("HTTP API: %w", err)
+		what := "CAIRN_HTTP_ADDR=" + cfg.HTTPAddr
+		if !cfg.HTTPAddrSet {
+			what = "the default address " + cfg.HTTPAddr + " (CAIRN_HTTP_ADDR is unset)"
+		}
+		return fmt.Errorf("HTTP API: cannot listen on %s: %w; set CAIRN_HTTP_ADDR to another address", what, err)
 	}
 	logDashboard(s, ln.Addr(), log)
 	return s.Serve(ctx, ln)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,15 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	fileDefs, err := loadWorkflows(cfg) // CAIRN_WORKFLOWS_FILE, checked before anything starts
 	if err != nil {
 		return err
+	}
+	var httpLn net.Listener // CAIRN_HTTP_ADDR, taken before anything starts (http.go); nil: no HTTP
+	if cfg.HTTPAddr != "" {
+		if httpLn, err = listenHTTP(cfg, log); err != nil {
+			return err
+		}
+		if httpLn != nil {
+			defer httpLn.Close() // Serve closes it; this, on an error before that
+		}
 	}
 	tracing, stopTracing, err := startTracing(ctx, log)
 	if err != nil {
@@ -60,8 +70,8 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var httpSrv *dashboard.Server // the HTTP API (http.go); nil when CAIRN_HTTP_ADDR is empty
-	if cfg.HTTPAddr != "" {
+	var httpSrv *dashboard.Server // the HTTP API (http.go); nil without a listener
+	if httpLn != nil {
 		if httpSrv, err = newDashboard(cfg, rdb, target, log, mx.Handler(), mx, tracing.Provider); err != nil {
 			return err
 		}
@@ -133,7 +143,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		"concurrency", cfg.Concurrency, "workflows", names)
 	if httpSrv != nil {
 		httpCtx, stopHTTP := context.WithCancel(ctx)
-		wait := serveHTTP(httpCtx, httpSrv, cfg.HTTPAddr, log)
+		wait := serveHTTP(httpCtx, httpSrv, httpLn, log)
 		defer func() { stopHTTP(); wait() }()
 	}
 	err = w.Run(ctx)

@@ -116,6 +116,11 @@ type Config struct {
 	// dashboard (package dashboard). Set but empty: no HTTP server. Not a
 	// loopback address: needs APITokensFile.
 	HTTPAddr string `env:"CAIRN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// HTTPAddrSet reports that CAIRN_HTTP_ADDR is in the environment, with
+	// any value: the address is the operator's choice, so a worker that
+	// cannot listen on it exits, where the default address being in use is
+	// a warning.
+	HTTPAddrSet bool
 	// APITokensFile is the file of API tokens ("<token> <subject> <role>"
 	// per line); empty: authentication is disabled (loopback only).
 	APITokensFile string `env:"CAIRN_API_TOKENS_FILE"`
@@ -153,8 +158,11 @@ func Load(environ []string) (Config, error) {
 	}
 	var c Config
 	perr := env.ParseWithOptions(&c, env.Options{Environment: m})
-	if v, set := m["CAIRN_HTTP_ADDR"]; set && v == "" {
-		c.HTTPAddr = "" // unlike the others, set but empty is not the default: it is "off"
+	if v, set := m["CAIRN_HTTP_ADDR"]; set {
+		c.HTTPAddrSet = true
+		if v == "" {
+			c.HTTPAddr = "" // unlike the others, set but empty is not the default: it is "off"
+		}
 	}
 	if perr == nil {
 		return c, c.Validate()

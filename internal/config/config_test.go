@@ -210,7 +210,7 @@ func TestLoadOverrides(t *testing.T) {
 		DelayedTaskCheckInterval: time.Second, ShutdownTimeout: time.Minute, ReconcileInterval: 5 * time.Minute,
 		RecoveryConcurrency: 20, MaxAutoRecoveries: 7, FenceTTL: 300 * time.Millisecond, SweepInterval: 500 * time.Millisecond,
 		RetryBackoff: "linear", WorkflowsFile: "/etc/cairn/workflows.yaml", HTTPStepMaxBody: 4096,
-		HTTPAddr: "0.0.0.0:9090", APITokensFile: "/etc/cairn/tokens", MonitoringWrite: true,
+		HTTPAddr: "0.0.0.0:9090", HTTPAddrSet: true, APITokensFile: "/etc/cairn/tokens", MonitoringWrite: true,
 	}
 	if c != want {
 		t.Fatalf("Load =\n%+v\nwant\n%+v", c, want)
@@ -626,13 +626,16 @@ func TestWebhookConfig(t *testing.T) {
 }
 
 // TestHTTPAddrEmptyDisables: unlike the other variables, CAIRN_HTTP_ADDR set
-// but empty is not its default: it turns the HTTP API off.
+// but empty is not its default: it turns the HTTP API off. HTTPAddrSet
+// tells an address the operator set from the default.
 func TestHTTPAddrEmptyDisables(t *testing.T) {
 	t.Parallel()
-	for environ, want := range map[string]string{"": "127.0.0.1:8080", "CAIRN_HTTP_ADDR=": "", "CAIRN_HTTP_ADDR=[::1]:80": "[::1]:80"} {
+	for environ, want := range map[string]string{"": "127.0.0.1:8080", "CAIRN_HTTP_ADDR=": "", "CAIRN_HTTP_ADDR=[::1]:80": "[::1]:80",
+		"CAIRN_HTTP_ADDR=127.0.0.1:8080": "127.0.0.1:8080"} {
 		c, err := config.Load(strings.Fields(environ))
-		if err != nil || c.HTTPAddr != want {
-			t.Errorf("Load(%q): HTTPAddr %q, %v; want %q", environ, c.HTTPAddr, err, want)
+		if err != nil || c.HTTPAddr != want || c.HTTPAddrSet != (environ != "") {
+			t.Errorf("Load(%q): HTTPAddr %q, set %v, %v; want %q, set %v", environ, c.HTTPAddr, c.HTTPAddrSet, err, want,
+				environ != "")
 		}
 	}
 }

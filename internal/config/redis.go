@@ -32,14 +32,14 @@ const (
 
 // URL schemes of CAIRN_REDIS_URL.
 const (
-	schemeRedis           = "redis"
-	schemeRedisTLS        = "rediss"
-	schemeSentinel        = "redis-sentinel"
-	schemeSentinelTLS     = "rediss-sentinel"
-	schemeCluster         = "redis-cluster"
-	schemeClusterTLS      = "rediss-cluster"
-	defaultSentinelPort   = "26379"
-	defaultRedisPort      = "6379"
+	schemeRedis         = "redis"
+	schemeRedisTLS      = "rediss"
+	schemeSentinel      = "redis-sentinel"
+	schemeSentinelTLS   = "rediss-sentinel"
+	schemeCluster       = "redis-cluster"
+	schemeClusterTLS    = "rediss-cluster"
+	defaultSentinelPort = "26379"
+	defaultRedisPort    = "6379"
 	// defaultIOTimeout is the read and write timeout of the clients of
 	// NewClient when the URL sets none (go-redis v9.23's own default is
 	// 5s): a master that hangs instead of dying is left that much sooner.

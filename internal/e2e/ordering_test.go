@@ -56,11 +56,18 @@ const (
 	// only for the queue, well under a second. The longest quiet gap in a
 	// line is a retry: its task is scheduled in whole seconds (asynq), so
 	// it is due up to 1s + 200ms (CAIRN_RETRY_MAX_INTERVAL) later and
-	// forwarded within 200ms (CAIRN_DELAYED_TASK_CHECK_INTERVAL). So 1.4s,
-	// plus the queue and a loaded machine: 4s. It is well below the
-	// reconciler's Grace (10s) after which it would re-create a lost task,
-	// so a lost admission fails the test.
-	ordQuietBound = 4 * time.Second
+	// forwarded within 200ms (CAIRN_DELAYED_TASK_CHECK_INTERVAL): 1.4s.
+	//
+	// What the bound must catch is a lost admission: its task is then
+	// re-created by the reconciler only once the run has been idle for its
+	// Grace (ordGrace, 10s), so such a line is quiet at least that long.
+	// The bound is the Grace less one pass, the widest that still fails a
+	// lost admission, leaving a loaded machine 9s for a 1.4s wait (at a
+	// load of 30, 4.3s to 5.1s gaps were seen with no bug).
+	ordQuietBound = ordGrace - ordPass
+	// ordGrace is the reconciler's Grace, which the worker binary does not
+	// configure (ReconcilerConfig's default).
+	ordGrace = 10 * time.Second
 	// ordKillBound holds when a SIGKILL came in the interval. The killed
 	// worker may have held the run that would end, or the admitted run:
 	// begun (its fence expires within FenceTTL, 2s, and the next sweep

@@ -58,12 +58,55 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// demoRun is a demo run a topology test started, and how it must end.
+// demoRun is a run a topology test started, and how it must end: a run of
+// the demo workflow with input in or, when block is set, of the chaos
+// workflow with no failure injected whose step block waits for the test's
+// release (demo.ChaosInput.BlockStep, demo.ReleaseKey).
 type demoRun struct {
 	client  *workflow.Client
 	id      string
 	in      demo.Input
-	crashes int // worker crashes its fetch step must have counted
+	block   string
+	crashes int // worker crashes its first step (the chaos run's block step) must have counted
+}
+
+// startBlocked starts a chaos run on client whose step block waits for the
+// test's release.
+func startBlocked(t *testing.T, client *workflow.Client, block string) demoRun {
+	t.Helper()
+	run, err := client.Start(ctxb, demo.ChaosName, demo.ChaosInput{BlockStep: block}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demoRun{client: client, id: run.ID, block: block}
+}
+
+// blockedRunning reports whether the body of r's block step runs on the
+// worker whose pid is pid (any worker when pid is 0), waiting for its
+// release: its attempt has begun (attempt_started, once: no hand-back or
+// crash yet) and its body's start, with no end, is in the audit of rdb.
+func (r demoRun) blockedRunning(t *testing.T, rdb redis.UniversalClient, pid int) bool {
+	t.Helper()
+	evs, err := r.client.Events(ctxb, r.id)
+	if err != nil || testkit.CountEvents(evs, workflow.EventAttemptStarted, r.block) != 1 {
+		return false
+	}
+	var phases []string
+	for _, a := range readAudit(t, rdb, r.client.Queue(), r.id) {
+		if a.Step == r.block && (pid == 0 || a.PID == pid) {
+			phases = append(phases, a.Phase)
+		}
+	}
+	return slices.Equal(phases, []string{"start"})
+}
+
+// release lets r's blocked bodies end (demo.ReleaseKey), retrying while
+// Redis does not take the write.
+func (r demoRun) release(t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, "the release of run "+r.id, func() bool {
+		return rdb.Set(ctxb, demo.ReleaseKey(r.client.Queue(), r.id), "1", 0).Err() == nil
+	})
 }
 
 // check waits for the run to end and checks that it ended as its input
@@ -73,6 +116,10 @@ type demoRun struct {
 // topology where no write can be lost).
 func (r demoRun) check(t *testing.T, timeout time.Duration, strictCrashes bool) *workflow.Run {
 	t.Helper()
+	steps, first := []string{"fetch", "transform", "deliver"}, "fetch"
+	if r.block != "" {
+		steps, first = demo.ChaosSteps, r.block
+	}
 	final := testkit.WaitRun(t, r.client, r.id, timeout)
 	evs, err := r.client.Events(ctxb, r.id)
 	if err != nil {
@@ -96,7 +143,7 @@ func (r demoRun) check(t *testing.T, timeout time.Duration, strictCrashes bool) 
 		bad("%s %s", final.Status, final.FailureReason)
 		return final
 	}
-	for _, step := range []string{"fetch", "transform", "deliver"} {
+	for _, step := range steps {
 		if n := testkit.CountEvents(evs, workflow.EventAttemptSucceeded, step); n != 1 {
 			bad("%s succeeded %d times", step, n)
 		}
@@ -108,8 +155,8 @@ func (r demoRun) check(t *testing.T, timeout time.Duration, strictCrashes bool) 
 			bad("%s failed %d times, want %d", step, n, want)
 		}
 	}
-	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, "fetch"); n < r.crashes || strictCrashes && n != r.crashes {
-		bad("fetch crashed %d times, want %d", n, r.crashes)
+	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, first); n < r.crashes || strictCrashes && n != r.crashes {
+		bad("%s crashed %d times, want %d", first, n, r.crashes)
 	}
 	if n := testkit.CountEvents(evs, workflow.EventAttemptCrashed, ""); strictCrashes && n != r.crashes {
 		bad("%d crashes, want %d", n, r.crashes)
@@ -123,17 +170,22 @@ func (r demoRun) check(t *testing.T, timeout time.Duration, strictCrashes bool) 
 //
 //   - the demo workflow with retries on every queue, runs started by the
 //     CLI and by a cluster client;
-//   - a worker killed with SIGKILL mid-step (queue 0): its replacement
-//     resumes the step once its fence expires, one crash counted;
+//   - a worker killed with SIGKILL mid-step (queue 0), the body of a chaos
+//     run's step that waits for the test's release: its replacement
+//     resumes the step once its fence expires (the reconciler's repair),
+//     one crash counted, the body run again on the new worker;
 //   - the master of queue 1 killed with SIGKILL while its runs are in
-//     flight, until the other masters flag it failed (the cluster is down
+//     flight (two chaos runs' bodies surely, blocked until the master is
+//     back), until the other masters flag it failed (the cluster is down
 //     meanwhile), then restarted on its data: /readyz of queue 1's worker
 //     says 503 while it is down, every worker's 200 once it is back;
 //   - webhooks (queue 2): each run's end delivered once, signed.
 //
-// Every run ends as its input says, each step succeeding once; the CLI,
-// the metrics and a --dashboard-only server read the runs through the
-// cluster.
+// Every run ends as its input says, each step succeeding once, within a
+// ceiling of the cluster's return derived from the workers' settings; no
+// chaos run's body ran after its step succeeded or beside another of its
+// step (checkChaos); the CLI, the metrics and a --dashboard-only server
+// read the runs through the cluster.
 func TestClusterTopology(t *testing.T) {
 	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
@@ -153,7 +205,7 @@ func TestClusterTopology(t *testing.T) {
 	for i, q := range queues {
 		clients[i] = workflow.NewClient(rdb, workflow.ClientConfig{Queue: q, Logger: testkit.Logger(t)})
 		addrs[i] = testkit.FreeAddr(t)
-		envs[i] = topoEnv(c.URL(), q, "CAIRN_HTTP_ADDR="+addrs[i])
+		envs[i] = topoEnv(c.URL(), q, "CAIRN_HTTP_ADDR="+addrs[i], "CAIRN_DEMO_CHAOS=true")
 		if i == 2 {
 			envs[i] = append(envs[i], "CAIRN_WEBHOOK_URL="+rcvURL+"/hooks", "CAIRN_WEBHOOK_SECRET="+secret)
 		}
@@ -192,13 +244,44 @@ func TestClusterTopology(t *testing.T) {
 		}
 		return add(i, run.ID, in, 0)
 	}
-	// Queue 0: the victim of the worker kill (its runs with retries start
-	// after the kill, which must not land in one of their attempts: only
-	// the victim may count a crash).
-	victim := startRun(0, demo.Input{StepSleepMS: 1500})
+	// Queue 0: the victim of the worker kill, a chaos run whose first step
+	// blocks until the test releases it, so that its body surely runs when
+	// its worker is killed (its runs with retries start after the kill,
+	// which must not land in one of their attempts: only the victim may
+	// count a crash).
+	victim := startBlocked(t, clients[0], demo.ChaosSteps[0])
 	victim.crashes = 1
-	runs[len(runs)-1] = victim
-	// Queue 1: runs in flight when its master dies.
+	runs = append(runs, victim)
+	// Queue 2: webhooks, and a permanent failure.
+	ok := demo.Input{FailStep: "deliver", FailTimes: 1}
+	add(2, cliStart(t, cli, envs[2], ok), ok, 0)
+	startRun(2, demo.Input{})
+	permanent := startRun(2, demo.Input{FailStep: "fetch", Permanent: true})
+
+	// A worker killed mid-step: once the victim's attempt has begun and its
+	// body runs on queue 0's worker, waiting for its release.
+	testkit.Premise(t, 60*time.Second, "the victim's first step to be running on queue 0's worker", func() bool {
+		return victim.blockedRunning(t, rdb, procs[0].PID())
+	})
+	victimPID := procs[0].PID()
+	procs[0].Kill(t)
+	killed := map[int]time.Time{victimPID: time.Now()}
+	victim.release(t, rdb)
+	procs[0] = startWorker(t, worker, envs[0])
+	retry := demo.Input{FailStep: "transform", FailTimes: 2}
+	add(0, cliStart(t, cli, envs[0], retry), retry, 0)
+	startRun(0, retry)
+
+	// Queue 1: runs in flight when its master dies. Two chaos runs whose
+	// first and third steps block until the test releases them, after the
+	// master is back: their attempts surely run through the outage; and
+	// demo runs with retries, one started by the CLI, which may be anywhere.
+	var blocked []demoRun
+	for _, step := range []string{demo.ChaosSteps[0], demo.ChaosSteps[2]} {
+		r := startBlocked(t, clients[1], step)
+		blocked = append(blocked, r)
+		runs = append(runs, r)
+	}
 	var q1cli demoRun // started by the CLI, succeeds after one failure
 	for n := range 6 {
 		in := demo.Input{StepSleepMS: 300}
@@ -211,52 +294,104 @@ func TestClusterTopology(t *testing.T) {
 		}
 		startRun(1, in)
 	}
-	// Queue 2: webhooks, and a permanent failure.
-	ok := demo.Input{FailStep: "deliver", FailTimes: 1}
-	add(2, cliStart(t, cli, envs[2], ok), ok, 0)
-	startRun(2, demo.Input{})
-	permanent := startRun(2, demo.Input{FailStep: "fetch", Permanent: true})
-
-	// A worker killed mid-step.
-	testkit.Eventually(t, 20*time.Second, "the victim's fetch to run", func() bool {
-		r, err := victim.client.Get(ctxb, victim.id)
-		return err == nil && r.Step("fetch").Status == workflow.StepRunning
-	})
-	procs[0].Kill(t)
-	procs[0] = startWorker(t, worker, envs[0])
-	retry := demo.Input{FailStep: "transform", FailTimes: 2}
-	add(0, cliStart(t, cli, envs[0], retry), retry, 0)
-	startRun(0, retry)
 
 	// A master killed while its queue's runs are in flight.
-	testkit.Eventually(t, 20*time.Second, "queue 1's runs to be under way", func() bool {
-		running, _, err := clients[1].List(ctxb, workflow.ListOptions{Status: workflow.StatusRunning})
-		return err == nil && len(running) >= 2
+	testkit.Premise(t, 60*time.Second, "queue 1's blocked bodies to run", func() bool {
+		for _, r := range blocked {
+			if !r.blockedRunning(t, rdb, procs[1].PID()) {
+				return false
+			}
+		}
+		return true
 	})
 	master := c.Masters[1]
 	master.Kill(t)
-	killed := time.Now()
-	testkit.Eventually(t, 10*time.Second, "queue 1's worker to say it is not ready", func() bool {
+	masterKilled := time.Now()
+	testkit.Eventually(t, 30*time.Second, "queue 1's worker to say it is not ready", func() bool {
 		return readyz(1) == http.StatusServiceUnavailable
 	})
 	c.WaitNodeFailed(t, master)
 	master.Restart(t)
 	c.WaitHealthy(t)
-	t.Logf("queue 1's master was down %s", time.Since(killed).Round(time.Millisecond))
+	healthy := time.Now()
+	t.Logf("queue 1's master was down %s", healthy.Sub(masterKilled).Round(time.Millisecond))
 	for i := range queues {
-		testkit.Eventually(t, 20*time.Second, fmt.Sprintf("queue %d's worker to be ready again", i), func() bool {
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("queue %d's worker to be ready again", i), func() bool {
 			return readyz(i) == http.StatusOK
 		})
 	}
+	for _, r := range blocked {
+		r.release(t, rdb)
+	}
 
+	// Every run ends soon after the cluster is back: a run in flight on the
+	// dead master makes progress within progressCeiling (the slowest
+	// repair: a delivery whose reply was lost, dispatched again once its
+	// lease is StalledAfter old and the outage grace has passed); the
+	// victim's attempt resumes once its fence expires, at a sweep, after
+	// the outage grace (four times that is within progressCeiling here);
+	// then a run has at most two retries and its steps left, each a due
+	// task (dueCeiling).
+	cfg := workerConfig(t, envs[0])
+	endBy := healthy.Add(progressCeiling(cfg) + 3*dueCeiling(cfg))
 	succeeded := make([]int, len(queues))
+	finals := map[string]*workflow.Run{}
 	for _, r := range runs {
-		if final := r.check(t, 60*time.Second, true); final.Status == workflow.StatusSucceeded {
+		final := r.check(t, max(time.Until(endBy), time.Second), true)
+		if final.Status == workflow.StatusSucceeded {
 			succeeded[indexOf(queues, r.client.Queue())]++
 		}
+		finals[r.id] = final
 	}
 	if t.Failed() {
 		return
+	}
+
+	// The chaos runs' bodies (their audit): none ran after its step
+	// succeeded or while another body of its step ran (the victim's killed
+	// one ran until the kill). The victim's first step: begun on the
+	// killed worker, its crash found by the reconciler (a repair; asynq's
+	// own recovery would come a minute later), resumed and ended on the new
+	// worker.
+	for _, q := range queues[:2] {
+		chaos, journals := map[string]*workflow.Run{}, map[string][]workflow.Event{}
+		for _, r := range runs {
+			if r.block != "" && r.client.Queue() == q {
+				chaos[r.id] = finals[r.id]
+				evs, err := r.client.Events(ctxb, r.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				journals[r.id] = evs
+			}
+		}
+		for _, v := range checkChaos(chaos, journals, readAudit(t, rdb, q, ""), killed, 0).violations {
+			t.Error(v)
+		}
+	}
+	evs, err := victim.client.Events(ctxb, victim.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repaired := false
+	for _, ev := range evs {
+		repaired = repaired || ev.Type == workflow.EventRepair && ev.Details["kind"] == "crashed_attempt" && ev.Step == victim.block
+	}
+	if !repaired {
+		t.Errorf("the victim: no repair of kind crashed_attempt, the reconciler did not find the crash\n%s", journalText(evs))
+	}
+	var bodies []string
+	for _, a := range readAudit(t, rdb, queues[0], victim.id) {
+		if a.Step == victim.block {
+			who := "the new worker"
+			if a.PID == victimPID {
+				who = "the killed worker"
+			}
+			bodies = append(bodies, a.Phase+" on "+who)
+		}
+	}
+	if want := []string{"start on the killed worker", "start on the new worker", "end on the new worker"}; !slices.Equal(bodies, want) {
+		t.Errorf("the victim's %s bodies: %q; want %q", victim.block, bodies, want)
 	}
 
 	// Webhooks: each of queue 2's runs' ends notified once (one delivery

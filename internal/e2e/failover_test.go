@@ -59,11 +59,14 @@ func (s dbSnapshot) restore(t *testing.T, rdb *redis.Client) {
 	}
 }
 
-// lostInput is the input of the lost-writes workflow: each step sleeps
-// SleepMS; step b fails transiently on its attempt 1 when FailB.
+// lostInput is the input of the lost-writes workflow: the first
+// execution of step Hold's attempt 1 waits until the test releases its
+// run; step b fails transiently on its attempt 1 when FailB, the first
+// time asking for its retry in an hour (workflow.RetryAfter), later times
+// with the policy's backoff.
 type lostInput struct {
-	SleepMS int  `json:"sleep_ms"`
-	FailB   bool `json:"fail_b"`
+	Hold  string `json:"hold,omitempty"`
+	FailB bool   `json:"fail_b,omitempty"`
 }
 
 // TestLostWritesAtFailover: what a failover to a replica that missed the
@@ -80,44 +83,64 @@ type lostInput struct {
 //     fails again, with the same idempotency key), then its retry runs;
 //   - a lost run creation: the run is unknown (ErrRunNotFound), its
 //     idempotency key too: starting again with the key makes a new run.
+//
+// Each snapshot is taken while the step's body surely runs: the body
+// waits for the test's release. The lost failure asks for its retry in an
+// hour, so the retry surely has not begun when the database is put back.
 func TestLostWritesAtFailover(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t, nil).Client(t)
 	queue := testkit.Queue(t, "lost")
 	var (
-		mu    sync.Mutex
-		execs = map[string]int{} // "<run>/<step>/<attempt>": bodies begun
+		mu       sync.Mutex
+		execs    = map[string]int{}           // "<run>/<step>/<attempt>": bodies begun
+		releases = map[string]chan struct{}{} // run: closed when the test releases its held body
 	)
+	released := func(run string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if releases[run] == nil {
+			releases[run] = make(chan struct{})
+		}
+		return releases[run]
+	}
 	executions := func(run, step string, attempt int) int {
 		mu.Lock()
 		defer mu.Unlock()
 		return execs[fmt.Sprintf("%s/%s/%d", run, step, attempt)]
 	}
 	body := func(ctx context.Context, sc *workflow.StepContext) (any, error) {
-		mu.Lock()
-		execs[fmt.Sprintf("%s/%s/%d", sc.RunID, sc.Step, sc.Attempt)]++
-		mu.Unlock()
 		var in lostInput
 		if err := sc.DecodeInput(&in); err != nil {
 			return nil, workflow.Permanent(err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(in.SleepMS) * time.Millisecond):
+		mu.Lock()
+		key := fmt.Sprintf("%s/%s/%d", sc.RunID, sc.Step, sc.Attempt)
+		execs[key]++
+		n := execs[key]
+		mu.Unlock()
+		if sc.Step == in.Hold && sc.Attempt == 1 && n == 1 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-released(sc.RunID):
+			}
 		}
 		if sc.Step == "b" && in.FailB && sc.Attempt == 1 {
-			return nil, workflow.Transient(errors.New("b fails on attempt 1"))
+			err := errors.New("b fails on attempt 1")
+			if n == 1 {
+				return nil, workflow.RetryAfter(err, time.Hour)
+			}
+			return nil, workflow.Transient(err)
 		}
 		return sc.Step, nil
 	}
-	// b's retry comes 1 to 2 s after its failure (equal jitter), so that
-	// "retry schedule" restores its snapshot before the retry can begin.
-	def := workflow.Definition{Name: "lost", Policy: workflow.Policy{InitialInterval: 2 * time.Second},
+	const fenceTTL, sweep = time.Second, 200 * time.Millisecond
+	def := workflow.Definition{Name: "lost", Policy: workflow.Policy{InitialInterval: 200 * time.Millisecond},
 		Steps: []workflow.Step{{Name: "a", Run: body}, {Name: "b", Run: body}, {Name: "c", Run: body}}}
 	testkit.StartWorker(t, rdb, workflow.WorkerConfig{
-		EngineConfig: workflow.EngineConfig{Queue: queue, FenceTTL: time.Second, Logger: testkit.Logger(t)},
-		Reconciler:   workflow.ReconcilerConfig{Interval: time.Second, SweepInterval: 200 * time.Millisecond},
+		EngineConfig: workflow.EngineConfig{Queue: queue, FenceTTL: fenceTTL, Logger: testkit.Logger(t)},
+		Reconciler:   workflow.ReconcilerConfig{Interval: time.Second, SweepInterval: sweep},
 	}, def)
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: testkit.Logger(t)})
 	step := func(id, name string) workflow.StepState {
@@ -134,20 +157,38 @@ func TestLostWritesAtFailover(t *testing.T) {
 		}
 		return evs
 	}
+	// held waits until the body of name's attempt 1 in run id runs, held:
+	// its attempt has begun and its body started once.
+	held := func(t *testing.T, id, name string) {
+		t.Helper()
+		testkit.Premise(t, 30*time.Second, name+"'s body to run, held", func() bool {
+			return step(id, name).Status == workflow.StepRunning && executions(id, name, 1) == 1 &&
+				testkit.CountEvents(events(id), workflow.EventAttemptStarted, name) == 1
+		})
+	}
+	// Once the database is put back, the reconciler finds the attempt's
+	// fence expired (FenceTTL) at a sweep (its SweepInterval), after its
+	// outage grace if a call of it to Redis was slow, as on a loaded
+	// machine: four times that is a ceiling only a broken repair misses,
+	// and below asynq's own recovery of the task (asynqFallback), which
+	// would resume the attempt too. The rest of the run is a few steps and
+	// a retry 200 ms later.
+	endCeiling := 4 * (fenceTTL + sweep + outageGrace)
 
 	t.Run("checkpoint", func(t *testing.T) {
-		run, err := client.Start(ctxb, def.Name, lostInput{SleepMS: 400}, nil)
+		run, err := client.Start(ctxb, def.Name, lostInput{Hold: "a"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		testkit.Eventually(t, 10*time.Second, "a to run", func() bool { return step(run.ID, "a").Status == workflow.StepRunning })
+		held(t, run.ID, "a")
 		snap := takeSnapshot(t, rdb)
-		testkit.Eventually(t, 10*time.Second, "a's checkpoint", func() bool { return step(run.ID, "a").Status == workflow.StepSucceeded })
+		close(released(run.ID))
+		testkit.Eventually(t, 30*time.Second, "a's checkpoint", func() bool { return step(run.ID, "a").Status == workflow.StepSucceeded })
 		snap.restore(t, rdb)
 		if s := step(run.ID, "a"); s.Status != workflow.StepRunning {
 			t.Fatalf("after the failover a is %s; want running (its checkpoint lost)", s.Status)
 		}
-		final := testkit.WaitRun(t, client, run.ID, 20*time.Second)
+		final := testkit.WaitRun(t, client, run.ID, endCeiling)
 		evs := events(run.ID)
 		if final.Status != workflow.StatusSucceeded || final.Step("a").Crashes != 1 || executions(run.ID, "a", 1) != 2 ||
 			testkit.CountEvents(evs, workflow.EventAttemptSucceeded, "a") != 1 {
@@ -157,17 +198,18 @@ func TestLostWritesAtFailover(t *testing.T) {
 	})
 
 	t.Run("retry schedule", func(t *testing.T) {
-		run, err := client.Start(ctxb, def.Name, lostInput{SleepMS: 300, FailB: true}, nil)
+		run, err := client.Start(ctxb, def.Name, lostInput{Hold: "b", FailB: true}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		testkit.Eventually(t, 10*time.Second, "b to run", func() bool { return step(run.ID, "b").Status == workflow.StepRunning })
+		held(t, run.ID, "b")
 		snap := takeSnapshot(t, rdb)
-		testkit.Eventually(t, 10*time.Second, "b's retry to be scheduled", func() bool {
+		close(released(run.ID))
+		testkit.Eventually(t, 30*time.Second, "b's retry to be scheduled", func() bool {
 			return step(run.ID, "b").RetryAttempts == 1
 		})
 		snap.restore(t, rdb)
-		final := testkit.WaitRun(t, client, run.ID, 20*time.Second)
+		final := testkit.WaitRun(t, client, run.ID, endCeiling)
 		evs := events(run.ID)
 		b := final.Step("b")
 		if final.Status != workflow.StatusSucceeded || b.Crashes != 1 || executions(run.ID, "b", 1) != 2 ||
@@ -195,7 +237,7 @@ func TestLostWritesAtFailover(t *testing.T) {
 		if again.ID == run.ID {
 			t.Errorf("the same key started %s again; want a new run (the key was lost with the run)", run.ID)
 		}
-		if final := testkit.WaitRun(t, client, again.ID, 20*time.Second); final.Status != workflow.StatusSucceeded {
+		if final := testkit.WaitRun(t, client, again.ID, endCeiling); final.Status != workflow.StatusSucceeded {
 			t.Errorf("the run started again: %s", final.Status)
 		}
 	})

@@ -508,15 +508,18 @@ func syncReplicas(t *testing.T, master *redistest.Server, n int) {
 // TestSentinelTopology: two worker binaries (one with
 // CAIRN_REDIS_MIN_REPLICAS=1) and the CLI on a master with one replica
 // (appendonly) and three sentinels. Runs of the demo workflow (with
-// retries) are started through Sentinel, by the CLI and by a client; once
-// the replica has their creation, and while steps run, the master is
-// killed with SIGKILL. The sentinels promote the replica; the workers, the
-// client and the CLI follow it, and every run completes, each step
-// succeeding once in its journal (a transition the old master had not yet
-// sent to the replica is lost with it, and done again: a crash found by
-// the reconciler, a step run again; see TestLostWritesAtFailover). Worker
-// a's writes waited for the replica, then, with none left, each waited out
-// its timeout, logged and counted.
+// retries) are started through Sentinel, by the CLI and by a client, and
+// four runs of the chaos workflow whose steps s1 to s4 wait for the test's
+// release; once the replica has their creation, the four blocked bodies
+// run and a run has succeeded, the master is killed with SIGKILL. The
+// sentinels promote the replica; the workers, the client and the CLI
+// follow it; the test releases the blocked bodies, and every run
+// completes, within a ceiling derived from the workers' settings, each
+// step succeeding once in its journal (a transition the old master had
+// not yet sent to the replica is lost with it, and done again: a crash
+// found by the reconciler, a step run again; see
+// TestLostWritesAtFailover). Worker a's writes waited for the replica,
+// then, with none left, each waited out its timeout, logged and counted.
 func TestSentinelTopology(t *testing.T) {
 	testkit.SkipShort(t, needsProcesses)
 	t.Parallel()
@@ -526,7 +529,8 @@ func TestSentinelTopology(t *testing.T) {
 	cli := proctest.Build(t, enqueuePkg)
 	const queue = "sentinel"
 	addr := testkit.FreeAddr(t)
-	env := topoEnv(d.URL(), queue)
+	env := topoEnv(d.URL(), queue, "CAIRN_DEMO_CHAOS=true")
+	cfg := workerConfig(t, env)
 	// Both workers deliver webhooks (the delivery tasks share the queue).
 	const secret = "sentinel-secret"
 	rcvURL, requests := hookReceiver(t, secret, func(int) int { return http.StatusOK })
@@ -556,23 +560,46 @@ func TestSentinelTopology(t *testing.T) {
 		}
 		runs = append(runs, demoRun{client: client, id: run.ID, in: in})
 	}
+	// Steps surely in flight when the master dies: four bodies that wait
+	// for the test's release, at four points of their runs.
+	var blocked []demoRun
+	for _, step := range demo.ChaosSteps[:4] {
+		r := startBlocked(t, client, step)
+		blocked = append(blocked, r)
+		runs = append(runs, r)
+	}
 	syncReplicas(t, d.Master, 1)
-	testkit.Eventually(t, 20*time.Second, "runs to be under way", func() bool {
+	rdb := d.Client(t)
+	testkit.Premise(t, 60*time.Second, "a run to succeed and the blocked bodies to run", func() bool {
+		for _, r := range blocked {
+			if !r.blockedRunning(t, rdb, 0) {
+				return false
+			}
+		}
 		done, _, err := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusSucceeded})
-		running, _, err2 := client.List(ctxb, workflow.ListOptions{Status: workflow.StatusRunning})
-		return err == nil && err2 == nil && len(done) >= 1 && len(running) >= 4
+		return err == nil && len(done) >= 1
 	})
 	d.Master.Kill(t)
 	killed := time.Now()
 	d.WaitMaster(t, d.Replicas[0])
 	t.Logf("the replica was promoted %s after the master's kill", time.Since(killed).Round(time.Millisecond))
-	testkit.Eventually(t, 20*time.Second, "the worker to be ready on the new master", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the worker to be ready on the new master", func() bool {
 		code, _ := httpGet("http://" + addr + "/readyz")
 		return code == http.StatusOK
 	})
+	ready := time.Now()
+	for _, r := range blocked {
+		r.release(t, rdb)
+	}
+	// Every run ends soon after the workers are back: a run whose writes
+	// the replica lacked is repaired as after a crash (an expired fence, at
+	// a sweep, after the outage grace) or a lost dequeue (a stalled
+	// delivery), within progressCeiling; then a run has a retry and its
+	// steps left, each a due task (dueCeiling).
+	endBy := ready.Add(progressCeiling(cfg) + 3*dueCeiling(cfg))
 	crashes := 0
 	for _, r := range runs {
-		final := r.check(t, 60*time.Second, false)
+		final := r.check(t, max(time.Until(endBy), time.Second), false)
 		for _, s := range final.Steps {
 			crashes += s.Crashes
 		}

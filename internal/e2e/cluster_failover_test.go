@@ -43,14 +43,23 @@ import (
 // loaded theirs as they started, about 12s before the promotion on an
 // idle machine, so they would recover about 48s after it (as the probe of
 // issue 24 saw, and this test does without the reload hook), and beyond
-// the ceiling as long as they started less than 45s before it.
+// the ceiling as long as they started less than 45s before it (the test
+// checks it as a premise).
 const clusterFailoverCeiling = 15 * time.Second
+
+// clusterStateReload is go-redis's ClusterStateReloadInterval, which the
+// workers leave at its default: a cluster client reloads a slot map this
+// old on its next command.
+const clusterStateReload = time.Minute
 
 // TestClusterFailover: two worker binaries on a Redis Cluster of three
 // masters and three replicas (cluster-node-timeout 3s), 300 runs of the
 // chaos workflow (five steps of 100ms, one attempt in ten failing) on the
 // workers and starts coming through both workers' API, when the queue's
-// master is killed with SIGKILL. Once the cluster has promoted its
+// master is killed with SIGKILL: once a fifth of the runs have succeeded
+// and four bodies that wait for the test's release run (released after
+// the promotion, so steps are surely in flight at the kill and left to
+// complete after the promotion). Once the cluster has promoted its
 // replica, within clusterFailoverCeiling: steps complete again, each
 // worker's /readyz, API starts and asynqmon answer for good, and no worker
 // logs an error from the dead master any more. Then every run ends as its
@@ -81,6 +90,8 @@ func TestClusterFailover(t *testing.T) {
 
 	addrs := []string{testkit.FreeAddr(t), testkit.FreeAddr(t)}
 	workers := make([]*proctest.Proc, len(addrs))
+	// The workers' cluster clients load their slot maps once they start.
+	workersStarted := time.Now()
 	for i, addr := range addrs {
 		workers[i] = proctest.Start(t, bin, topoEnv(c.URL(), queue, "CAIRN_HTTP_ADDR="+addr, "CAIRN_DEMO_CHAOS=true",
 			fmt.Sprintf("CAIRN_RETRY_MAX_ATTEMPTS=%d", chaosBudget), "CAIRN_MAX_CRASHES=20", "CAIRN_MAX_AUTO_RECOVERIES=50"))
@@ -89,10 +100,21 @@ func TestClusterFailover(t *testing.T) {
 		w.WaitForOutput(t, "worker started", 30*time.Second)
 		w.WaitForOutput(t, "HTTP API listening", 30*time.Second)
 	}
-	started := time.Now()
+	// Four of the runs have a step (s1 to s4) whose body waits for the
+	// test's release: steps surely in flight when the master dies, and
+	// surely left to complete after the promotion.
+	var blocked []demoRun
 	for n := range runs {
-		if _, err := client.Start(ctxb, demo.ChaosName, demo.ChaosInput{FailRate: failRate, SleepMS: stepSleep}, nil); err != nil {
+		in := demo.ChaosInput{FailRate: failRate, SleepMS: stepSleep}
+		if n < 4 {
+			in.BlockStep = demo.ChaosSteps[n]
+		}
+		run, err := client.Start(ctxb, demo.ChaosName, in, nil)
+		if err != nil {
 			t.Fatalf("start %d: %v", n, err)
+		}
+		if in.BlockStep != "" {
+			blocked = append(blocked, demoRun{client: client, id: run.ID, block: in.BlockStep})
 		}
 	}
 
@@ -135,16 +157,41 @@ func TestClusterFailover(t *testing.T) {
 	defer polls.Wait()
 	defer stopPolls()
 
-	// The master dies while steps run.
-	testkit.Eventually(t, 60*time.Second, "a fifth of the runs to succeed", func() bool {
+	// The master dies while steps run: a fifth of the runs have succeeded,
+	// and the blocked bodies run.
+	testkit.Premise(t, 60*time.Second, "a fifth of the runs to succeed and the blocked bodies to run", func() bool {
 		counts, err := client.Counts(ctxb)
-		return err == nil && counts[string(workflow.StatusSucceeded)] >= runs/5
+		if err != nil || counts[string(workflow.StatusSucceeded)] < runs/5 {
+			return false
+		}
+		for _, r := range blocked {
+			if !r.blockedRunning(t, rdb, 0) {
+				return false
+			}
+		}
+		return true
 	})
 	victim.Kill(t)
 	killed := time.Now()
 	promoted := c.WaitPromoted(t, heir)
 	t.Logf("the queue's master was killed %s after the workers started, with %d runs started; its replica was promoted %s later",
-		killed.Sub(started).Round(time.Millisecond), runs, promoted.Sub(killed).Round(time.Millisecond))
+		killed.Sub(workersStarted).Round(time.Millisecond), runs, promoted.Sub(killed).Round(time.Millisecond))
+	// A client that did not follow the promotion would reload its slot map
+	// once it is ClusterStateReloadInterval (a minute) old, and not before:
+	// the ceiling tells that from following only while the workers' maps,
+	// loaded as they started, are younger than a minute less the ceiling at
+	// the promotion.
+	if age := promoted.Sub(workersStarted); age > clusterStateReload-clusterFailoverCeiling {
+		t.Fatalf("premise: the promotion came %s after the workers started, more than %s: a worker that did not follow it would reload its slot map within the ceiling (%s), and the test could not tell",
+			age.Round(time.Millisecond), clusterStateReload-clusterFailoverCeiling, clusterFailoverCeiling)
+	}
+	// The releases go to the promoted replica itself, which now serves the
+	// queue's slot: not through a cluster client, which would have to
+	// follow the failover, the mechanism under test.
+	node := heir.Client(t)
+	for _, r := range blocked {
+		r.release(t, node)
+	}
 
 	// The polls stop once each has answered ten times in a row after the
 	// promotion; then every run ends.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/embedded"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

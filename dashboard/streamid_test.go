@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dashboard"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

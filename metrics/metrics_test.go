@@ -21,7 +21,7 @@ import (
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/metrics"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

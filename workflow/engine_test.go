@@ -14,7 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/tasks"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

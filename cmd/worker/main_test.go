@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/testkit"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/internal/otelsetup"
 	"github.com/cairnhq/cairn/metrics"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

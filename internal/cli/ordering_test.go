@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/internal/testkit"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

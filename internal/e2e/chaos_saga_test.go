@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
-	"github.com/cairnhq/cairn/tasks/demo"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/webhook"
 	"github.com/cairnhq/cairn/workflow"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/dashboard"
-	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/internal/demo"
+	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dashboard"
-	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/internal/demo"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/metrics"
-	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

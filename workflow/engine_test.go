@@ -13,8 +13,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/internal/demo"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 

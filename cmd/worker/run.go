@@ -12,10 +12,10 @@ import (
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/config"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/internal/otelsetup"
 	"github.com/cairnhq/cairn/metrics"
-	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/internal/demo"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
-	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
-	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 

@@ -12,12 +12,12 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
-	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/webhook"
 	"github.com/cairnhq/cairn/workflow"
 )

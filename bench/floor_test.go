@@ -78,7 +78,7 @@ func BenchmarkScriptFloor(b *testing.B) {
 	}
 	begin, complete := redis.NewScript(floorBegin), redis.NewScript(floorComplete)
 	prefix := "cairn:{" + queue + "}:"
-	fences, pending := prefix+"idx:fences", "asynq:{"+queue+"}:pending"
+	fences, pending := prefix+"idx:fences", tasks.QueueKeys(queue).Pending()
 	var total int64
 	measure := func(label string, fn func()) {
 		n := cg.count(label, fn) / int64(runs)
@@ -98,7 +98,7 @@ func BenchmarkScriptFloor(b *testing.B) {
 		measure(fmt.Sprintf("complete s%d", idx+1), func() {
 			for _, id := range ids {
 				next := tasks.Step{RunID: id, Workflow: workflowName, Index: idx + 1, Name: "s", Attempt: 1}
-				err := complete.Run(ctx, rdb, []string{prefix + "run:" + id, fences, "asynq:{" + queue + "}:t:" + next.ID(),
+				err := complete.Run(ctx, rdb, []string{prefix + "run:" + id, fences, tasks.QueueKeys(queue).Task(next.ID()),
 					pending}, id, time.Now().UnixMilli(), idx, next.ID(), next.AsynqMessage(queue, time.Minute), "token").Err()
 				if err != nil {
 					b.Fatal(err)

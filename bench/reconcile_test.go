@@ -89,7 +89,7 @@ func BenchmarkReconcileRetries(b *testing.B) {
 	}
 
 	rec := engine.NewReconciler(workflow.ReconcilerConfig{Concurrency: concurrency})
-	scheduled := "asynq:{" + queue + "}:scheduled"
+	scheduled := tasks.QueueKeys(queue).Scheduled()
 	type passRow struct {
 		took            time.Duration
 		repaired, tasks int64
@@ -141,7 +141,7 @@ func BenchmarkReconcileRetries(b *testing.B) {
 			pipe := rdb.Pipeline()
 			cmds := make([]*redis.IntCmd, 0, 1000)
 			for _, id := range ids[lo:min(lo+1000, len(ids))] {
-				cmds = append(cmds, pipe.Exists(ctx, "asynq:{"+queue+"}:t:"+tasks.ID(id, 0, 2, 0)))
+				cmds = append(cmds, pipe.Exists(ctx, tasks.QueueKeys(queue).Task(tasks.ID(id, 0, 2, 0))))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -269,13 +269,13 @@ func seedScheduledRetries(b *testing.B, rdb *redis.Client, queue string, n int) 
 	for lo := 0; lo < n; lo += 1000 {
 		pipe := rdb.Pipeline()
 		for _, id := range ids[lo:min(lo+1000, n)] {
-			pipe.Unlink(ctx, "asynq:{"+queue+"}:t:"+tasks.ID(id, 0, 1, 0))
+			pipe.Unlink(ctx, tasks.QueueKeys(queue).Task(tasks.ID(id, 0, 1, 0)))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := rdb.Del(ctx, "asynq:{"+queue+"}:pending").Err(); err != nil {
+	if err := rdb.Del(ctx, tasks.QueueKeys(queue).Pending()).Err(); err != nil {
 		b.Fatal(err)
 	}
 	return ids

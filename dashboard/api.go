@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/cairnhq/cairn/workflow"
@@ -58,33 +57,26 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers ready when the Redis node that holds the queue's keys
-// serves them: it reads a key of the queue's slot on that node alone. On a
-// Redis Cluster that is the master that owns the slot of the queue's hash
-// tag, so a cluster that is down, a failed or unreachable master, or a
-// node that no longer owns the slot is not ready (another node answering
-// is not enough); otherwise it is the server (for Sentinel, the current
-// master).
+// serves them (workflow.PingQueue, on Config.Redis): on a Redis Cluster the master
+// that owns the slot of the queue's hash tag, so a cluster that is down, a
+// failed or unreachable master, or a node that no longer owns the slot is
+// not ready (another node answering is not enough); otherwise the server
+// (for Sentinel, the current master).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	key := "asynq:{" + s.cfg.Client.Queue() + "}:pending"
-	var node redis.Cmdable = s.cfg.Redis
-	if cc, ok := s.cfg.Redis.(*redis.ClusterClient); ok {
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			reqLog(r).Warn("not ready: no Redis Cluster master is known for the queue's slot", "error", err)
-			writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable,
-				"no Redis Cluster master is known for the queue's slot")
-			return
-		}
-		node = m
-	}
-	if err := node.Exists(ctx, key).Err(); err != nil {
+	err := workflow.PingQueue(ctx, s.cfg.Redis, s.cfg.Client.Queue())
+	switch {
+	case errors.Is(err, workflow.ErrQueueNodeUnknown):
+		reqLog(r).Warn("not ready: no Redis Cluster master is known for the queue's slot", "error", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable,
+			"no Redis Cluster master is known for the queue's slot")
+	case err != nil:
 		reqLog(r).Warn("not ready: Redis does not serve the queue's keys", "error", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, ProblemUnavailable, "Redis does not serve the queue's keys")
-		return
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // principal returns the caller; RequireAuth put it in the context.

@@ -3,7 +3,8 @@ package retrystate
 import (
 	"context"
 	"fmt"
-	"strconv"
+
+	"github.com/cairnhq/cairn/tasks"
 )
 
 // A run that ends successfully, or is cancelled, is rewritten compact
@@ -46,7 +47,7 @@ func (s *Store) fillCompact(ctx context.Context, id string, h map[string]string)
 		p, c := stepPrefix(i), stepPrefix(CompBase+i)
 		fill(p+"retry_state", string(RetryNone))
 		if h[p+"attempt"] == "1" {
-			fill(p+"task", id+"_s"+strconv.Itoa(i)+"_a1")
+			fill(p+"task", tasks.ID(id, i, 1, 0))
 		}
 		fill(p+"attempts_started", h[p+"attempt"])
 		fill(p+"attempt_started_at", h[p+"started_at"])

@@ -1,6 +1,10 @@
 package retrystate
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/cairnhq/cairn/tasks"
+)
 
 // keys builds every Redis key of one queue's workflow state. It is the only
 // place a Cairn key name is spelled out.
@@ -124,37 +128,27 @@ func (k keys) byStatus(status RunStatus) string { return k.prefix + "idx:status:
 // succeeded, cancelled) for live subscribers and notifiers.
 func (k keys) notifications() string { return k.prefix + "notifications" }
 
-// asynqTask is asynq's hash of a task (see tasks/asynqwire.go): complete.lua
-// creates the next step's task there. With no ID it names a key of the slot
-// that is never written.
-func (k keys) asynqTask(id string) string {
-	if id == "" {
-		return "asynq:{" + k.queue + "}:t:"
-	}
-	return "asynq:{" + k.queue + "}:t:" + id
-}
+// asynq's keys of the queue, which the scripts declare as they write asynq's
+// task records: named by package tasks, the one owner of asynq's layout.
 
-// asynqQueues is asynq's set of every queue's name (not in the queue's
-// slot): asynq's enqueue adds the queue to it, and its Inspector knows only
-// the queues there.
-func (k keys) asynqQueues() string { return "asynq:queues" }
+// asynqTask is asynq's hash of task id (tasks.Keys.Task); with no ID, a key
+// of the slot that is never written.
+func (k keys) asynqTask(id string) string { return tasks.QueueKeys(k.queue).Task(id) }
+
+// asynqQueues is asynq's set of every queue's name (tasks.AllQueues, not in
+// the queue's slot).
+func (k keys) asynqQueues() string { return tasks.AllQueues }
 
 // asynqPending is asynq's list of the queue's pending task IDs.
-func (k keys) asynqPending() string { return "asynq:{" + k.queue + "}:pending" }
+func (k keys) asynqPending() string { return tasks.QueueKeys(k.queue).Pending() }
 
 // asynqScheduled is asynq's sorted set of the queue's scheduled task IDs,
 // by due time in Unix seconds.
-func (k keys) asynqScheduled() string { return "asynq:{" + k.queue + "}:scheduled" }
-
-// asynqQueues is asynq's set of the names of the queues it knows (of every
-// queue: outside any queue's slot).
-const asynqQueues = "asynq:queues"
+func (k keys) asynqScheduled() string { return tasks.QueueKeys(k.queue).Scheduled() }
 
 // asynqLease is asynq's sorted set of the queue's active task IDs, by the
-// expiry of the lease of the worker that dequeued them, in Unix seconds.
-// A worker's asynq server extends the leases of the tasks it holds every few
-// seconds; a lease nobody extends belongs to a delivery no worker received.
-func (k keys) asynqLease() string { return "asynq:{" + k.queue + "}:lease" }
+// expiry of the lease of the worker that dequeued them (tasks.Keys.Lease).
+func (k keys) asynqLease() string { return tasks.QueueKeys(k.queue).Lease() }
 
 // gateWait is the line of runs waiting at gate g ("k:<ordering key>" or
 // "w:<workflow>"), by start sequence; gateAdmitted the runs it admitted, by

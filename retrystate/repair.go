@@ -63,7 +63,7 @@ func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble Ta
 // Inspector (GetTaskInfo, DeleteTask) finds no task of a queue not listed
 // there.
 func (s *Store) registerAsynqQueue(ctx context.Context) error {
-	if err := s.rdb.SAdd(ctx, asynqQueues, s.keys.queue).Err(); err != nil {
+	if err := s.rdb.SAdd(ctx, s.keys.asynqQueues(), s.keys.queue).Err(); err != nil {
 		return fmt.Errorf("register the queue with asynq: %w", err)
 	}
 	return nil
@@ -120,7 +120,7 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 	for try := 0; ; try++ {
 		pipe := s.rdb.Pipeline()
 		// The repairs write asynq's tasks directly (registerAsynqQueue).
-		pipe.SAdd(ctx, asynqQueues, s.keys.queue)
+		pipe.SAdd(ctx, s.keys.asynqQueues(), s.keys.queue)
 		cmds := make([]*redis.Cmd, len(todo))
 		for j, i := range todo {
 			id := runIDs[i]

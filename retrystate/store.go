@@ -813,3 +813,27 @@ func (s *Store) Notifications(ctx context.Context, after string, count int64) ([
 	}
 	return out, nil
 }
+
+// ErrQueueNodeUnknown says a Redis Cluster names no master for the slot of the
+// queue's keys (it is down, or failing over).
+var ErrQueueNodeUnknown = errors.New("no Redis Cluster master is known for the queue's slot")
+
+// PingQueue checks that the Redis node that holds the queue's keys serves
+// them: it reads a key of the queue's slot on that node alone. On a Redis
+// Cluster that is the master that owns the slot of the queue's hash tag, so
+// a cluster that is down, a failed or unreachable master, or a node that no
+// longer owns the slot fails (another node answering is not enough; the
+// error wraps ErrQueueNodeUnknown when no master is known); otherwise it is
+// the server (for Sentinel, the current master).
+func (s *Store) PingQueue(ctx context.Context) error {
+	key := s.keys.asynqPending() // any key of the slot
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrQueueNodeUnknown, err)
+		}
+		node = m
+	}
+	return node.Exists(ctx, key).Err()
+}

@@ -7,4 +7,11 @@
 // same attempt twice is a no-op (asynq answers ErrTaskIDConflict) and every
 // enqueue can be retried safely. IDs never contain '-', which asynqmon
 // truncates at.
+//
+// It is also the one owner of asynq's private layout in Redis, at the pinned
+// asynq version: the names of asynq's keys (Keys, AllQueues), its task
+// record and TaskMessage (AsynqMessage, DecodeMessage), and the start-up
+// check that what Cairn writes is what the linked asynq writes
+// (CheckAsynqWire). No other package spells an asynq key or decodes an
+// asynq record: an asynq upgrade that changes them is a change here.
 package tasks

@@ -198,10 +198,10 @@ func probeOne(ctx context.Context, rdb redis.UniversalClient, write TaskWriter, 
 }
 
 // asynqKeys are the keys of asynq v0.26 (internal/base) that an enqueue of
-// task id on queue writes, besides its SADD of the queue to asynq:queues.
+// task id on queue writes, besides its SADD of the queue to AllQueues.
 func asynqKeys(queue, id string) (task, pending, scheduled string) {
-	p := "asynq:{" + queue + "}:"
-	return p + "t:" + id, p + "pending", p + "scheduled"
+	k := QueueKeys(queue)
+	return k.Task(id), k.Pending(), k.Scheduled()
 }
 
 func readRecord(ctx context.Context, rdb redis.UniversalClient, queue, id string) (taskRecord, error) {
@@ -230,7 +230,7 @@ func deleteProbeKeys(ctx context.Context, rdb redis.UniversalClient, queue strin
 	for _, c := range probeCases {
 		errs = append(errs, deleteTaskKeys(ctx, rdb, queue, c.step.ID()))
 	}
-	errs = append(errs, rdb.SRem(ctx, "asynq:queues", queue).Err())
+	errs = append(errs, rdb.SRem(ctx, AllQueues, queue).Err())
 	return errors.Join(errs...)
 }
 

@@ -178,7 +178,7 @@ func TestRepairedTaskMatchesAsynq(t *testing.T) {
 			t.Fatalf("check: %+v %v", cs, err)
 		}
 		retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
-		msg := e.rdb.HGet(ctxb, "asynq:{"+e.queue+"}:t:"+retry.ID(), "msg").Val()
+		msg := e.rdb.HGet(ctxb, tasks.QueueKeys(e.queue).Task(retry.ID()), "msg").Val()
 		if msg != string(retry.AsynqMessage(e.queue, timeout)) {
 			t.Errorf("delay %s: message\n%q\nwant\n%q", delay, msg, retry.AsynqMessage(e.queue, timeout))
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -72,6 +74,20 @@ func (c *Client) RecentNotifications(ctx context.Context, window time.Duration, 
 		out[i] = notificationFrom(n)
 	}
 	return out, more, nil
+}
+
+// ErrQueueNodeUnknown says a Redis Cluster names no master for the slot of the
+// queue's keys (PingQueue).
+var ErrQueueNodeUnknown = retrystate.ErrQueueNodeUnknown
+
+// PingQueue checks that the node of rdb that holds queue's keys serves
+// them, reading a key of the queue's slot on that node alone: on a Redis
+// Cluster the master that owns the slot of the queue's hash tag (another
+// node answering is not enough; the error wraps ErrQueueNodeUnknown when
+// the cluster names none), otherwise the server (for Sentinel, the current
+// master). A readiness check.
+func PingQueue(ctx context.Context, rdb redis.UniversalClient, queue string) error {
+	return retrystate.New(rdb, queue).PingQueue(ctx)
 }
 
 // GateUsage is an admission gate in use: an ordering key's line

@@ -17,7 +17,7 @@ import (
 // processedTasks is how many tasks asynq has processed on the queue (its
 // own counter, asynq:{q}:processed).
 func (e *env) processedTasks() int64 {
-	n, _ := e.rdb.Get(ctxb, "asynq:{"+e.queue+"}:processed").Int64()
+	n, _ := e.rdb.Get(ctxb, tasks.QueueKeys(e.queue).Processed()).Int64()
 	return n
 }
 

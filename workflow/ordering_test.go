@@ -482,18 +482,18 @@ func TestGateAdmissionWritesAsynqTask(t *testing.T) {
 	a := startKeyed(t, e.client, "msg-wf", "k")
 	b := startKeyed(t, e.client, "msg-wf", "k")
 	want := tasks.Step{RunID: b.ID, Workflow: "msg-wf", Index: 0, Name: "only", Attempt: 1}
-	if n := e.rdb.Exists(ctxb, "asynq:{"+e.queue+"}:t:"+want.ID()).Val(); n != 0 {
+	if n := e.rdb.Exists(ctxb, tasks.QueueKeys(e.queue).Task(want.ID())).Val(); n != 0 {
 		t.Fatal("a waiting run has a task")
 	}
 	if _, err := e.client.Cancel(ctxb, a.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	rec := e.rdb.HGetAll(ctxb, "asynq:{"+e.queue+"}:t:"+want.ID()).Val()
+	rec := e.rdb.HGetAll(ctxb, tasks.QueueKeys(e.queue).Task(want.ID())).Val()
 	if rec["state"] != "pending" || rec["msg"] != string(want.AsynqMessage(e.queue, 90*time.Second)) {
 		t.Fatalf("admitted run's task %q state %q;\nmsg  %q\nwant %q", want.ID(), rec["state"], rec["msg"],
 			want.AsynqMessage(e.queue, 90*time.Second))
 	}
-	pending := e.rdb.LRange(ctxb, "asynq:{"+e.queue+"}:pending", 0, -1).Val()
+	pending := e.rdb.LRange(ctxb, tasks.QueueKeys(e.queue).Pending(), 0, -1).Val()
 	found := false
 	for _, id := range pending {
 		found = found || id == want.ID()
@@ -535,7 +535,7 @@ func TestGateRepair(t *testing.T) {
 	}
 	got := e.get(b.ID)
 	task := tasks.Step{RunID: b.ID, Workflow: "rep", Name: "only", Attempt: 1}.ID()
-	if got.WaitingFor != nil || e.rdb.HGet(ctxb, "asynq:{"+e.queue+"}:t:"+task, "state").Val() != "pending" {
+	if got.WaitingFor != nil || e.rdb.HGet(ctxb, tasks.QueueKeys(e.queue).Task(task), "state").Val() != "pending" {
 		t.Fatalf("b after the repair: waiting_for %+v, task %s not pending", got.WaitingFor, task)
 	}
 	if rep, err := eng.NewReconciler(workflow.ReconcilerConfig{}).Pass(ctxb); err != nil || rep.Total() != 0 {

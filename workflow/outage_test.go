@@ -25,14 +25,14 @@ import (
 // leaseExpiry, and nobody holds it. It returns the task's ID.
 func loseDelivery(t *testing.T, rdb redis.UniversalClient, queue string, leaseExpiry time.Time) string {
 	t.Helper()
-	q := "asynq:{" + queue + "}:"
-	id, err := rdb.RPopLPush(ctxb, q+"pending", q+"active").Result()
+	q := tasks.QueueKeys(queue)
+	id, err := rdb.RPopLPush(ctxb, q.Pending(), q.Active()).Result()
 	if err != nil {
 		t.Fatalf("no pending task to lose: %v", err)
 	}
-	rdb.HSet(ctxb, q+"t:"+id, "state", "active")
-	rdb.HDel(ctxb, q+"t:"+id, "pending_since")
-	rdb.ZAdd(ctxb, q+"lease", redis.Z{Score: float64(leaseExpiry.Unix()), Member: id})
+	rdb.HSet(ctxb, q.Task(id), "state", "active")
+	rdb.HDel(ctxb, q.Task(id), "pending_since")
+	rdb.ZAdd(ctxb, q.Lease(), redis.Z{Score: float64(leaseExpiry.Unix()), Member: id})
 	return id
 }
 
@@ -107,7 +107,7 @@ func TestSweepLeavesHeldDeliveries(t *testing.T) {
 	r.clock.Advance(20 * time.Second)
 	// The worker holding the first task extends its lease, as asynq's
 	// heartbeat does every 5s.
-	r.rdb.ZAdd(ctxb, "asynq:{"+r.queue+"}:lease", redis.Z{Score: float64(r.clock.Now().Add(tasks.AsynqLeaseDuration).Unix()),
+	r.rdb.ZAdd(ctxb, tasks.QueueKeys(r.queue).Lease(), redis.Z{Score: float64(r.clock.Now().Add(tasks.AsynqLeaseDuration).Unix()),
 		Member: tasks.ID(held.ID, 0, 1, 0)})
 	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Total() != 0 {
 		t.Fatalf("sweep: %v %v", rep, err)
@@ -209,7 +209,7 @@ func TestAsynqLease(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the task was not delivered")
 	}
-	score, err := e.rdb.ZScore(ctxb, "asynq:{"+e.queue+"}:lease", "leased").Result()
+	score, err := e.rdb.ZScore(ctxb, tasks.QueueKeys(e.queue).Lease(), "leased").Result()
 	after := time.Now()
 	close(release)
 	if err != nil {
@@ -348,7 +348,7 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:fences", nil)
 		}},
 		{"stalled deliveries", false, func(q string) func([]any) bool {
-			return cmdOn("zrangebyscore", "asynq:{"+q+"}:lease", nil)
+			return cmdOn("zrangebyscore", tasks.QueueKeys(q).Lease(), nil)
 		}},
 		// (The unlock is the lock script run with a TTL of 0.)
 		{"sweep unlock", false, func(q string) func([]any) bool { return cmdOn("evalsha", "cairn:{"+q+"}:lock:sweep", 0) }},

@@ -24,7 +24,7 @@ func TestPassOnCluster(t *testing.T) {
 	// A queue on the other master than asynq:queues.
 	queues := c.QueuesOnDistinctMasters("rec")
 	queue := queues[0]
-	if c.MasterFor("{"+queue+"}") == c.MasterFor("asynq:queues") {
+	if c.MasterFor("{"+queue+"}") == c.MasterFor(tasks.AllQueues) {
 		queue = queues[1]
 	}
 	rdb := c.Client(t)
@@ -46,7 +46,7 @@ func TestPassOnCluster(t *testing.T) {
 		}
 		retries = append(retries, retry)
 	}
-	if err := rdb.SRem(ctxb, "asynq:queues", queue).Err(); err != nil {
+	if err := rdb.SRem(ctxb, tasks.AllQueues, queue).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.MasterFor("{" + queue + "}").Client(t).ScriptFlush(ctxb).Err(); err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
@@ -44,17 +43,6 @@ type Task struct {
 
 	typ     string
 	payload []byte
-}
-
-// asynq's keys of a queue, at the pinned asynq version (see
-// tasks/asynqwire.go and retrystate/keys.go).
-const asynqQueues = "asynq:queues"
-
-type asynqKeys struct{ pending, scheduled, taskPrefix string }
-
-func newAsynqKeys(queue string) asynqKeys {
-	p := "asynq:{" + queue + "}:"
-	return asynqKeys{pending: p + "pending", scheduled: p + "scheduled", taskPrefix: p + "t:"}
 }
 
 // RunUntilIdle delivers the step tasks due by the fake clock, one at a
@@ -267,11 +255,11 @@ func (e *Env) next() (time.Time, bool, error) {
 // run having moved on) when asynq would.
 func (e *Env) scan() ([]Task, error) {
 	ctx := e.ctx
-	pending, err := e.rdb.LRange(ctx, e.keys.pending, 0, -1).Result()
+	pending, err := e.rdb.LRange(ctx, e.keys.Pending(), 0, -1).Result()
 	if err != nil {
 		return nil, err
 	}
-	scheduled, err := e.rdb.ZRangeWithScores(ctx, e.keys.scheduled, 0, -1).Result()
+	scheduled, err := e.rdb.ZRangeWithScores(ctx, e.keys.Scheduled(), 0, -1).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -288,14 +276,14 @@ func (e *Env) scan() ([]Task, error) {
 	}
 	ts := out[:0]
 	for _, t := range out {
-		msg, err := e.rdb.HGet(ctx, e.keys.taskPrefix+t.ID, "msg").Bytes()
+		msg, err := e.rdb.HGet(ctx, e.keys.Task(t.ID), tasks.MessageField).Bytes()
 		if errors.Is(err, redis.Nil) {
 			continue // deleted since
 		}
 		if err != nil {
 			return nil, err
 		}
-		t.typ, t.payload, err = decodeMessage(msg)
+		t.typ, t.payload, err = tasks.DecodeMessage(msg)
 		if err != nil {
 			return nil, fmt.Errorf("workflowtest: task %s: %w", t.ID, err)
 		}
@@ -328,40 +316,10 @@ func (e *Env) deliver(t Task) error {
 			t.ID, t.RunID, t.Step, t.Attempt, e.clock.Now().Format(time.RFC3339Nano), err)
 	}
 	_, err = e.rdb.TxPipelined(e.ctx, func(p redis.Pipeliner) error {
-		p.LRem(e.ctx, e.keys.pending, 0, t.ID)
-		p.ZRem(e.ctx, e.keys.scheduled, t.ID)
-		p.Del(e.ctx, e.keys.taskPrefix+t.ID)
+		p.LRem(e.ctx, e.keys.Pending(), 0, t.ID)
+		p.ZRem(e.ctx, e.keys.Scheduled(), t.ID)
+		p.Del(e.ctx, e.keys.Task(t.ID))
 		return nil
 	})
 	return err
-}
-
-// decodeMessage reads the type and the payload of asynq's TaskMessage
-// protobuf (fields 1 and 2; see tasks/asynqwire.go).
-func decodeMessage(b []byte) (typ string, payload []byte, err error) {
-	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		switch {
-		case num == 1 && wt == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			typ, n = string(v), m
-		case num == 2 && wt == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			payload, n = v, m
-		default:
-			n = protowire.ConsumeFieldValue(num, wt, b)
-		}
-		if n < 0 {
-			return "", nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-	}
-	if typ == "" {
-		return "", nil, errors.New("asynq task message without a type")
-	}
-	return typ, payload, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -73,7 +74,7 @@ type Env struct {
 	rec   *workflow.Reconciler
 	cli   *workflow.Client
 	state *retrystate.Store
-	keys  asynqKeys
+	keys  tasks.Keys
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -131,7 +132,7 @@ func Open(opts Options, defs ...workflow.Definition) (env *Env, err error) {
 	if opts.MaxDeliveries <= 0 {
 		opts.MaxDeliveries = DefaultMaxDeliveries
 	}
-	e := &Env{opts: opts, clock: &clock{t: opts.Start}, rdb: opts.Redis, keys: newAsynqKeys(opts.Queue),
+	e := &Env{opts: opts, clock: &clock{t: opts.Start}, rdb: opts.Redis, keys: tasks.QueueKeys(opts.Queue),
 		inj: make(map[injKey]workflow.StepFunc), steps: make(map[string]map[string]bool)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -163,7 +164,7 @@ func Open(opts Options, defs ...workflow.Definition) (env *Env, err error) {
 	// asynq's own enqueue registers the queue (its inspector, which the
 	// reconciler asks about tasks, knows no other); Cairn's scripts,
 	// which write tasks too, do not.
-	if err := e.rdb.SAdd(e.ctx, asynqQueues, opts.Queue).Err(); err != nil {
+	if err := e.rdb.SAdd(e.ctx, tasks.AllQueues, opts.Queue).Err(); err != nil {
 		return nil, fmt.Errorf("register the queue: %w", err)
 	}
 	if err := e.Register(defs...); err != nil {

@@ -29,7 +29,7 @@ func requireNoProbeKeys(t *testing.T, rdb *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queues, err := rdb.SMembers(ctx, "asynq:queues").Result()
+	queues, err := rdb.SMembers(ctx, tasks.AllQueues).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

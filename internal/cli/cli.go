@@ -416,9 +416,14 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
+	s := &session{cli: c, cfg: cfg, addr: addr, rdb: rdb}
+	s.client = workflow.NewClient(rdb, s.clientConfig(""))
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if err := pingQueue(pctx, rdb, cfg.Queue); err != nil {
+	// The node that serves the queue answers: on a Redis Cluster, the
+	// master of the queue's slot; otherwise the server (for Sentinel, the
+	// current master).
+	if err := workflow.PingQueue(pctx, rdb, cfg.Queue); err != nil {
 		_ = rdb.Close()
 		if ctx.Err() != nil {
 			return nil, failuref("interrupted while connecting to Redis at %s", addr)
@@ -432,23 +437,7 @@ func (c *CLI) connect(ctx context.Context, cfg config.Config) (*session, error) 
 		}
 		return nil, failuref("cannot reach Redis at %s: %v (%s)", addr, err, hint)
 	}
-	s := &session{cli: c, cfg: cfg, addr: addr, rdb: rdb}
-	s.client = workflow.NewClient(rdb, s.clientConfig(""))
 	return s, nil
-}
-
-// pingQueue checks that the Redis node serving the queue answers: on a
-// Redis Cluster, the master of the queue's slot; otherwise the server (for
-// Sentinel, the current master).
-func pingQueue(ctx context.Context, rdb redis.UniversalClient, queue string) error {
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, "asynq:{"+queue+"}:pending")
-		if err != nil {
-			return err
-		}
-		return node.Ping(ctx).Err()
-	}
-	return rdb.Ping(ctx).Err()
 }
 
 // connectOutbox builds the Redis client, without checking that Redis

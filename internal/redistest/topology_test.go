@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/tasks"
 )
 
 // TestCluster: a cluster of three masters with a replica each comes up,
@@ -39,7 +40,7 @@ func TestCluster(t *testing.T) {
 	}
 	queues := c.QueuesOnDistinctMasters("q")
 	for i, q := range queues {
-		key := "asynq:{" + q + "}:pending"
+		key := tasks.QueueKeys(q).Pending()
 		if err := cc.Set(ctx, key, i, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestCluster(t *testing.T) {
 	c.WaitNodeFailed(t, victim)
 	victim.Restart(t)
 	c.WaitHealthy(t)
-	key := "asynq:{" + queues[1] + "}:pending"
+	key := tasks.QueueKeys(queues[1]).Pending()
 	if got, err := cc.Get(ctx, key).Result(); err != nil || got != "1" {
 		t.Errorf("after the master's restart %s = %q, %v; want 1", key, got, err)
 	}

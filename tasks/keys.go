@@ -1,0 +1,90 @@
+package tasks
+
+import (
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// asynq's private layout in Redis, at the pinned asynq version (v0.26,
+// internal/base/base.go): this file and asynqwire.go are the only Go code of
+// Cairn that names asynq's keys or reads its records. Every key of a queue
+// carries the queue's name as its Redis Cluster hash tag, as Cairn's own
+// keys do (retrystate), so a script may touch both.
+
+// AllQueues is asynq's set of the names of the queues it knows (of every
+// queue: outside any queue's slot). asynq's enqueue adds the queue to it,
+// and its Inspector (asynqmon) knows only the queues there.
+const AllQueues = "asynq:queues"
+
+// Keys names asynq's keys of one queue.
+type Keys struct{ prefix string }
+
+// QueueKeys returns asynq's keys of queue.
+func QueueKeys(queue string) Keys { return Keys{prefix: "asynq:{" + queue + "}:"} }
+
+// Pending is the list of the queue's pending task IDs: asynq pushes on the
+// left and takes from the right, so the oldest is last.
+func (k Keys) Pending() string { return k.prefix + "pending" }
+
+// Scheduled is the sorted set of the queue's scheduled task IDs, by due
+// time in Unix seconds.
+func (k Keys) Scheduled() string { return k.prefix + "scheduled" }
+
+// Lease is the sorted set of the queue's active task IDs, by the expiry of
+// the lease of the worker that dequeued them, in Unix seconds (see
+// AsynqLeaseDuration). A lease nobody extends belongs to a delivery no
+// worker received.
+func (k Keys) Lease() string { return k.prefix + "lease" }
+
+// Task is the hash of task id: its TaskMessage under "msg" (AsynqMessage),
+// its state and, once scheduled, the time it is due. Task("") names a key
+// of the queue's slot that is never written (a placeholder a script may
+// declare).
+func (k Keys) Task(id string) string { return k.prefix + "t:" + id }
+
+// MessageField is the field of a task's hash (Keys.Task) that holds its
+// TaskMessage.
+const MessageField = "msg"
+
+// ErrBadMessage is returned by DecodeMessage for bytes that are not an
+// asynq TaskMessage.
+var ErrBadMessage = errors.New("tasks: malformed asynq task message")
+
+// DecodeMessage reads the type and the payload of an asynq TaskMessage (the
+// protobuf AsynqMessage encodes; other fields are skipped).
+func DecodeMessage(b []byte) (typ string, payload []byte, err error) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", nil, errors.Join(ErrBadMessage, protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch {
+		case num == fieldType && wt == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			typ, n = string(v), m
+		case num == fieldPayload && wt == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			payload, n = v, m
+		default:
+			n = protowire.ConsumeFieldValue(num, wt, b)
+		}
+		if n < 0 {
+			return "", nil, errors.Join(ErrBadMessage, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	if typ == "" {
+		return "", nil, errors.Join(ErrBadMessage, errors.New("no task type"))
+	}
+	return typ, payload, nil
+}
+
+// Processed is asynq's counter of the tasks the queue's servers processed
+// (its daily counters are apart).
+func (k Keys) Processed() string { return k.prefix + "processed" }
+
+// Active is the list of the IDs of the queue's tasks a worker dequeued
+// (their leases are in Lease).
+func (k Keys) Active() string { return k.prefix + "active" }

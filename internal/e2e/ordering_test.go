@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -74,9 +75,14 @@ const (
 	// redispatches it) or dequeued and not begun (the stalled-delivery
 	// sweep redispatches it StalledAfter, 8s, after asynq's dequeue at the
 	// latest). If the killed worker held the sweep lock (30s TTL), the next
-	// pass sweeps instead (CAIRN_RECONCILE_INTERVAL, 1s). So 8s + 1s, plus
-	// 3s for the queue and a loaded machine.
-	ordKillBound = ordStalledAfter + ordPass + 3*time.Second
+	// pass sweeps instead (CAIRN_RECONCILE_INTERVAL, 1s): 8s + 1s.
+	//
+	// What it must catch is a repair that does not come: asynq's own
+	// recovery of the killed worker's task then brings the run back once
+	// its lease (tasks.AsynqLeaseDuration, 30s) has run out, so the line is
+	// quiet 30s or more. Twice the 9s (with 16 busy loops, a line went
+	// 12.6s with no bug) stays well below that.
+	ordKillBound = 2 * (ordStalledAfter + ordPass)
 )
 
 // ordRun is one run of the ordering suite and what it should do.
@@ -791,4 +797,18 @@ func progressBound(kills []time.Time, from, to time.Time) (k int, bound time.Dur
 		}
 	}
 	return 0, ordQuietBound
+}
+
+// TestOrderingBounds: the suite's progress bounds stay below what a broken
+// repair would leave a line waiting for: the reconciler's Grace (a lost
+// admission's task is re-created only then) and asynq's own recovery of a
+// killed worker's task (its lease).
+func TestOrderingBounds(t *testing.T) {
+	t.Parallel()
+	if ordQuietBound >= ordGrace {
+		t.Errorf("quiet bound %s: want below the reconciler's Grace, %s", ordQuietBound, ordGrace)
+	}
+	if ordKillBound >= tasks.AsynqLeaseDuration {
+		t.Errorf("kill bound %s: want below asynq's lease, %s", ordKillBound, tasks.AsynqLeaseDuration)
+	}
 }

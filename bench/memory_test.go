@@ -13,7 +13,7 @@ import (
 )
 
 // runIDPattern matches a run ID in a key name: 26 characters of lowercase
-// Crockford base32 (workflow/ids.go). Every key a run keeps for itself
+// Crockford base32 (internal/engine/ids.go). Every key a run keeps for itself
 // carries its ID; no shared key of a queue has such a run of characters.
 var runIDPattern = regexp.MustCompile(`[0-9a-hjkmnp-tv-z]{26}`)
 

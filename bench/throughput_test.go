@@ -30,7 +30,7 @@ const (
 	targetRatio = 0.5
 
 	// workerTaskCheckInterval and workerDelayedTaskCheckInterval are the
-	// defaults workflow.NewWorker applies (workflow/worker.go). Both phases
+	// defaults workflow.NewWorker applies (internal/engine/worker.go). Both phases
 	// set them explicitly, so they use the same asynq settings even if the
 	// worker's defaults change; keep these in step with worker.go.
 	workerTaskCheckInterval        = 20 * time.Millisecond

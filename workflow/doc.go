@@ -31,3 +31,7 @@
 // step do not overlap unless a live worker stalls for longer than the fence's
 // TTL; a result from an attempt that lost its fence is always rejected.
 package workflow
+
+// The public API is internal/engine's, re-exported by facade.go;
+// facade_skip.txt lists what it leaves out.
+//go:generate go run ../internal/tools/facade -src ../internal/engine -pkg workflow -skipfile facade_skip.txt -out facade.go

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// dispatcher enqueues and stops the asynq tasks of step attempts
+// on one queue. The engine, the reconciler and the client each reach asynq
+// through one.
+type dispatcher struct {
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	queue     string
+	clock     Clock
+}
+
+func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispatcher {
+	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
+		queue: queue, clock: clock}
+}
+
+// stop deletes the task of a step that must not run any more and, when the
+// step was running, signals its worker to cancel the step's context. Both
+// are best effort: the state already forbids the step from going on, and a
+// running step also learns it at its next fence renewal.
+func (d *dispatcher) stop(log logger, task string, stepStatus StepStatus) {
+	if task == "" {
+		return
+	}
+	if err := d.inspector.DeleteTask(d.queue, task); err != nil &&
+		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+		log.Debug("task of a stopped step not deleted", AttrTaskID, task, AttrError, err)
+	}
+	if stepStatus == StepRunning {
+		if err := d.inspector.CancelProcessing(task); err != nil {
+			log.Warn("could not signal the running step to stop; it stops at its next fence renewal",
+				AttrTaskID, task, AttrError, err)
+		}
+	}
+}
+
+// enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
+// whose task exists already is a no-op, so it can always be retried.
+func (d *dispatcher) enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
+	p := tasks.Step{RunID: runID, Workflow: workflow, Index: x.Index, Name: x.Name, Attempt: x.Attempt, Gen: x.Gen}
+	id := p.ID()
+	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(tasks.TypeStep, p.Encode()),
+		tasks.Options(d.queue, id, x.Timeout, x.DueAt, d.clock.Now())...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue task %s: %w", id, err)
+	}
+	return nil
+}

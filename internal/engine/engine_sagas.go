@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cairnhq/cairn/retrystate"
+)
+
+// This file is the engine's part of compensations and step groups (sagas;
+// the state machine is in retrystate/lua/common.lua, fail_run): what it says
+// and counts when a run's failure starts compensations, and how a
+// compensation's attempt runs.
+
+// finalStatus is the status a run ends with after a failure a script
+// answered with Then, and false when the run goes on (compensating, or
+// after a rolled-back optional group).
+func finalStatus(then string) (RunStatus, bool) {
+	switch then {
+	case retrystate.ThenFailed:
+		return StatusFailed, true
+	case retrystate.ThenCompensated:
+		return StatusCompensated, true
+	case retrystate.ThenSucceeded:
+		return StatusSucceeded, true
+	}
+	return "", false
+}
+
+// runFailed logs a run's failure (res: OutcomeRunFailed) and what follows it,
+// and tells the observer of the run's end when it ended. what says what
+// failed ("step failed", "run failed"), attrs are the line's other
+// attributes.
+func (e *Engine) runFailed(ctx context.Context, log logger, runID, workflow string, res retrystate.Result, what string, attrs ...any) {
+	attrs = append(attrs, AttrCode, res.Code, AttrReason, res.Reason)
+	switch res.Then {
+	case retrystate.ThenFailed:
+		log.Error(what+"; run failed", attrs...)
+	case retrystate.ThenCompensating:
+		log.Warn(what+"; the run's compensations run", attrs...)
+	case retrystate.ThenCompensated:
+		log.Warn(what+"; run compensated (nothing to undo)", attrs...)
+	case retrystate.ThenContinued:
+		log.Warn(what+"; its optional group was rolled back and the run goes on", attrs...)
+	case retrystate.ThenSucceeded:
+		log.Warn(what+"; its optional group was rolled back, and the run succeeded", attrs...)
+	}
+	if st, ended := finalStatus(res.Then); ended {
+		code := res.Code
+		if st == StatusSucceeded {
+			code = ""
+		}
+		e.cfg.Observer.RunFinished(ctx, runID, workflow, st, code)
+	}
+}
+
+// compensationOf returns what a compensation's attempt undoes, for its
+// StepContext.
+func compensationOf(c *retrystate.CompensationOf) *Compensation {
+	if c == nil {
+		return nil
+	}
+	out := &Compensation{Step: c.Step, FailureCode: c.FailureCode, FailureReason: c.FailureReason}
+	if c.Output != "" {
+		out.Output = json.RawMessage(c.Output)
+	}
+	return out
+}
+
+// compensationGoto is the error a compensation's Goto becomes: a
+// compensation runs once per saga and cannot loop the run.
+func compensationGoto(target string) error {
+	return WithCode(Permanent(fmt.Errorf("a compensation cannot go to step %q (Goto)", target)), CodeInvalidGoto)
+}

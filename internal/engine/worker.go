@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/internal/webhookdelivery"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// WorkerConfig configures a Worker: an Engine on an asynq server. A zero
+// field takes the default given in its comment.
+type WorkerConfig struct {
+	EngineConfig
+	// Concurrency is how many step attempts run at once. Default 10.
+	Concurrency int
+	// TaskCheckInterval is how long asynq's fetch loop sleeps (on average)
+	// after it found the queue empty. asynq's own default, 1s, stalls step
+	// chains: each step's successor waits for the next poll. Default 20ms
+	// (see the README's benchmark section for the measurements).
+	TaskCheckInterval time.Duration
+	// DelayedTaskCheckInterval is how often asynq moves due retries from
+	// its scheduled set to the queue. asynq's default, 5s, would delay
+	// every retry by up to 5s. Default 200ms.
+	DelayedTaskCheckInterval time.Duration
+	// ShutdownTimeout is how long a graceful shutdown waits for running
+	// steps. A step still running then is handed back to asynq; its next
+	// delivery resumes it once its fence expires. Default 30s.
+	ShutdownTimeout time.Duration
+	// Reconciler configures the reconciler the worker runs.
+	Reconciler ReconcilerConfig
+	// SkipRedisChecks turns off the start-up check of Redis's persistence
+	// and eviction settings (for stores without CONFIG, like the embedded
+	// one).
+	SkipRedisChecks bool
+	// Webhook, when set, delivers the queue's notifications to a URL (see
+	// Notifier and WebhookHandler). Nil: no webhooks.
+	Webhook *WebhookConfig
+}
+
+// Worker runs registered workflows: it executes step attempts from the
+// queue with an Engine on an asynq server.
+type Worker struct {
+	cfg    WorkerConfig
+	rdb    redis.UniversalClient
+	engine *Engine
+	log    *slog.Logger
+	ready  chan struct{}
+}
+
+// NewWorker returns a worker on rdb.
+func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 10
+	}
+	if cfg.TaskCheckInterval <= 0 {
+		cfg.TaskCheckInterval = asynqTaskCheckInterval
+	}
+	if cfg.DelayedTaskCheckInterval <= 0 {
+		cfg.DelayedTaskCheckInterval = asynqDelayedTaskCheckInterval
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	e, err := NewEngine(rdb, cfg.EngineConfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Webhook != nil {
+		if err := cfg.Webhook.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return &Worker{cfg: cfg, rdb: rdb, engine: e, log: e.log, ready: make(chan struct{})}, nil
+}
+
+// Register adds workflow definitions; call it before Run.
+func (w *Worker) Register(defs ...Definition) error { return w.engine.Register(defs...) }
+
+// Ready is closed once Run has published the definitions (clients can start
+// runs of them) and the worker processes step attempts; with webhooks, once
+// their consumer group exists too (the notifications of runs started from
+// then on are delivered), unless Redis refused to create it.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Engine returns the worker's engine.
+func (w *Worker) Engine() *Engine { return w.engine }
+
+// Run publishes the registered definitions, then processes step attempts
+// until ctx is done, and shuts down gracefully. While Redis is unreachable
+// it keeps trying and logs it; it never gives up on its own.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.engine.publishRetrying(ctx) {
+		// ctx is done: Run returns nil, as it does when ctx ends after
+		// start-up.
+		return nil
+	}
+	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
+		Concurrency:              w.cfg.Concurrency,
+		Queues:                   map[string]int{w.engine.cfg.Queue: 1},
+		TaskCheckInterval:        w.cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: w.cfg.DelayedTaskCheckInterval,
+		ShutdownTimeout:          w.cfg.ShutdownTimeout,
+		RetryDelayFunc:           retryDelay,
+		IsFailure:                IsFailure,
+		Logger:                   asynqLogger{w.log.With("component", "asynq")},
+		LogLevel:                 asynq.InfoLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle(tasks.TypeStep, w.engine)
+	notifier := w.webhooks(mux)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("start asynq server: %w", err)
+	}
+	if !w.cfg.SkipRedisChecks {
+		CheckRedis(ctx, w.rdb, w.log)
+	}
+	if notifier != nil {
+		// The webhooks' consumer group exists before the worker is ready,
+		// so the notifications of runs started from then on are delivered
+		// (it starts at the stream's end). Run retries when this fails.
+		if err := notifier.Prepare(ctx); err != nil {
+			w.log.Warn("cannot create the notification consumer group yet; the notifier will retry", AttrError, err)
+		}
+	}
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
+	}()
+	notifierDone := make(chan struct{})
+	if notifier != nil {
+		go func() {
+			defer close(notifierDone)
+			notifier.Run(recCtx)
+		}()
+	} else {
+		close(notifierDone)
+	}
+	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
+	close(w.ready)
+	<-ctx.Done()
+	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
+	stopRec()
+	srv.Shutdown()
+	<-recDone
+	<-notifierDone
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// CheckRedis warns, once each and with the fix, when Redis is set up so that
+// workflow state would not survive a restart (appendonly off) or could be
+// evicted (a maxmemory-policy other than noeviction). A Redis that does not
+// allow CONFIG GET is not checked. On a Redis Cluster every node is checked
+// (its address in the warning's node attribute): CONFIG GET names no key,
+// so the cluster client would read one node's settings.
+func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			checkRedisNode(ctx, node, log.With("node", node.Options().Addr))
+			return nil
+		})
+		if err != nil {
+			log.Info("cannot reach every Redis Cluster node; persistence and eviction settings not checked", AttrError, err)
+		}
+		return
+	}
+	checkRedisNode(ctx, rdb, log)
+}
+
+// checkRedisNode is CheckRedis of one server.
+func checkRedisNode(ctx context.Context, rdb redis.Cmdable, log *slog.Logger) {
+	get := func(name string) (string, bool) {
+		v, err := rdb.ConfigGet(ctx, name).Result()
+		if err != nil {
+			log.Info("cannot read Redis configuration; persistence and eviction settings not checked",
+				"setting", name, AttrError, err)
+			return "", false
+		}
+		s, ok := v[name]
+		return s, ok
+	}
+	if v, ok := get("appendonly"); ok && v != "yes" {
+		log.Warn("Redis appendonly is off: workflow state written since the last snapshot is lost if Redis restarts",
+			"appendonly", v, "fix", "CONFIG SET appendonly yes (and appendonly yes in redis.conf)")
+	}
+	if v, ok := get("maxmemory-policy"); ok && v != "noeviction" {
+		log.Warn("Redis may evict workflow state under memory pressure",
+			"maxmemory-policy", v, "fix", "CONFIG SET maxmemory-policy noeviction (and in redis.conf)")
+	}
+}
+
+// asynqLogger routes asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...))
+	os.Exit(1)
+}
+
+// webhooks registers the webhook delivery handler on mux and returns the
+// notifier to run, when webhooks are configured.
+func (w *Worker) webhooks(mux *asynq.ServeMux) *Notifier {
+	if w.cfg.Webhook == nil {
+		return nil
+	}
+	cfg := *w.cfg.Webhook
+	if cfg.Clock == nil {
+		cfg.Clock = w.engine.cfg.Clock
+	}
+	h, _ := NewWebhookHandler(cfg, w.log) // validated by NewWorker
+	mux.Handle(tasks.TypeWebhook, h)
+	return webhookdelivery.NewNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue, cfg, w.log)
+}
+
+// retryDelay is the worker's asynq RetryDelayFunc: WebhookRetryDelay for
+// webhook deliveries, RetryDelay for step attempts.
+func retryDelay(n int, err error, t *asynq.Task) time.Duration {
+	if t != nil && t.Type() == tasks.TypeWebhook {
+		return WebhookRetryDelay(n, err, t)
+	}
+	return RetryDelay(n, err, t)
+}

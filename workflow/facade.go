@@ -10,17 +10,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/engine"
 )
-
-// AsynqHandler returns a step body that runs h, an existing asynq handler,
-// as a step: h processes a task of type typ whose payload is the run's
-// input (its JSON, as Client.Start stored it). The step's output is null.
-// h's error is the step's: Cairn retries it per the step's policy, and
-// asynq.SkipRetry or asynq.RevokeTask in it fail the step permanently, as
-// they end an asynq task's retries. The task has no ResultWriter (its
-// ResultWriter method returns nil): h must not write a result.
-func AsynqHandler(typ string, h asynq.Handler) StepFunc { return engine.AsynqHandler(typ, h) }
 
 // CircuitBreaker stops a failing dependency from being hammered: it is
 // shared by every run and worker of a queue that uses the same Name. After
@@ -33,11 +25,653 @@ func AsynqHandler(typ string, h asynq.Handler) StepFunc { return engine.AsynqHan
 // failure opens it again for twice the cooldown, up to MaxCooldown.
 // Permanent failures do not count: they say nothing of the dependency's
 // health.
-type CircuitBreaker = engine.CircuitBreaker
+type CircuitBreaker = core.CircuitBreaker
 
 // BreakerState is the state of a circuit breaker, as Client.Breakers reads
 // it.
-type BreakerState = engine.BreakerState
+type BreakerState = core.BreakerState
+
+// Clock tells the time. Everything Cairn decides by time (due times,
+// deadlines, fences, journal timestamps) reads it from a Clock, and the Lua
+// scripts are handed "now" by their caller, so tests can control time and
+// no script depends on the Redis server's clock.
+type Clock = core.Clock
+
+// SystemClock is the wall clock; the default of every Config.
+var SystemClock = core.SystemClock
+
+// FailureAction is what a run does when it fails for good (Definition.OnFailure).
+type FailureAction = core.FailureAction
+
+// FailureStop (the default): the run fails and waits for an operator.
+const FailureStop = core.FailureStop
+
+// FailureCompensate: the compensations of the run's succeeded steps
+// run, last step first (a saga); the run is StatusCompensating, then
+// StatusCompensated, keeping its failure code and reason. A
+// compensation that fails for good leaves the run failed, needing
+// attention, with code CodeCompensationFailed; an operator's recover
+// or retry runs that compensation again.
+const FailureCompensate = core.FailureCompensate
+
+// Group configures a step group (Step.Group, Definition.Groups).
+type Group = core.Group
+
+// Compensation is what a compensation knows of the step it undoes and of the
+// failure that made it run (StepContext.Compensation).
+type Compensation = core.Compensation
+
+// CompensationPrefix prefixes the task name of a compensation: the
+// compensation of step "charge" runs as tasks of step "compensate:charge"
+// (a name no step can have, as step names hold no ':').
+const CompensationPrefix = core.CompensationPrefix
+
+// StepFunc is the body of a step. It returns the step's output, which is
+// checkpointed as JSON (so it must marshal with encoding/json) and passed to
+// later steps; or an error, which is classified (see Classify) to decide
+// whether the step is retried.
+//
+// A step runs at least once per attempt and may run again after a worker
+// crash, so its effects should be idempotent: pass StepContext.IdempotencyKey
+// to the services it calls. Its ctx ends at the step timeout, the run's
+// deadline, or when the run is cancelled.
+type StepFunc = core.StepFunc
+
+// Step is one named step of a workflow.
+type Step = core.Step
+
+// Definition is a workflow: a name, its ordered steps and its policy.
+//
+// A run keeps the step list and the effective policies it started with, even
+// when the workers are redeployed with a changed definition.
+type Definition = core.Definition
+
+// MaxSteps bounds the steps of a workflow. A run is one Redis hash holding
+// every step's record, and an attempt reads the checkpoints of all earlier
+// steps in one command.
+const MaxSteps = core.MaxSteps
+
+// StepContext is what a step body knows about its run and attempt.
+type StepContext = core.StepContext
+
+// IdempotencyKey returns the idempotency key of an attempt.
+func IdempotencyKey(runID string, step string, attempt int) string {
+	return core.IdempotencyKey(runID, step, attempt)
+}
+
+// ErrUnknownWorkflow: no worker has registered a workflow of that name.
+var ErrUnknownWorkflow = core.ErrUnknownWorkflow
+
+// ErrRunNotFound: no run has that ID (never started, or expired after
+// its retention).
+var ErrRunNotFound = core.ErrRunNotFound
+
+// ErrBreakerNotFound: no step has used a circuit breaker of that name.
+var ErrBreakerNotFound = core.ErrBreakerNotFound
+
+// ErrInvalidRunID: the string cannot be a run ID.
+var ErrInvalidRunID = core.ErrInvalidRunID
+
+// ErrInvalidInput: the run input is not valid JSON, or too large.
+var ErrInvalidInput = core.ErrInvalidInput
+
+// ErrInvalidDefinition: a workflow definition is malformed.
+var ErrInvalidDefinition = core.ErrInvalidDefinition
+
+// ErrRunFinished: the action needs a run that has not ended.
+var ErrRunFinished = core.ErrRunFinished
+
+// ErrIdempotencyConflict: the idempotency key started a run of another
+// workflow.
+var ErrIdempotencyConflict = core.ErrIdempotencyConflict
+
+// ErrInvalidStatus is returned by List for an unknown status filter.
+var ErrInvalidStatus = core.ErrInvalidStatus
+
+// ErrInvalidCursor is returned by List and NeedingAttention for a
+// cursor they did not make.
+var ErrInvalidCursor = core.ErrInvalidCursor
+
+// ErrActionRefused is returned when an operator action does not apply
+// to the run in its current state (recover of a running run, skip of a
+// required step, ...). The error says why; nothing was changed.
+var ErrActionRefused = core.ErrActionRefused
+
+// ErrInvalidPolicy is wrapped by every policy validation error.
+var ErrInvalidPolicy = core.ErrInvalidPolicy
+
+const ClassTransient = core.ClassTransient
+
+const ClassPermanent = core.ClassPermanent
+
+// Permanent marks err as permanent: the step fails at once, whatever budget
+// is left, and the run fails needing attention. It returns nil for a nil err.
+func Permanent(err error) error { return core.Permanent(err) }
+
+// RetryAfter marks err as transient and asks for the next attempt after d
+// instead of the policy's backoff (for a rate limit's Retry-After, say). The
+// retry budget still applies. It returns nil for a nil err.
+func RetryAfter(err error, d time.Duration) error { return core.RetryAfter(err, d) }
+
+// Transient marks err as transient: the step is retried with the policy's
+// backoff (within the budget), even under UnknownErrors: permanent (for a
+// 503, say). Permanent and a code listed in NonRetryableCodes still win. It
+// returns nil for a nil err.
+func Transient(err error) error { return core.Transient(err) }
+
+// WithCode attaches an application error code to err (say "card_declined"),
+// recorded with the failed attempt. It returns nil for a nil err.
+func WithCode(err error, code string) error { return core.WithCode(err, code) }
+
+// Code returns the code attached by WithCode, or "".
+func Code(err error) string { return core.Code(err) }
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool { return core.IsPermanent(err) }
+
+// RetryDelayOf returns the delay requested with RetryAfter, if any.
+func RetryDelayOf(err error) (time.Duration, bool) { return core.RetryDelayOf(err) }
+
+// IsTransient reports whether err is known to be transient: marked with
+// Transient or RetryAfter, a timeout (context deadline, os deadline, a net.Error that
+// timed out), a refused or reset connection, a broken pipe, or an unexpected
+// EOF. Wrapping never hides any of them.
+func IsTransient(err error) bool { return core.IsTransient(err) }
+
+// IsRedisUnavailable reports whether err, returned by a Client or Engine
+// call, says that Redis could not serve the call for now rather than that
+// the call is wrong: no connection (a failed dial, a refused, reset or
+// closed connection, a read or write timeout, the connection pool's
+// timeout or exhaustion, no reachable Sentinel or Cluster node, a closed
+// client), or a server that cannot serve yet (LOADING, BUSY, MASTERDOWN,
+// TRYAGAIN, CLUSTERDOWN, READONLY and NOREPLICAS during a failover, OOM,
+// the maximum number of clients). The call may succeed when tried again
+// later. A deadline of the caller's own context looks the same (a command
+// that got no answer in time): test ctx.Err() first to tell them apart.
+func IsRedisUnavailable(err error) bool { return core.IsRedisUnavailable(err) }
+
+// Classify returns ClassPermanent or ClassTransient for a step error:
+// permanent when marked with Permanent, or when it wraps asynq.SkipRetry or
+// asynq.RevokeTask (as an asynq handler ends its task's retries); transient when IsTransient; otherwise
+// as mode says (UnknownTransient unless set to UnknownPermanent). The engine
+// first marks an error Permanent when its code (see WithCode) is listed in
+// the step policy's NonRetryableCodes.
+func Classify(err error, mode ErrorMode) string { return core.Classify(err, mode) }
+
+// NewRunID returns a new run ID created at t.
+func NewRunID(t time.Time) string { return core.NewRunID(t) }
+
+// ValidRunID reports whether s has the form of a run ID.
+func ValidRunID(s string) bool { return core.ValidRunID(s) }
+
+// JSONError is what CheckJSON refuses in a JSON text, and where: Offset
+// is the number of bytes before the offending byte (from 0), Path the
+// value's place, such as user.name or items[2] ("" for the top).
+type JSONError = core.JSONError
+
+// CheckJSON checks that data is one JSON value (white space around it
+// allowed) that every reader takes the same way: its strings, keys
+// included, are valid UTF-8 without lone surrogates, written as bytes or
+// as \u escapes (encoding/json would turn each into U+FFFD, other readers
+// refuse the text), and no object has a key twice (readers keep the first
+// or the last, or refuse it). A problem is a *JSONError; a text that is not
+// one JSON value, a *json.SyntaxError. Start and Signal refuse what it
+// refuses, wrapping ErrInvalidInput.
+//
+// It reads the text once after json.Valid: time linear in its length,
+// memory in its keys and nesting, and no allocation for objects of up to
+// 16 keys without escapes.
+func CheckJSON(data []byte) error { return core.CheckJSON(data) }
+
+const AttrRunID = core.AttrRunID
+
+const AttrWorkflow = core.AttrWorkflow
+
+const AttrStep = core.AttrStep
+
+const AttrAttempt = core.AttrAttempt
+
+const AttrTaskID = core.AttrTaskID
+
+const AttrDelay = core.AttrDelay
+
+const AttrDueAt = core.AttrDueAt
+
+const AttrError = core.AttrError
+
+const AttrClass = core.AttrClass
+
+const AttrCode = core.AttrCode
+
+const AttrReason = core.AttrReason
+
+const AttrActor = core.AttrActor
+
+const AttrDuration = core.AttrDuration
+
+// SnoozeError is the error Snooze returns: a request, not a failure.
+type SnoozeError = core.SnoozeError
+
+// Snooze returns the error that, returned by a step, runs the same step again after d (the
+// "poll until ready" pattern): the attempt is neither failed nor counted
+// against the retry budget, and keeps its attempt number and idempotency
+// key. Each visit counts against max_iterations, so a poll has a ceiling.
+// A negative d is 0. Wrapping keeps it a snooze (errors.As).
+func Snooze(d time.Duration) error { return core.Snooze(d) }
+
+// GotoError is the error Goto returns: a request, not a failure.
+type GotoError = core.GotoError
+
+// Goto returns the error that, returned by a step, continues the run at the named step,
+// which must be this step or an earlier one: the checkpoints from that step
+// on are superseded (kept in the run's journal) and it runs again with a new
+// attempt and a fresh retry budget. Each visit counts against
+// max_iterations. A step that is not this one or an earlier one fails the
+// run (invalid_goto). Wrapping keeps it a goto (errors.As).
+func Goto(step string) error { return core.Goto(step) }
+
+// SnoozeOf returns the delay requested with Snooze, if err is one.
+func SnoozeOf(err error) (time.Duration, bool) { return core.SnoozeOf(err) }
+
+// GotoOf returns the step requested with Goto, if err is one.
+func GotoOf(err error) (string, bool) { return core.GotoOf(err) }
+
+// Observer is told what the engine, the reconciler and the client do, for
+// metrics (package metrics implements it with Prometheus collectors). Its
+// methods are called on the engine's hot path, from many goroutines at once:
+// they must be safe for concurrent use, fast, and must not block or do I/O.
+//
+// The counts are of what this process did: with several workers, sum them.
+// A run is "started" by the worker that begins its first attempt, however it
+// was created; it "finishes" wherever its terminal transition happens (a
+// worker, the reconciler, or the Client of an operator action that had an
+// Observer). A recovered run that ends again is counted again.
+//
+// ctx is the context of the work that made the call: for a step attempt's
+// calls it carries the attempt's span when the engine traces (see
+// EngineConfig.TracerProvider), so an observer can tie what it records to
+// the trace (a metrics exemplar, a log line). runID is the run's.
+type Observer = core.Observer
+
+// AttemptOutcome is how a delivery of a step attempt ended, as reported to
+// Observer.StepAttempt.
+type AttemptOutcome = core.AttemptOutcome
+
+// OutcomeSucceeded: the step body returned a result and it was
+// checkpointed.
+const OutcomeSucceeded = core.OutcomeSucceeded
+
+// OutcomeFailedTransient: the step failed and a retry was scheduled.
+const OutcomeFailedTransient = core.OutcomeFailedTransient
+
+// OutcomeFailedPermanent: the step failed with a permanent error; the
+// run failed.
+const OutcomeFailedPermanent = core.OutcomeFailedPermanent
+
+// OutcomeExhausted: the step failed transiently with no retry left (the
+// retry budget is spent, or the next attempt would pass the run's
+// deadline); the run failed.
+const OutcomeExhausted = core.OutcomeExhausted
+
+// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
+// crash is counted against the step's crash budget). The resumed
+// attempt reports its own outcome when it ends.
+const OutcomeCrashed = core.OutcomeCrashed
+
+// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
+// or unknown run, acknowledged without running the step.
+const OutcomeIgnored = core.OutcomeIgnored
+
+// OutcomeDiscarded: the step body ran but the attempt no longer owned
+// its step (its fence expired or the run stopped): the result was
+// discarded.
+const OutcomeDiscarded = core.OutcomeDiscarded
+
+// OutcomeInterrupted: the worker stopped the step because it could not
+// renew the attempt's fence (Redis unreachable) and handed the attempt
+// back; it resumes under a new dispatch, spending no budget.
+const OutcomeInterrupted = core.OutcomeInterrupted
+
+// OutcomeDeferred: the step's circuit breaker was open (or another
+// attempt was probing it): the attempt was put off, spending no budget.
+const OutcomeDeferred = core.OutcomeDeferred
+
+// OutcomeSnoozed: the step body asked to run again later (Snooze); the
+// same attempt runs again after the delay, spending no budget.
+const OutcomeSnoozed = core.OutcomeSnoozed
+
+// OutcomeGoto: the step body asked to continue at this step or an
+// earlier one (Goto).
+const OutcomeGoto = core.OutcomeGoto
+
+// NopObserver is an Observer that does nothing; the default.
+type NopObserver = core.NopObserver
+
+// Ordering configures how runs that share an ordering key
+// (StartOptions.OrderingKey) are admitted. Runs with the same key, in a
+// queue, start strictly in start order, at most Concurrency of them at once;
+// runs with different keys run concurrently. A run that waits for its turn
+// is pending and holds no worker slot; Run.WaitingFor says where it stands.
+type Ordering = core.Ordering
+
+// OnFailure is what a failed run does to its ordering key.
+type OnFailure = core.OnFailure
+
+const OnFailureBlock = core.OnFailureBlock
+
+const OnFailureRelease = core.OnFailureRelease
+
+// MaxOrderingKeyBytes bounds an ordering key.
+const MaxOrderingKeyBytes = core.MaxOrderingKeyBytes
+
+// MaxOrderingConcurrency bounds Ordering.Concurrency.
+const MaxOrderingConcurrency = core.MaxOrderingConcurrency
+
+// MaxRunningLimit bounds Definition.MaxRunning.
+const MaxRunningLimit = core.MaxRunningLimit
+
+// CheckOrderingKey reports whether key can be an ordering key: 1 to
+// MaxOrderingKeyBytes bytes of UTF-8 without control characters. The error
+// wraps ErrInvalidInput.
+func CheckOrderingKey(key string) error { return core.CheckOrderingKey(key) }
+
+// Backoff says how the retry delay grows from one retry to the next.
+type Backoff = core.Backoff
+
+// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
+// (the default).
+const BackoffExponential = core.BackoffExponential
+
+// BackoffLinear waits InitialInterval * n.
+const BackoffLinear = core.BackoffLinear
+
+// BackoffFixed always waits InitialInterval.
+const BackoffFixed = core.BackoffFixed
+
+// Jitter says how a retry delay is randomised.
+type Jitter = core.Jitter
+
+// JitterNone waits exactly base.
+const JitterNone = core.JitterNone
+
+// JitterFull waits a uniform random time in [0, base].
+const JitterFull = core.JitterFull
+
+// JitterEqual waits base/2 plus a uniform random time in [0, base/2].
+const JitterEqual = core.JitterEqual
+
+// ErrorMode says how an error Cairn cannot classify is treated.
+type ErrorMode = core.ErrorMode
+
+// UnknownTransient retries errors that are not marked permanent (the
+// default).
+const UnknownTransient = core.UnknownTransient
+
+// UnknownPermanent fails fast on every error not known to be transient.
+const UnknownPermanent = core.UnknownPermanent
+
+// Policy says how hard a step tries and how long it may take. It is set
+// globally (the worker's defaults), per workflow and per step; the most
+// specific setting of each field wins (step > workflow > global > built-in
+// default). A zero field is unset and inherits.
+type Policy = core.Policy
+
+// DefaultPolicy returns the built-in defaults, the last level of precedence.
+func DefaultPolicy() Policy { return core.DefaultPolicy() }
+
+// RunStatus is the status of a run.
+type RunStatus = core.RunStatus
+
+// StepStatus is the status of a step of a run.
+type StepStatus = core.StepStatus
+
+// RetryState is where a step stands with its retries.
+type RetryState = core.RetryState
+
+const StatusPending = core.StatusPending
+
+const StatusRunning = core.StatusRunning
+
+const StatusSucceeded = core.StatusSucceeded
+
+const StatusFailed = core.StatusFailed
+
+const StatusCancelled = core.StatusCancelled
+
+// StatusCompensating: the run failed for good (or was cancelled with
+// compensation, or a step group failed) and runs the compensations of
+// its succeeded steps, last first (Step.Compensate).
+const StatusCompensating = core.StatusCompensating
+
+// StatusCompensated: the run's compensations all ran; it ended,
+// keeping the failure code and reason of the failure that started them.
+const StatusCompensated = core.StatusCompensated
+
+// RunStatuses lists every run status.
+var RunStatuses = core.RunStatuses
+
+const StepPending = core.StepPending
+
+const StepRunning = core.StepRunning
+
+const StepSucceeded = core.StepSucceeded
+
+const StepFailed = core.StepFailed
+
+const StepSkipped = core.StepSkipped
+
+const StepCancelled = core.StepCancelled
+
+// StepCompensated: the step succeeded, and its compensation undid it.
+const StepCompensated = core.StepCompensated
+
+// StepRolledBack: the step belongs to an optional group that was rolled
+// back after a step of it failed; the run went on after the group.
+const StepRolledBack = core.StepRolledBack
+
+const RetryNone = core.RetryNone
+
+const RetryScheduled = core.RetryScheduled
+
+const RetryExhausted = core.RetryExhausted
+
+// WarningRetryPending is the run warning while a retry is scheduled.
+const WarningRetryPending = core.WarningRetryPending
+
+const CodeRetriesExhausted = core.CodeRetriesExhausted
+
+const CodePermanentError = core.CodePermanentError
+
+const CodeRunTimeout = core.CodeRunTimeout
+
+const CodeMaxIterationsExceeded = core.CodeMaxIterationsExceeded
+
+const CodeInvalidGoto = core.CodeInvalidGoto
+
+const CodeCrashBudgetExhausted = core.CodeCrashBudgetExhausted
+
+const CodeCancelled = core.CodeCancelled
+
+// CodeCompensationFailed: a compensation failed for good; the run
+// failed, needing attention, and an operator's recover or retry runs
+// that compensation again.
+const CodeCompensationFailed = core.CodeCompensationFailed
+
+// Run is the state of a workflow run. Its JSON form is what
+// `enqueue status --json` prints and the HTTP API returns.
+type Run = core.Run
+
+// Compensating is the state of a run's compensations (Run.Compensating).
+type Compensating = core.Compensating
+
+// StepState is the progress of one step of a run.
+type StepState = core.StepState
+
+// Event is one journal entry of a run: every transition of the run and its
+// steps, oldest first.
+type Event = core.Event
+
+const EventRunStarted = core.EventRunStarted
+
+const EventAttemptStarted = core.EventAttemptStarted
+
+const EventAttemptSucceeded = core.EventAttemptSucceeded
+
+const EventAttemptFailed = core.EventAttemptFailed
+
+const EventAttemptCrashed = core.EventAttemptCrashed
+
+const EventAttemptInterrupted = core.EventAttemptInterrupted
+
+const EventRetryScheduled = core.EventRetryScheduled
+
+const EventStepSnoozed = core.EventStepSnoozed
+
+const EventStepGoto = core.EventStepGoto
+
+const EventStepSuperseded = core.EventStepSuperseded
+
+const EventRunSucceeded = core.EventRunSucceeded
+
+const EventRunFailed = core.EventRunFailed
+
+const EventRunCancelled = core.EventRunCancelled
+
+const EventRunRecovered = core.EventRunRecovered
+
+const EventStepSkipped = core.EventStepSkipped
+
+const EventRepair = core.EventRepair
+
+const EventNeedsAttention = core.EventNeedsAttention
+
+const EventDeliveryIgnored = core.EventDeliveryIgnored
+
+const EventRunWaiting = core.EventRunWaiting
+
+const EventRunAdmitted = core.EventRunAdmitted
+
+// EventRunCompensating and the five after it are journaled by
+// compensations and step groups (Step.Compensate, Step.Group).
+const EventRunCompensating = core.EventRunCompensating
+
+const EventCompensationStarted = core.EventCompensationStarted
+
+const EventCompensationSucceeded = core.EventCompensationSucceeded
+
+const EventCompensationFailed = core.EventCompensationFailed
+
+const EventRunCompensated = core.EventRunCompensated
+
+const EventGroupRolledBack = core.EventGroupRolledBack
+
+// ErrMailboxFull is returned by Signal when the run holds MaxPendingSignals
+// signals for awaits it has not reached yet; the signal was refused.
+var ErrMailboxFull = core.ErrMailboxFull
+
+// SignalOptions are the options of Client.Signal.
+type SignalOptions = core.SignalOptions
+
+// SignalOutcome is what a signal did.
+type SignalOutcome = core.SignalOutcome
+
+// SignalDelivered: the run's current step awaited the signal; it
+// succeeded with the payload as its output and the run went on.
+const SignalDelivered = core.SignalDelivered
+
+// SignalQueued: a later await of the run (or the current one, before it
+// began to wait) will consume the signal when the run reaches it; it is
+// kept in the run's mailbox.
+const SignalQueued = core.SignalQueued
+
+// SignalDuplicate: the run received a signal with this ID before;
+// nothing was done.
+const SignalDuplicate = core.SignalDuplicate
+
+// SignalOutbox: Redis was unreachable (or earlier entries wait in the
+// outbox): the signal was queued in the client's outbox
+// (ClientConfig.Outbox), to be sent in order when Redis answers.
+const SignalOutbox = core.SignalOutbox
+
+// SignalResult is what Client.Signal did.
+type SignalResult = core.SignalResult
+
+// WaitReason is what a run or step waits for while it holds no worker slot.
+type WaitReason = core.WaitReason
+
+const WaitOrderingKey = core.WaitOrderingKey
+
+const WaitWorkflowLimit = core.WaitWorkflowLimit
+
+const WaitSignal = core.WaitSignal
+
+const WaitTimer = core.WaitTimer
+
+// WaitingFor says what a waiting run or step waits for. Its JSON form is the
+// waiting_for object of `enqueue status --json` and the HTTP API: for a run
+// in an ordering key's line {"ordering_key": K, "position": N, "held_by":
+// [run IDs]} ("shared": true in the key's shared line), for one
+// waiting under its workflow's max_running {"workflow_limit": N,
+// "position": M}, for a step awaiting a signal {"signal": name, "until":
+// RFC 3339}, for a sleeping step {"timer": true, "until": RFC 3339}.
+// Position counts from 1 (the next run to be admitted).
+type WaitingFor = core.WaitingFor
+
+// StepWaiting is the status of an await that waits for its signal, or of a
+// sleep that waits for its time: the step holds no worker slot.
+const StepWaiting = core.StepWaiting
+
+// CodeSignalTimeout is the failure code of a run whose await's timeout
+// passed without its signal.
+const CodeSignalTimeout = core.CodeSignalTimeout
+
+const EventAwaitStarted = core.EventAwaitStarted
+
+const EventSignalReceived = core.EventSignalReceived
+
+const EventSignalConsumed = core.EventSignalConsumed
+
+const EventAwaitTimedOut = core.EventAwaitTimedOut
+
+const EventTimerSet = core.EventTimerSet
+
+const EventTimerFired = core.EventTimerFired
+
+// MaxPendingSignals is how many signals a run keeps for awaits it has
+// not reached yet (its mailbox); one more is refused (ErrMailboxFull).
+const MaxPendingSignals = core.MaxPendingSignals
+
+// MaxSignalPayload is the largest signal payload, in bytes (64 KiB).
+const MaxSignalPayload = core.MaxSignalPayload
+
+// MaxSignalID is the longest signal ID, in bytes.
+const MaxSignalID = core.MaxSignalID
+
+// MaxWait is the longest await timeout and sleep duration.
+const MaxWait = core.MaxWait
+
+// Await makes a step wait for a named signal, holding no worker slot. A
+// signal that arrives before the run reaches the step is kept in the run's
+// mailbox and consumed when it does. The step's output is the signal's
+// JSON payload, which later steps read like any checkpoint. When Timeout
+// passes without the signal, the step fails with code signal_timeout and the
+// run fails, needing attention (an operator's retry waits again).
+type Await = core.Await
+
+// Sleep makes a step wait, holding no worker slot, for a duration (For) or
+// until a time computed from the run when the step is reached (Until): a
+// durable timer. It never fires early and survives restarts of workers and
+// Redis. The step's output is null.
+type Sleep = core.Sleep
+
+// AsynqHandler returns a step body that runs h, an existing asynq handler,
+// as a step: h processes a task of type typ whose payload is the run's
+// input (its JSON, as Client.Start stored it). The step's output is null.
+// h's error is the step's: Cairn retries it per the step's policy, and
+// asynq.SkipRetry or asynq.RevokeTask in it fail the step permanently, as
+// they end an asynq task's retries. The task has no ResultWriter (its
+// ResultWriter method returns nil): h must not write a result.
+func AsynqHandler(typ string, h asynq.Handler) core.StepFunc { return engine.AsynqHandler(typ, h) }
 
 // ClientConfig configures a Client. A zero field takes the default given in
 // its comment.
@@ -100,6 +734,16 @@ const ActionRestore = engine.ActionRestore
 // action.
 type AuditEntry = engine.AuditEntry
 
+// KeyLine names a line of an ordering key: Key in the line of Owner's runs,
+// or in the key's shared line when Shared or when Owner is ""
+// (StartOptions.SharedOrdering).
+type KeyLine = engine.KeyLine
+
+// KeyRuns is the line of an ordering key: its active runs (admitted, oldest
+// first; a failed run that blocks the key is one of them) and its waiting
+// runs in the order they will start.
+type KeyRuns = engine.KeyRuns
+
 // MaxCountBuckets bounds the buckets of one CountCreated.
 const MaxCountBuckets = engine.MaxCountBuckets
 
@@ -136,74 +780,6 @@ type GateUsage = engine.GateUsage
 // MaxGates bounds the gates one Gates returns.
 const MaxGates = engine.MaxGates
 
-// Clock tells the time. Everything Cairn decides by time (due times,
-// deadlines, fences, journal timestamps) reads it from a Clock, and the Lua
-// scripts are handed "now" by their caller, so tests can control time and
-// no script depends on the Redis server's clock.
-type Clock = engine.Clock
-
-// SystemClock is the wall clock; the default of every Config.
-var SystemClock = engine.SystemClock
-
-// FailureAction is what a run does when it fails for good (Definition.OnFailure).
-type FailureAction = engine.FailureAction
-
-// FailureStop (the default): the run fails and waits for an operator.
-const FailureStop = engine.FailureStop
-
-// FailureCompensate: the compensations of the run's succeeded steps
-// run, last step first (a saga); the run is StatusCompensating, then
-// StatusCompensated, keeping its failure code and reason. A
-// compensation that fails for good leaves the run failed, needing
-// attention, with code CodeCompensationFailed; an operator's recover
-// or retry runs that compensation again.
-const FailureCompensate = engine.FailureCompensate
-
-// Group configures a step group (Step.Group, Definition.Groups).
-type Group = engine.Group
-
-// Compensation is what a compensation knows of the step it undoes and of the
-// failure that made it run (StepContext.Compensation).
-type Compensation = engine.Compensation
-
-// CompensationPrefix prefixes the task name of a compensation: the
-// compensation of step "charge" runs as tasks of step "compensate:charge"
-// (a name no step can have, as step names hold no ':').
-const CompensationPrefix = engine.CompensationPrefix
-
-// StepFunc is the body of a step. It returns the step's output, which is
-// checkpointed as JSON (so it must marshal with encoding/json) and passed to
-// later steps; or an error, which is classified (see Classify) to decide
-// whether the step is retried.
-//
-// A step runs at least once per attempt and may run again after a worker
-// crash, so its effects should be idempotent: pass StepContext.IdempotencyKey
-// to the services it calls. Its ctx ends at the step timeout, the run's
-// deadline, or when the run is cancelled.
-type StepFunc = engine.StepFunc
-
-// Step is one named step of a workflow.
-type Step = engine.Step
-
-// Definition is a workflow: a name, its ordered steps and its policy.
-//
-// A run keeps the step list and the effective policies it started with, even
-// when the workers are redeployed with a changed definition.
-type Definition = engine.Definition
-
-// MaxSteps bounds the steps of a workflow. A run is one Redis hash holding
-// every step's record, and an attempt reads the checkpoints of all earlier
-// steps in one command.
-const MaxSteps = engine.MaxSteps
-
-// StepContext is what a step body knows about its run and attempt.
-type StepContext = engine.StepContext
-
-// IdempotencyKey returns the idempotency key of an attempt.
-func IdempotencyKey(runID string, step string, attempt int) string {
-	return engine.IdempotencyKey(runID, step, attempt)
-}
-
 // DefaultQueue is the queue of step tasks and workflow state by default.
 const DefaultQueue = engine.DefaultQueue
 
@@ -239,292 +815,6 @@ const MaxInlineSteps = engine.MaxInlineSteps
 // MaxInlineTime bounds how long one delivery goes on with inline steps:
 // after it, the next step gets its own task, behind the queue.
 const MaxInlineTime = engine.MaxInlineTime
-
-// ErrUnknownWorkflow: no worker has registered a workflow of that name.
-var ErrUnknownWorkflow = engine.ErrUnknownWorkflow
-
-// ErrRunNotFound: no run has that ID (never started, or expired after
-// its retention).
-var ErrRunNotFound = engine.ErrRunNotFound
-
-// ErrBreakerNotFound: no step has used a circuit breaker of that name.
-var ErrBreakerNotFound = engine.ErrBreakerNotFound
-
-// ErrInvalidRunID: the string cannot be a run ID.
-var ErrInvalidRunID = engine.ErrInvalidRunID
-
-// ErrInvalidInput: the run input is not valid JSON, or too large.
-var ErrInvalidInput = engine.ErrInvalidInput
-
-// ErrInvalidDefinition: a workflow definition is malformed.
-var ErrInvalidDefinition = engine.ErrInvalidDefinition
-
-// ErrRunFinished: the action needs a run that has not ended.
-var ErrRunFinished = engine.ErrRunFinished
-
-// ErrIdempotencyConflict: the idempotency key started a run of another
-// workflow.
-var ErrIdempotencyConflict = engine.ErrIdempotencyConflict
-
-// ErrInvalidStatus is returned by List for an unknown status filter.
-var ErrInvalidStatus = engine.ErrInvalidStatus
-
-// ErrInvalidCursor is returned by List and NeedingAttention for a
-// cursor they did not make.
-var ErrInvalidCursor = engine.ErrInvalidCursor
-
-// ErrActionRefused is returned when an operator action does not apply
-// to the run in its current state (recover of a running run, skip of a
-// required step, ...). The error says why; nothing was changed.
-var ErrActionRefused = engine.ErrActionRefused
-
-// ErrInvalidPolicy is wrapped by every policy validation error.
-var ErrInvalidPolicy = engine.ErrInvalidPolicy
-
-const ClassTransient = engine.ClassTransient
-
-const ClassPermanent = engine.ClassPermanent
-
-// Permanent marks err as permanent: the step fails at once, whatever budget
-// is left, and the run fails needing attention. It returns nil for a nil err.
-func Permanent(err error) error { return engine.Permanent(err) }
-
-// RetryAfter marks err as transient and asks for the next attempt after d
-// instead of the policy's backoff (for a rate limit's Retry-After, say). The
-// retry budget still applies. It returns nil for a nil err.
-func RetryAfter(err error, d time.Duration) error { return engine.RetryAfter(err, d) }
-
-// Transient marks err as transient: the step is retried with the policy's
-// backoff (within the budget), even under UnknownErrors: permanent (for a
-// 503, say). Permanent and a code listed in NonRetryableCodes still win. It
-// returns nil for a nil err.
-func Transient(err error) error { return engine.Transient(err) }
-
-// WithCode attaches an application error code to err (say "card_declined"),
-// recorded with the failed attempt. It returns nil for a nil err.
-func WithCode(err error, code string) error { return engine.WithCode(err, code) }
-
-// Code returns the code attached by WithCode, or "".
-func Code(err error) string { return engine.Code(err) }
-
-// IsPermanent reports whether err was marked with Permanent.
-func IsPermanent(err error) bool { return engine.IsPermanent(err) }
-
-// RetryDelayOf returns the delay requested with RetryAfter, if any.
-func RetryDelayOf(err error) (time.Duration, bool) { return engine.RetryDelayOf(err) }
-
-// IsTransient reports whether err is known to be transient: marked with
-// Transient or RetryAfter, a timeout (context deadline, os deadline, a net.Error that
-// timed out), a refused or reset connection, a broken pipe, or an unexpected
-// EOF. Wrapping never hides any of them.
-func IsTransient(err error) bool { return engine.IsTransient(err) }
-
-// IsRedisUnavailable reports whether err, returned by a Client or Engine
-// call, says that Redis could not serve the call for now rather than that
-// the call is wrong: no connection (a failed dial, a refused, reset or
-// closed connection, a read or write timeout, the connection pool's
-// timeout or exhaustion, no reachable Sentinel or Cluster node, a closed
-// client), or a server that cannot serve yet (LOADING, BUSY, MASTERDOWN,
-// TRYAGAIN, CLUSTERDOWN, READONLY and NOREPLICAS during a failover, OOM,
-// the maximum number of clients). The call may succeed when tried again
-// later. A deadline of the caller's own context looks the same (a command
-// that got no answer in time): test ctx.Err() first to tell them apart.
-func IsRedisUnavailable(err error) bool { return engine.IsRedisUnavailable(err) }
-
-// Classify returns ClassPermanent or ClassTransient for a step error:
-// permanent when marked with Permanent, or when it wraps asynq.SkipRetry or
-// asynq.RevokeTask (as an asynq handler ends its task's retries); transient when IsTransient; otherwise
-// as mode says (UnknownTransient unless set to UnknownPermanent). The engine
-// first marks an error Permanent when its code (see WithCode) is listed in
-// the step policy's NonRetryableCodes.
-func Classify(err error, mode ErrorMode) string { return engine.Classify(err, mode) }
-
-// NewRunID returns a new run ID created at t.
-func NewRunID(t time.Time) string { return engine.NewRunID(t) }
-
-// ValidRunID reports whether s has the form of a run ID.
-func ValidRunID(s string) bool { return engine.ValidRunID(s) }
-
-// JSONError is what CheckJSON refuses in a JSON text, and where: Offset
-// is the number of bytes before the offending byte (from 0), Path the
-// value's place, such as user.name or items[2] ("" for the top).
-type JSONError = engine.JSONError
-
-// CheckJSON checks that data is one JSON value (white space around it
-// allowed) that every reader takes the same way: its strings, keys
-// included, are valid UTF-8 without lone surrogates, written as bytes or
-// as \u escapes (encoding/json would turn each into U+FFFD, other readers
-// refuse the text), and no object has a key twice (readers keep the first
-// or the last, or refuse it). A problem is a *JSONError; a text that is not
-// one JSON value, a *json.SyntaxError. Start and Signal refuse what it
-// refuses, wrapping ErrInvalidInput.
-//
-// It reads the text once after json.Valid: time linear in its length,
-// memory in its keys and nesting, and no allocation for objects of up to
-// 16 keys without escapes.
-func CheckJSON(data []byte) error { return engine.CheckJSON(data) }
-
-const AttrRunID = engine.AttrRunID
-
-const AttrWorkflow = engine.AttrWorkflow
-
-const AttrStep = engine.AttrStep
-
-const AttrAttempt = engine.AttrAttempt
-
-const AttrTaskID = engine.AttrTaskID
-
-const AttrDelay = engine.AttrDelay
-
-const AttrDueAt = engine.AttrDueAt
-
-const AttrError = engine.AttrError
-
-const AttrClass = engine.AttrClass
-
-const AttrCode = engine.AttrCode
-
-const AttrReason = engine.AttrReason
-
-const AttrActor = engine.AttrActor
-
-const AttrDuration = engine.AttrDuration
-
-// SnoozeError is the error Snooze returns: a request, not a failure.
-type SnoozeError = engine.SnoozeError
-
-// Snooze returns the error that, returned by a step, runs the same step again after d (the
-// "poll until ready" pattern): the attempt is neither failed nor counted
-// against the retry budget, and keeps its attempt number and idempotency
-// key. Each visit counts against max_iterations, so a poll has a ceiling.
-// A negative d is 0. Wrapping keeps it a snooze (errors.As).
-func Snooze(d time.Duration) error { return engine.Snooze(d) }
-
-// GotoError is the error Goto returns: a request, not a failure.
-type GotoError = engine.GotoError
-
-// Goto returns the error that, returned by a step, continues the run at the named step,
-// which must be this step or an earlier one: the checkpoints from that step
-// on are superseded (kept in the run's journal) and it runs again with a new
-// attempt and a fresh retry budget. Each visit counts against
-// max_iterations. A step that is not this one or an earlier one fails the
-// run (invalid_goto). Wrapping keeps it a goto (errors.As).
-func Goto(step string) error { return engine.Goto(step) }
-
-// SnoozeOf returns the delay requested with Snooze, if err is one.
-func SnoozeOf(err error) (time.Duration, bool) { return engine.SnoozeOf(err) }
-
-// GotoOf returns the step requested with Goto, if err is one.
-func GotoOf(err error) (string, bool) { return engine.GotoOf(err) }
-
-// Observer is told what the engine, the reconciler and the client do, for
-// metrics (package metrics implements it with Prometheus collectors). Its
-// methods are called on the engine's hot path, from many goroutines at once:
-// they must be safe for concurrent use, fast, and must not block or do I/O.
-//
-// The counts are of what this process did: with several workers, sum them.
-// A run is "started" by the worker that begins its first attempt, however it
-// was created; it "finishes" wherever its terminal transition happens (a
-// worker, the reconciler, or the Client of an operator action that had an
-// Observer). A recovered run that ends again is counted again.
-//
-// ctx is the context of the work that made the call: for a step attempt's
-// calls it carries the attempt's span when the engine traces (see
-// EngineConfig.TracerProvider), so an observer can tie what it records to
-// the trace (a metrics exemplar, a log line). runID is the run's.
-type Observer = engine.Observer
-
-// AttemptOutcome is how a delivery of a step attempt ended, as reported to
-// Observer.StepAttempt.
-type AttemptOutcome = engine.AttemptOutcome
-
-// OutcomeSucceeded: the step body returned a result and it was
-// checkpointed.
-const OutcomeSucceeded = engine.OutcomeSucceeded
-
-// OutcomeFailedTransient: the step failed and a retry was scheduled.
-const OutcomeFailedTransient = engine.OutcomeFailedTransient
-
-// OutcomeFailedPermanent: the step failed with a permanent error; the
-// run failed.
-const OutcomeFailedPermanent = engine.OutcomeFailedPermanent
-
-// OutcomeExhausted: the step failed transiently with no retry left (the
-// retry budget is spent, or the next attempt would pass the run's
-// deadline); the run failed.
-const OutcomeExhausted = engine.OutcomeExhausted
-
-// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
-// crash is counted against the step's crash budget). The resumed
-// attempt reports its own outcome when it ends.
-const OutcomeCrashed = engine.OutcomeCrashed
-
-// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
-// or unknown run, acknowledged without running the step.
-const OutcomeIgnored = engine.OutcomeIgnored
-
-// OutcomeDiscarded: the step body ran but the attempt no longer owned
-// its step (its fence expired or the run stopped): the result was
-// discarded.
-const OutcomeDiscarded = engine.OutcomeDiscarded
-
-// OutcomeInterrupted: the worker stopped the step because it could not
-// renew the attempt's fence (Redis unreachable) and handed the attempt
-// back; it resumes under a new dispatch, spending no budget.
-const OutcomeInterrupted = engine.OutcomeInterrupted
-
-// OutcomeDeferred: the step's circuit breaker was open (or another
-// attempt was probing it): the attempt was put off, spending no budget.
-const OutcomeDeferred = engine.OutcomeDeferred
-
-// OutcomeSnoozed: the step body asked to run again later (Snooze); the
-// same attempt runs again after the delay, spending no budget.
-const OutcomeSnoozed = engine.OutcomeSnoozed
-
-// OutcomeGoto: the step body asked to continue at this step or an
-// earlier one (Goto).
-const OutcomeGoto = engine.OutcomeGoto
-
-// NopObserver is an Observer that does nothing; the default.
-type NopObserver = engine.NopObserver
-
-// Ordering configures how runs that share an ordering key
-// (StartOptions.OrderingKey) are admitted. Runs with the same key, in a
-// queue, start strictly in start order, at most Concurrency of them at once;
-// runs with different keys run concurrently. A run that waits for its turn
-// is pending and holds no worker slot; Run.WaitingFor says where it stands.
-type Ordering = engine.Ordering
-
-// OnFailure is what a failed run does to its ordering key.
-type OnFailure = engine.OnFailure
-
-const OnFailureBlock = engine.OnFailureBlock
-
-const OnFailureRelease = engine.OnFailureRelease
-
-// MaxOrderingKeyBytes bounds an ordering key.
-const MaxOrderingKeyBytes = engine.MaxOrderingKeyBytes
-
-// MaxOrderingConcurrency bounds Ordering.Concurrency.
-const MaxOrderingConcurrency = engine.MaxOrderingConcurrency
-
-// MaxRunningLimit bounds Definition.MaxRunning.
-const MaxRunningLimit = engine.MaxRunningLimit
-
-// CheckOrderingKey reports whether key can be an ordering key: 1 to
-// MaxOrderingKeyBytes bytes of UTF-8 without control characters. The error
-// wraps ErrInvalidInput.
-func CheckOrderingKey(key string) error { return engine.CheckOrderingKey(key) }
-
-// KeyLine names a line of an ordering key: Key in the line of Owner's runs,
-// or in the key's shared line when Shared or when Owner is ""
-// (StartOptions.SharedOrdering).
-type KeyLine = engine.KeyLine
-
-// KeyRuns is the line of an ordering key: its active runs (admitted, oldest
-// first; a failed run that blocks the key is one of them) and its waiting
-// runs in the order they will start.
-type KeyRuns = engine.KeyRuns
 
 // ErrOutboxFull is returned by Start and Signal when they would queue
 // (Redis unreachable) but the outbox holds ClientConfig.OutboxMaxEntries
@@ -581,50 +871,6 @@ func ReadOutbox(path string, lockTimeout time.Duration) (*OutboxContents, error)
 	return engine.ReadOutbox(path, lockTimeout)
 }
 
-// Backoff says how the retry delay grows from one retry to the next.
-type Backoff = engine.Backoff
-
-// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
-// (the default).
-const BackoffExponential = engine.BackoffExponential
-
-// BackoffLinear waits InitialInterval * n.
-const BackoffLinear = engine.BackoffLinear
-
-// BackoffFixed always waits InitialInterval.
-const BackoffFixed = engine.BackoffFixed
-
-// Jitter says how a retry delay is randomised.
-type Jitter = engine.Jitter
-
-// JitterNone waits exactly base.
-const JitterNone = engine.JitterNone
-
-// JitterFull waits a uniform random time in [0, base].
-const JitterFull = engine.JitterFull
-
-// JitterEqual waits base/2 plus a uniform random time in [0, base/2].
-const JitterEqual = engine.JitterEqual
-
-// ErrorMode says how an error Cairn cannot classify is treated.
-type ErrorMode = engine.ErrorMode
-
-// UnknownTransient retries errors that are not marked permanent (the
-// default).
-const UnknownTransient = engine.UnknownTransient
-
-// UnknownPermanent fails fast on every error not known to be transient.
-const UnknownPermanent = engine.UnknownPermanent
-
-// Policy says how hard a step tries and how long it may take. It is set
-// globally (the worker's defaults), per workflow and per step; the most
-// specific setting of each field wins (step > workflow > global > built-in
-// default). A zero field is unset and inherits.
-type Policy = engine.Policy
-
-// DefaultPolicy returns the built-in defaults, the last level of precedence.
-func DefaultPolicy() Policy { return engine.DefaultPolicy() }
-
 // ReconcilerConfig configures a Reconciler. A zero field takes the default
 // given in its comment.
 type ReconcilerConfig = engine.ReconcilerConfig
@@ -661,251 +907,6 @@ type FindRunsOptions = engine.FindRunsOptions
 // ValidRunIDPrefix reports whether s can begin a run ID: 1 to 26
 // characters of a run ID's alphabet (lowercase Crockford base32).
 func ValidRunIDPrefix(s string) bool { return engine.ValidRunIDPrefix(s) }
-
-// RunStatus is the status of a run.
-type RunStatus = engine.RunStatus
-
-// StepStatus is the status of a step of a run.
-type StepStatus = engine.StepStatus
-
-// RetryState is where a step stands with its retries.
-type RetryState = engine.RetryState
-
-const StatusPending = engine.StatusPending
-
-const StatusRunning = engine.StatusRunning
-
-const StatusSucceeded = engine.StatusSucceeded
-
-const StatusFailed = engine.StatusFailed
-
-const StatusCancelled = engine.StatusCancelled
-
-// StatusCompensating: the run failed for good (or was cancelled with
-// compensation, or a step group failed) and runs the compensations of
-// its succeeded steps, last first (Step.Compensate).
-const StatusCompensating = engine.StatusCompensating
-
-// StatusCompensated: the run's compensations all ran; it ended,
-// keeping the failure code and reason of the failure that started them.
-const StatusCompensated = engine.StatusCompensated
-
-// RunStatuses lists every run status.
-var RunStatuses = engine.RunStatuses
-
-const StepPending = engine.StepPending
-
-const StepRunning = engine.StepRunning
-
-const StepSucceeded = engine.StepSucceeded
-
-const StepFailed = engine.StepFailed
-
-const StepSkipped = engine.StepSkipped
-
-const StepCancelled = engine.StepCancelled
-
-// StepCompensated: the step succeeded, and its compensation undid it.
-const StepCompensated = engine.StepCompensated
-
-// StepRolledBack: the step belongs to an optional group that was rolled
-// back after a step of it failed; the run went on after the group.
-const StepRolledBack = engine.StepRolledBack
-
-const RetryNone = engine.RetryNone
-
-const RetryScheduled = engine.RetryScheduled
-
-const RetryExhausted = engine.RetryExhausted
-
-// WarningRetryPending is the run warning while a retry is scheduled.
-const WarningRetryPending = engine.WarningRetryPending
-
-const CodeRetriesExhausted = engine.CodeRetriesExhausted
-
-const CodePermanentError = engine.CodePermanentError
-
-const CodeRunTimeout = engine.CodeRunTimeout
-
-const CodeMaxIterationsExceeded = engine.CodeMaxIterationsExceeded
-
-const CodeInvalidGoto = engine.CodeInvalidGoto
-
-const CodeCrashBudgetExhausted = engine.CodeCrashBudgetExhausted
-
-const CodeCancelled = engine.CodeCancelled
-
-// CodeCompensationFailed: a compensation failed for good; the run
-// failed, needing attention, and an operator's recover or retry runs
-// that compensation again.
-const CodeCompensationFailed = engine.CodeCompensationFailed
-
-// Run is the state of a workflow run. Its JSON form is what
-// `enqueue status --json` prints and the HTTP API returns.
-type Run = engine.Run
-
-// Compensating is the state of a run's compensations (Run.Compensating).
-type Compensating = engine.Compensating
-
-// StepState is the progress of one step of a run.
-type StepState = engine.StepState
-
-// Event is one journal entry of a run: every transition of the run and its
-// steps, oldest first.
-type Event = engine.Event
-
-const EventRunStarted = engine.EventRunStarted
-
-const EventAttemptStarted = engine.EventAttemptStarted
-
-const EventAttemptSucceeded = engine.EventAttemptSucceeded
-
-const EventAttemptFailed = engine.EventAttemptFailed
-
-const EventAttemptCrashed = engine.EventAttemptCrashed
-
-const EventAttemptInterrupted = engine.EventAttemptInterrupted
-
-const EventRetryScheduled = engine.EventRetryScheduled
-
-const EventStepSnoozed = engine.EventStepSnoozed
-
-const EventStepGoto = engine.EventStepGoto
-
-const EventStepSuperseded = engine.EventStepSuperseded
-
-const EventRunSucceeded = engine.EventRunSucceeded
-
-const EventRunFailed = engine.EventRunFailed
-
-const EventRunCancelled = engine.EventRunCancelled
-
-const EventRunRecovered = engine.EventRunRecovered
-
-const EventStepSkipped = engine.EventStepSkipped
-
-const EventRepair = engine.EventRepair
-
-const EventNeedsAttention = engine.EventNeedsAttention
-
-const EventDeliveryIgnored = engine.EventDeliveryIgnored
-
-const EventRunWaiting = engine.EventRunWaiting
-
-const EventRunAdmitted = engine.EventRunAdmitted
-
-// EventRunCompensating and the five after it are journaled by
-// compensations and step groups (Step.Compensate, Step.Group).
-const EventRunCompensating = engine.EventRunCompensating
-
-const EventCompensationStarted = engine.EventCompensationStarted
-
-const EventCompensationSucceeded = engine.EventCompensationSucceeded
-
-const EventCompensationFailed = engine.EventCompensationFailed
-
-const EventRunCompensated = engine.EventRunCompensated
-
-const EventGroupRolledBack = engine.EventGroupRolledBack
-
-// ErrMailboxFull is returned by Signal when the run holds MaxPendingSignals
-// signals for awaits it has not reached yet; the signal was refused.
-var ErrMailboxFull = engine.ErrMailboxFull
-
-// SignalOptions are the options of Client.Signal.
-type SignalOptions = engine.SignalOptions
-
-// SignalOutcome is what a signal did.
-type SignalOutcome = engine.SignalOutcome
-
-// SignalDelivered: the run's current step awaited the signal; it
-// succeeded with the payload as its output and the run went on.
-const SignalDelivered = engine.SignalDelivered
-
-// SignalQueued: a later await of the run (or the current one, before it
-// began to wait) will consume the signal when the run reaches it; it is
-// kept in the run's mailbox.
-const SignalQueued = engine.SignalQueued
-
-// SignalDuplicate: the run received a signal with this ID before;
-// nothing was done.
-const SignalDuplicate = engine.SignalDuplicate
-
-// SignalOutbox: Redis was unreachable (or earlier entries wait in the
-// outbox): the signal was queued in the client's outbox
-// (ClientConfig.Outbox), to be sent in order when Redis answers.
-const SignalOutbox = engine.SignalOutbox
-
-// SignalResult is what Client.Signal did.
-type SignalResult = engine.SignalResult
-
-// WaitReason is what a run or step waits for while it holds no worker slot.
-type WaitReason = engine.WaitReason
-
-const WaitOrderingKey = engine.WaitOrderingKey
-
-const WaitWorkflowLimit = engine.WaitWorkflowLimit
-
-const WaitSignal = engine.WaitSignal
-
-const WaitTimer = engine.WaitTimer
-
-// WaitingFor says what a waiting run or step waits for. Its JSON form is the
-// waiting_for object of `enqueue status --json` and the HTTP API: for a run
-// in an ordering key's line {"ordering_key": K, "position": N, "held_by":
-// [run IDs]} ("shared": true in the key's shared line), for one
-// waiting under its workflow's max_running {"workflow_limit": N,
-// "position": M}, for a step awaiting a signal {"signal": name, "until":
-// RFC 3339}, for a sleeping step {"timer": true, "until": RFC 3339}.
-// Position counts from 1 (the next run to be admitted).
-type WaitingFor = engine.WaitingFor
-
-// StepWaiting is the status of an await that waits for its signal, or of a
-// sleep that waits for its time: the step holds no worker slot.
-const StepWaiting = engine.StepWaiting
-
-// CodeSignalTimeout is the failure code of a run whose await's timeout
-// passed without its signal.
-const CodeSignalTimeout = engine.CodeSignalTimeout
-
-const EventAwaitStarted = engine.EventAwaitStarted
-
-const EventSignalReceived = engine.EventSignalReceived
-
-const EventSignalConsumed = engine.EventSignalConsumed
-
-const EventAwaitTimedOut = engine.EventAwaitTimedOut
-
-const EventTimerSet = engine.EventTimerSet
-
-const EventTimerFired = engine.EventTimerFired
-
-// MaxPendingSignals is how many signals a run keeps for awaits it has
-// not reached yet (its mailbox); one more is refused (ErrMailboxFull).
-const MaxPendingSignals = engine.MaxPendingSignals
-
-// MaxSignalPayload is the largest signal payload, in bytes (64 KiB).
-const MaxSignalPayload = engine.MaxSignalPayload
-
-// MaxSignalID is the longest signal ID, in bytes.
-const MaxSignalID = engine.MaxSignalID
-
-// MaxWait is the longest await timeout and sleep duration.
-const MaxWait = engine.MaxWait
-
-// Await makes a step wait for a named signal, holding no worker slot. A
-// signal that arrives before the run reaches the step is kept in the run's
-// mailbox and consumed when it does. The step's output is the signal's
-// JSON payload, which later steps read like any checkpoint. When Timeout
-// passes without the signal, the step fails with code signal_timeout and the
-// run fails, needing attention (an operator's retry waits again).
-type Await = engine.Await
-
-// Sleep makes a step wait, holding no worker slot, for a duration (For) or
-// until a time computed from the run when the step is reached (Until): a
-// durable timer. It never fires early and survives restarts of workers and
-// Redis. The step's output is null.
-type Sleep = engine.Sleep
 
 // HeaderWebhookEvent is the notification type: run_failed,
 // run_succeeded, run_cancelled, run_recovered, run_needs_attention.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -125,8 +126,8 @@ func (e *Engine) Run(ctx context.Context, rc *ReconcilerConfig) error {
 // asynq.SkipRetry or asynq.RevokeTask in it fail the step permanently, as
 // they end an asynq task's retries. The task has no ResultWriter (its
 // ResultWriter method returns nil): h must not write a result.
-func AsynqHandler(typ string, h asynq.Handler) StepFunc {
-	return func(ctx context.Context, sc *StepContext) (any, error) {
+func AsynqHandler(typ string, h asynq.Handler) core.StepFunc {
+	return func(ctx context.Context, sc *core.StepContext) (any, error) {
 		if err := h.ProcessTask(ctx, asynq.NewTask(typ, sc.Input)); err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func (e *Engine) publishRetrying(ctx context.Context) bool {
 		if err == nil {
 			return true
 		}
-		e.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", AttrError, err,
+		e.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", core.AttrError, err,
 			"retry_in", backoff)
 		if sleep(ctx, backoff) != nil {
 			return false

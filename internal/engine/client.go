@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/webhook"
@@ -29,12 +30,12 @@ type ClientConfig struct {
 	// MaxInputBytes bounds the input of a run. Default 1 MiB.
 	MaxInputBytes int
 	// Clock tells the time. Default SystemClock.
-	Clock Clock
+	Clock core.Clock
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Observer is told of the runs the client's actions end (cancel, skip
 	// of a last step), for metrics. Default NopObserver.
-	Observer Observer
+	Observer core.Observer
 	// TracerProvider, when set, records a span "cairn.start <workflow>"
 	// for each run Start creates, a child of the span in Start's context,
 	// and stores that span's context with the run: the workers' attempt
@@ -52,11 +53,11 @@ type ClientConfig struct {
 	// definition is checked when it is first needed: an invalid one makes
 	// Start return ErrInvalidDefinition. Step functions are not called by
 	// the client. Nil: the client starts only published workflows.
-	Definitions []Definition
+	Definitions []core.Definition
 	// Defaults is the global policy under which Definitions are published:
 	// the EngineConfig.Defaults of the workers that run them, so that both
 	// publish the same version. Zero: the built-in defaults.
-	Defaults Policy
+	Defaults core.Policy
 
 	// Outbox, when set, is the path of a local file (a bbolt database,
 	// created if needed) where Start and Signal are queued while Redis is
@@ -139,12 +140,12 @@ func newClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 		cfg.MaxInputBytes = 1 << 20
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock
+		cfg.Clock = core.SystemClock
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Observer = orNop(cfg.Observer)
+	cfg.Observer = core.OrNop(cfg.Observer)
 	return &Client{
 		cfg:     cfg,
 		store:   retrystate.New(rdb, cfg.Queue),
@@ -198,7 +199,7 @@ type StartOptions struct {
 // that comes while earlier entries are queued, is queued instead: it returns
 // the run it will be, pending with Queued set and the run ID the run will
 // have, or ErrOutboxFull.
-func (c *Client) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (*Run, error) {
+func (c *Client) Start(ctx context.Context, workflow string, input any, opts *StartOptions) (*core.Run, error) {
 	res := c.StartMany(ctx, []StartRequest{{Workflow: workflow, Input: input, Options: opts}})
 	return res[0].Run, res[0].Err
 }
@@ -214,7 +215,7 @@ type StartRequest struct {
 // queued, or named by the idempotency key), or the error Start would have
 // returned.
 type StartResult struct {
-	Run *Run
+	Run *core.Run
 	Err error
 }
 
@@ -259,14 +260,14 @@ func (c *Client) checkStart(q StartRequest) (startReq, error) {
 	if opts == nil {
 		opts = &StartOptions{}
 	}
-	if !nameRE.MatchString(q.Workflow) {
-		return startReq{}, fmt.Errorf("%w %q", ErrUnknownWorkflow, q.Workflow)
+	if !core.NameRE.MatchString(q.Workflow) {
+		return startReq{}, fmt.Errorf("%w %q", core.ErrUnknownWorkflow, q.Workflow)
 	}
 	if len(opts.IdempotencyKey) > 256 {
-		return startReq{}, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidInput)
+		return startReq{}, fmt.Errorf("%w: idempotency key longer than 256 bytes", core.ErrInvalidInput)
 	}
 	if opts.OrderingKey != "" {
-		if err := CheckOrderingKey(opts.OrderingKey); err != nil {
+		if err := core.CheckOrderingKey(opts.OrderingKey); err != nil {
 			return startReq{}, err
 		}
 	}
@@ -274,13 +275,13 @@ func (c *Client) checkStart(q StartRequest) (startReq, error) {
 	if err != nil {
 		return startReq{}, err
 	}
-	r := startReq{id: NewRunID(c.cfg.Clock.Now()), workflow: q.Workflow, input: raw, owner: opts.Owner,
+	r := startReq{id: core.NewRunID(c.cfg.Clock.Now()), workflow: q.Workflow, input: raw, owner: opts.Owner,
 		idemKey: opts.IdempotencyKey, ordKey: opts.OrderingKey, ordShared: opts.SharedOrdering && opts.OrderingKey != ""}
 	return r, nil
 }
 
 // started turns the create of r into the run Start returns.
-func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run, error) {
+func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*core.Run, error) {
 	if cr.err != nil {
 		if c.shouldQueue(ctx, cr.err) {
 			return c.queueStart(r, cr.err)
@@ -294,10 +295,10 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run
 			return nil, err
 		}
 		if run.Workflow != r.workflow {
-			return nil, fmt.Errorf("%w: key %q started run %s of workflow %q", ErrIdempotencyConflict,
+			return nil, fmt.Errorf("%w: key %q started run %s of workflow %q", core.ErrIdempotencyConflict,
 				r.idemKey, run.ID, run.Workflow)
 		}
-		if run.Status == StatusPending {
+		if run.Status == core.StatusPending {
 			// The first Start may have died before enqueueing; make sure the
 			// first task exists (a no-op when it does).
 			if err := c.ensureFirst(ctx, run.ID); err != nil {
@@ -306,7 +307,7 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run
 		}
 		return run, nil
 	case retrystate.OutcomeWaiting:
-		c.log.Info("run started; waiting for its turn", AttrRunID, cr.res.RunID, AttrWorkflow, r.workflow,
+		c.log.Info("run started; waiting for its turn", core.AttrRunID, cr.res.RunID, core.AttrWorkflow, r.workflow,
 			"waiting_for", string(cr.res.WaitReason), "position", cr.res.Position)
 	default:
 		if !cr.res.Enqueued {
@@ -315,9 +316,9 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*Run
 					cr.res.RunID, err)
 			}
 		}
-		c.log.Info("run started", AttrRunID, cr.res.RunID, AttrWorkflow, r.workflow)
+		c.log.Info("run started", core.AttrRunID, cr.res.RunID, core.AttrWorkflow, r.workflow)
 	}
-	return runFromRecord(c.store.CreatedRun(cr.run, cr.res)), nil
+	return core.RunFromRecord(c.store.CreatedRun(cr.run, cr.res)), nil
 }
 
 // startReq is a checked Start: the run to create.
@@ -390,7 +391,7 @@ func (c *Client) createMany(ctx context.Context, rs []startReq) []createResult {
 // publishedDef is a published definition the client keeps.
 type publishedDef struct {
 	version retrystate.DefinitionVersion
-	snap    snapshot
+	snap    core.Snapshot
 	// run is the fixed part of a run of it (snapshot.runTemplate).
 	run retrystate.NewRun
 }
@@ -410,17 +411,17 @@ func (c *Client) definition(ctx context.Context, workflow string, refresh bool) 
 			v, err = c.store.PublishedDefinition(ctx, workflow)
 		}
 		if errors.Is(err, retrystate.ErrUnknownWorkflow) || (err == nil && !known) {
-			return nil, fmt.Errorf("%w %q (no worker has registered it)", ErrUnknownWorkflow, workflow)
+			return nil, fmt.Errorf("%w %q (no worker has registered it)", core.ErrUnknownWorkflow, workflow)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	snap, err := parseSnapshot(v.JSON)
+	snap, err := core.ParseSnapshot(v.JSON)
 	if err != nil {
 		return nil, err
 	}
-	run, err := snap.runTemplate()
+	run, err := snap.RunTemplate()
 	if err != nil {
 		return nil, err
 	}
@@ -439,13 +440,13 @@ func (c *Client) publishKnown(ctx context.Context, workflow string) (known bool,
 			continue
 		}
 		if err := c.cfg.Defaults.Validate(); err != nil {
-			return true, fmt.Errorf("%w: ClientConfig.Defaults: %w", ErrInvalidDefinition, err)
+			return true, fmt.Errorf("%w: ClientConfig.Defaults: %w", core.ErrInvalidDefinition, err)
 		}
-		snap, err := d.resolved(c.cfg.Defaults)
+		snap, err := core.Resolve(d, c.cfg.Defaults)
 		if err != nil {
 			return true, err
 		}
-		pd, err := snap.published()
+		pd, err := snap.Published()
 		if err != nil {
 			return true, err
 		}
@@ -453,7 +454,7 @@ func (c *Client) publishKnown(ctx context.Context, workflow string) (known bool,
 			return true, err
 		}
 		c.log.Info("workflow published by the client (ClientConfig.Definitions): no worker had published it",
-			AttrWorkflow, workflow)
+			core.AttrWorkflow, workflow)
 		return true, nil
 	}
 	return false, nil
@@ -468,8 +469,8 @@ func (c *Client) newRun(r startReq, d *publishedDef) retrystate.NewRun {
 	nr.Def, nr.Template = d.version.SHA, d.version.Template
 	nr.Trace = r.trace
 	if r.ordKey != "" {
-		ord := d.snap.Ordering.effective()
-		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != OnFailureRelease
+		ord := core.EffectiveOrdering(d.snap.Ordering)
+		nr.OrderingKey, nr.OrderingLimit, nr.OrderingBlock = r.ordKey, ord.Concurrency, ord.OnFailure != core.OnFailureRelease
 		nr.OrderingShared = r.ordShared
 	}
 	first := nr.Steps[0]
@@ -483,7 +484,7 @@ func (c *Client) ensureFirst(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if rec.Status != StatusPending || len(rec.Steps) == 0 || rec.Waiting != "" {
+	if rec.Status != core.StatusPending || len(rec.Steps) == 0 || rec.Waiting != "" {
 		return nil // a waiting run gets its task when it is admitted
 	}
 	s := rec.Steps[rec.Current]
@@ -507,7 +508,7 @@ func (c *Client) encodeInput(input any) (json.RawMessage, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
+			return nil, fmt.Errorf("%w: %v", core.ErrInvalidInput, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
 		}
 		raw = b
 	}
@@ -516,35 +517,35 @@ func (c *Client) encodeInput(input any) (json.RawMessage, error) {
 		return json.RawMessage("{}"), nil
 	}
 	if len(trimmed) > c.cfg.MaxInputBytes {
-		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrInvalidInput, len(trimmed), c.cfg.MaxInputBytes)
+		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", core.ErrInvalidInput, len(trimmed), c.cfg.MaxInputBytes)
 	}
 	if !json.Valid(trimmed) {
 		var v any
 		err := json.Unmarshal(trimmed, &v)
-		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidInput, err) //nolint:errorlint // as above
+		return nil, fmt.Errorf("%w: not valid JSON: %v", core.ErrInvalidInput, err) //nolint:errorlint // as above
 	}
 	// Offsets count from the start of what the caller gave.
-	if err := CheckJSON(raw); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	if err := core.CheckJSON(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", core.ErrInvalidInput, err)
 	}
 	raw = trimmed
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidInput, err) //nolint:errorlint // as above
+		return nil, fmt.Errorf("%w: %v", core.ErrInvalidInput, err) //nolint:errorlint // as above
 	}
 	return compact.Bytes(), nil
 }
 
 func checkID(id string) error {
-	if !ValidRunID(id) {
-		return fmt.Errorf("%w %q", ErrInvalidRunID, id)
+	if !core.ValidRunID(id) {
+		return fmt.Errorf("%w %q", core.ErrInvalidRunID, id)
 	}
 	return nil
 }
 
 func mapNotFound(id string, err error) error {
 	if errors.Is(err, retrystate.ErrRunNotFound) {
-		return fmt.Errorf("%w: %s", ErrRunNotFound, id)
+		return fmt.Errorf("%w: %s", core.ErrRunNotFound, id)
 	}
 	return err
 }
@@ -554,26 +555,26 @@ func mapNotFound(id string, err error) error {
 // a run whose Start is still queued is returned as Start returned it
 // (Queued set), also while Redis is unreachable; a queued run ID that stands
 // for the run its idempotency key named returns that run.
-func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
+func (c *Client) Get(ctx context.Context, id string) (*core.Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	rec, err := c.store.Run(ctx, id)
 	if err != nil {
-		if c.ob != nil && (errors.Is(err, retrystate.ErrRunNotFound) || redisUnreachable(err)) {
+		if c.ob != nil && (errors.Is(err, retrystate.ErrRunNotFound) || core.RedisUnreachable(err)) {
 			if run, ok, qerr := c.lookupQueued(ctx, id); ok {
 				return run, qerr
 			}
 		}
 		return nil, mapNotFound(id, err)
 	}
-	return runFromRecord(rec), nil
+	return core.RunFromRecord(rec), nil
 }
 
 // ListOptions select runs for List.
 type ListOptions struct {
 	// Status filters by run status; "" lists every run.
-	Status RunStatus
+	Status core.RunStatus
 	// Limit is the page size. Default 50, at most 1000.
 	Limit int
 	// Cursor continues a listing from the page before.
@@ -592,24 +593,24 @@ type ListOptions struct {
 // List returns a page of runs, newest first, without their steps, and the
 // cursor of the next page ("" after the last). It returns ErrInvalidStatus
 // or ErrInvalidCursor for a bad filter or cursor.
-func (c *Client) List(ctx context.Context, opts ListOptions) ([]*Run, string, error) {
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]*core.Run, string, error) {
 	if opts.Status != "" && !opts.Status.Valid() {
-		return nil, "", fmt.Errorf("%w: %q", ErrInvalidStatus, opts.Status)
+		return nil, "", fmt.Errorf("%w: %q", core.ErrInvalidStatus, opts.Status)
 	}
 	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
 		Owner: opts.Owner, Workflow: opts.Workflow})
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]*Run, len(recs))
+	out := make([]*core.Run, len(recs))
 	for i, rec := range recs {
-		out[i] = runFromRecord(rec)
+		out[i] = core.RunFromRecord(rec)
 	}
 	return out, next, nil
 }
 
 // Events returns a run's journal, oldest first.
-func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
+func (c *Client) Events(ctx context.Context, id string) ([]core.Event, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
@@ -617,9 +618,9 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	out := make([]Event, len(entries))
+	out := make([]core.Event, len(entries))
 	for i, e := range entries {
-		out[i] = eventFromEntry(e)
+		out[i] = core.EventFromEntry(e)
 	}
 	return out, nil
 }
@@ -653,7 +654,7 @@ func actor(o *ActionOptions) string {
 // key's next run start. With opts.Compensate, see ActionOptions; it returns
 // ErrActionRefused for a run whose compensation failed (Recover runs that
 // again).
-func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
+func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*core.Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
@@ -665,30 +666,30 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*R
 	}
 	switch res.Outcome {
 	case retrystate.OutcomeRefused:
-		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
 	case retrystate.OutcomeCancelled, retrystate.OutcomeAlreadyCancelled:
 	case retrystate.OutcomeCompensating:
-		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
-		c.log.Info("run cancelled; its compensations run", AttrRunID, id, AttrActor, who)
+		c.disp.stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
+		c.log.Info("run cancelled; its compensations run", core.AttrRunID, id, core.AttrActor, who)
 		return c.Get(ctx, id)
 	default:
-		return nil, fmt.Errorf("%w: run %s is %s", ErrRunFinished, id, res.RunStatus)
+		return nil, fmt.Errorf("%w: run %s is %s", core.ErrRunFinished, id, res.RunStatus)
 	}
 	if res.Outcome == retrystate.OutcomeCancelled {
-		c.disp.stop(c.log.With(AttrRunID, id), res.Task, res.StepStatus)
-		c.log.Info("run cancelled", AttrRunID, id, AttrActor, who)
+		c.disp.stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
+		c.log.Info("run cancelled", core.AttrRunID, id, core.AttrActor, who)
 	}
 	run, err := c.Get(ctx, id)
-	if res.Outcome == retrystate.OutcomeCancelled && err == nil && res.StepStatus != StepFailed {
+	if res.Outcome == retrystate.OutcomeCancelled && err == nil && res.StepStatus != core.StepFailed {
 		// (A failed run that blocked its key was counted when it failed.)
-		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, StatusCancelled, CodeCancelled)
+		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, core.StatusCancelled, core.CodeCancelled)
 	}
 	return run, err
 }
 
 // Wait polls a run every interval (default 250ms) until it ends or ctx is
 // done, and returns its last state.
-func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*Run, error) {
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*core.Run, error) {
 	if interval <= 0 {
 		interval = 250 * time.Millisecond
 	}
@@ -715,7 +716,7 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 	}
 	out := make(map[string][]string, len(defs))
 	for name, d := range defs {
-		snap, err := parseSnapshot(d)
+		snap, err := core.ParseSnapshot(d)
 		if err != nil {
 			continue
 		}
@@ -787,15 +788,15 @@ func (c *Client) ResumeNotifications(ctx context.Context, after string, maxEntri
 // ErrActionRefused for a run in another state. Recover, RetryStep and
 // SkipStep return the run as the action left it, read before the step's
 // task is enqueued (a worker may have moved it on since).
-func (c *Client) Recover(ctx context.Context, id string, opts *ActionOptions) (*Run, error) {
+func (c *Client) Recover(ctx context.Context, id string, opts *ActionOptions) (*core.Run, error) {
 	return c.operate(ctx, id, retrystate.ActionRecover, "", opts)
 }
 
 // RetryStep re-runs the failed step of a failed run with a fresh budget. The
 // step must be the one the run stopped at.
-func (c *Client) RetryStep(ctx context.Context, id, step string, opts *ActionOptions) (*Run, error) {
+func (c *Client) RetryStep(ctx context.Context, id, step string, opts *ActionOptions) (*core.Run, error) {
 	if step == "" {
-		return nil, fmt.Errorf("%w: no step named", ErrActionRefused)
+		return nil, fmt.Errorf("%w: no step named", core.ErrActionRefused)
 	}
 	return c.operate(ctx, id, retrystate.ActionRetry, step, opts)
 }
@@ -803,14 +804,14 @@ func (c *Client) RetryStep(ctx context.Context, id, step string, opts *ActionOpt
 // SkipStep skips the failed step of a failed run, which must be optional,
 // and continues the run with the next step (or ends it successfully when it
 // was the last).
-func (c *Client) SkipStep(ctx context.Context, id, step string, opts *ActionOptions) (*Run, error) {
+func (c *Client) SkipStep(ctx context.Context, id, step string, opts *ActionOptions) (*core.Run, error) {
 	if step == "" {
-		return nil, fmt.Errorf("%w: no step named", ErrActionRefused)
+		return nil, fmt.Errorf("%w: no step named", core.ErrActionRefused)
 	}
 	return c.operate(ctx, id, retrystate.ActionSkip, step, opts)
 }
 
-func (c *Client) operate(ctx context.Context, id, action, step string, opts *ActionOptions) (*Run, error) {
+func (c *Client) operate(ctx context.Context, id, action, step string, opts *ActionOptions) (*core.Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
@@ -825,10 +826,10 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 // applied finishes an operator action (Recover, RetryStep, SkipStep,
 // Restore) whose script answered res: it enqueues the task of the step the
 // run goes on with and returns the run as the action left it.
-func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.Result) (*Run, error) {
-	log := c.log.With(AttrRunID, id, AttrActor, who, "action", action)
+func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.Result) (*core.Run, error) {
+	log := c.log.With(core.AttrRunID, id, core.AttrActor, who, "action", action)
 	if res.Outcome == retrystate.OutcomeRefused {
-		return nil, fmt.Errorf("%w: %s", ErrActionRefused, res.Reason)
+		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
 	}
 	// The run as the action left it, read before its task is enqueued: a
 	// quick step could otherwise have run, or the run ended, in between.
@@ -841,12 +842,12 @@ func (c *Client) applied(ctx context.Context, id, action, who string, res retrys
 		if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 			return nil, fmt.Errorf("run %s was reopened but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
 		}
-		log.Info("operator action applied", AttrStep, res.Dispatch.Name, AttrAttempt, res.Dispatch.Attempt)
+		log.Info("operator action applied", core.AttrStep, res.Dispatch.Name, core.AttrAttempt, res.Dispatch.Attempt)
 	default:
 		log.Info("operator action applied; run succeeded")
 	}
 	if res.Outcome == retrystate.OutcomeRunSucceeded && err == nil {
-		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, StatusSucceeded, "")
+		c.cfg.Observer.RunFinished(ctx, id, run.Workflow, core.StatusSucceeded, "")
 	}
 	return run, err
 }

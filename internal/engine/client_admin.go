@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -32,12 +33,12 @@ const ActionRestore = retrystate.ActionRestore
 // saying why, for a pending or running run, an unknown step, or a step with
 // an earlier step that did not complete; a repeated restore is refused
 // because the run is running again.
-func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionOptions) (*Run, error) {
+func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionOptions) (*core.Run, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	if fromStep == "" {
-		return nil, fmt.Errorf("%w: no step named", ErrActionRefused)
+		return nil, fmt.Errorf("%w: no step named", core.ErrActionRefused)
 	}
 	who := actor(opts)
 	res, err := c.store.Restore(ctx, id, fromStep, who, c.cfg.Clock.Now())
@@ -107,14 +108,14 @@ func (c *Client) Audit(ctx context.Context, after string, limit int) ([]AuditEnt
 // without their steps; each says why in FailureReason or AttentionReason.
 // limit defaults to 50, at most 1000; pass the returned cursor to read on
 // ("" after the last page).
-func (c *Client) NeedingAttention(ctx context.Context, cursor string, limit int) ([]*Run, string, error) {
+func (c *Client) NeedingAttention(ctx context.Context, cursor string, limit int) ([]*core.Run, string, error) {
 	recs, next, err := c.store.AttentionRuns(ctx, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]*Run, len(recs))
+	out := make([]*core.Run, len(recs))
 	for i, rec := range recs {
-		out[i] = runFromRecord(rec)
+		out[i] = core.RunFromRecord(rec)
 	}
 	return out, next, nil
 }

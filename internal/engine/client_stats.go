@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -22,7 +23,7 @@ const MaxCountBuckets = retrystate.MaxCountBuckets
 // [edges[i], edges[i+1]) that still exist (finished runs count until they
 // expire), from the status indexes: one ZCOUNT per status and bucket, in
 // one round trip. edges must be increasing, at most MaxCountBuckets+1.
-func (c *Client) CountCreated(ctx context.Context, edges []time.Time) (map[RunStatus][]int64, error) {
+func (c *Client) CountCreated(ctx context.Context, edges []time.Time) (map[core.RunStatus][]int64, error) {
 	return c.store.CountCreated(ctx, edges)
 }
 
@@ -31,7 +32,7 @@ func (c *Client) CountCreated(ctx context.Context, edges []time.Time) (map[RunSt
 type RunStamp struct {
 	ID        string
 	CreatedAt time.Time
-	Status    RunStatus
+	Status    core.RunStatus
 	Owner     string
 	Workflow  string
 }

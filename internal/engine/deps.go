@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -18,7 +19,7 @@ import (
 type deps struct {
 	store *retrystate.Store
 	disp  *dispatcher
-	clock Clock
+	clock core.Clock
 	// retention is how long a finished run is kept (EngineConfig.Retention).
 	retention time.Duration
 	// writeTimeout bounds the retries of a state write or an enqueue
@@ -41,14 +42,14 @@ func newDeps(rdb redis.UniversalClient, cfg EngineConfig) *deps {
 // persist runs a state write or an enqueue, retrying with backoff while it
 // fails, for at most StateWriteTimeout. It outlives the delivery's context:
 // an attempt's result is worth saving even while asynq shuts down.
-func (d *deps) persist(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
+func (d *deps) persist(ctx context.Context, log core.Logger, what string, fn func(context.Context) error) error {
 	return d.retry(context.WithoutCancel(ctx), log, what, fn)
 }
 
 // retry runs fn, retrying with backoff while it fails, until ctx is done or
 // for at most StateWriteTimeout. A closed Redis client (redis.ErrClosed:
 // the process is shutting down) ends it at once: no retry can succeed.
-func (d *deps) retry(ctx context.Context, log logger, what string, fn func(context.Context) error) error {
+func (d *deps) retry(ctx context.Context, log core.Logger, what string, fn func(context.Context) error) error {
 	err := fn(ctx)
 	if err == nil || errors.Is(err, redis.ErrClosed) { // the common case: no timer needed
 		return err
@@ -64,7 +65,7 @@ func (d *deps) retry(ctx context.Context, log logger, what string, fn func(conte
 		if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
 			return err
 		}
-		log.Warn("redis write failed; retrying", "op", what, AttrError, err, "retry_in", backoff)
+		log.Warn("redis write failed; retrying", "op", what, core.AttrError, err, "retry_in", backoff)
 		if sleep(ctx, backoff) != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -19,10 +20,10 @@ type dispatcher struct {
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	queue     string
-	clock     Clock
+	clock     core.Clock
 }
 
-func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispatcher {
+func newDispatcher(rdb redis.UniversalClient, queue string, clock core.Clock) *dispatcher {
 	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
 		queue: queue, clock: clock}
 }
@@ -31,18 +32,18 @@ func newDispatcher(rdb redis.UniversalClient, queue string, clock Clock) *dispat
 // step was running, signals its worker to cancel the step's context. Both
 // are best effort: the state already forbids the step from going on, and a
 // running step also learns it at its next fence renewal.
-func (d *dispatcher) stop(log logger, task string, stepStatus StepStatus) {
+func (d *dispatcher) stop(log core.Logger, task string, stepStatus core.StepStatus) {
 	if task == "" {
 		return
 	}
 	if err := d.inspector.DeleteTask(d.queue, task); err != nil &&
 		!errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
-		log.Debug("task of a stopped step not deleted", AttrTaskID, task, AttrError, err)
+		log.Debug("task of a stopped step not deleted", core.AttrTaskID, task, core.AttrError, err)
 	}
-	if stepStatus == StepRunning {
+	if stepStatus == core.StepRunning {
 		if err := d.inspector.CancelProcessing(task); err != nil {
 			log.Warn("could not signal the running step to stop; it stops at its next fence renewal",
-				AttrTaskID, task, AttrError, err)
+				core.AttrTaskID, task, core.AttrError, err)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -33,7 +34,7 @@ type EngineConfig struct {
 	Queue string
 	// Defaults is the global policy, overridden per workflow and per step;
 	// unset fields take DefaultPolicy.
-	Defaults Policy
+	Defaults core.Policy
 	// Retention is how long a finished run (succeeded, failed, cancelled)
 	// is kept before it expires. Default 7 days.
 	Retention time.Duration
@@ -52,7 +53,7 @@ type EngineConfig struct {
 	// unreachable. Default 2m.
 	StateWriteTimeout time.Duration
 	// Clock tells the time. Default SystemClock.
-	Clock Clock
+	Clock core.Clock
 	// Logger receives the engine's structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Rand returns uniform numbers in [0, 1) for retry jitter. Default
@@ -60,7 +61,7 @@ type EngineConfig struct {
 	Rand func() float64
 	// Observer is told of runs, attempts and retries, for metrics (see
 	// package metrics). Default NopObserver.
-	Observer Observer
+	Observer core.Observer
 	// TracerProvider, when set, traces runs and attempts with OpenTelemetry
 	// (see tracing.go: a span per attempt, in whose context the step body
 	// runs, and a span per run, in the trace of the context Start was
@@ -85,7 +86,7 @@ func (c EngineConfig) withDefaults() EngineConfig {
 		c.StateWriteTimeout = 2 * time.Minute
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock
+		c.Clock = core.SystemClock
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -93,7 +94,7 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	if c.Rand == nil {
 		c.Rand = randv2.Float64
 	}
-	c.Observer = orNop(c.Observer)
+	c.Observer = core.OrNop(c.Observer)
 	if t := newTracer(c.TracerProvider); t != nil {
 		c.Observer = tracingObserver{Observer: c.Observer, t: t, clock: c.Clock}
 	}
@@ -122,9 +123,9 @@ type Engine struct {
 }
 
 type registered struct {
-	def   Definition
-	snap  snapshot
-	steps map[string]StepFunc
+	def   core.Definition
+	snap  core.Snapshot
+	steps map[string]core.StepFunc
 }
 
 // NewEngine returns an engine that keeps its state in rdb.
@@ -144,25 +145,25 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 
 // Register adds workflow definitions to the engine. Publish makes them
 // startable by clients.
-func (e *Engine) Register(defs ...Definition) error {
+func (e *Engine) Register(defs ...core.Definition) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range defs {
-		snap, err := d.resolved(e.cfg.Defaults)
+		snap, err := core.Resolve(&d, e.cfg.Defaults)
 		if err != nil {
 			return err
 		}
 		if _, dup := e.defs[d.Name]; dup {
-			return fmt.Errorf("%w %q: registered twice", ErrInvalidDefinition, d.Name)
+			return fmt.Errorf("%w %q: registered twice", core.ErrInvalidDefinition, d.Name)
 		}
-		r := &registered{def: d, snap: snap, steps: make(map[string]StepFunc, len(d.Steps))}
+		r := &registered{def: d, snap: snap, steps: make(map[string]core.StepFunc, len(d.Steps))}
 		for _, s := range d.Steps {
 			r.steps[s.Name] = s.Run
 			if s.Run == nil {
 				r.steps[s.Name] = waitBody // an await or a sleep (engine_waits.go)
 			}
 			if s.Compensate != nil {
-				r.steps[CompensationPrefix+s.Name] = s.Compensate
+				r.steps[core.CompensationPrefix+s.Name] = s.Compensate
 			}
 		}
 		e.defs[d.Name] = r
@@ -179,7 +180,7 @@ func (e *Engine) Publish(ctx context.Context) error {
 	defer e.mu.RUnlock()
 	out := make([]retrystate.PublishedDefinition, 0, len(e.defs))
 	for _, r := range e.defs {
-		pd, err := r.snap.published()
+		pd, err := r.snap.Published()
 		if err != nil {
 			return err
 		}
@@ -189,7 +190,7 @@ func (e *Engine) Publish(ctx context.Context) error {
 	return err
 }
 
-func (e *Engine) stepFunc(workflow, step string) StepFunc {
+func (e *Engine) stepFunc(workflow, step string) core.StepFunc {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if r := e.defs[workflow]; r != nil {
@@ -231,15 +232,15 @@ func IsFailure(err error) bool {
 func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	p, err := tasks.Decode(t.Payload())
 	if err != nil {
-		e.log.Error("dropping a malformed step task", AttrError, err)
+		e.log.Error("dropping a malformed step task", core.AttrError, err)
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
 	taskID, ok := asynq.GetTaskID(ctx)
 	if !ok {
 		taskID = p.ID()
 	}
-	log := lineLogger{l: e.log, attrs: []any{AttrRunID, p.RunID, AttrWorkflow, p.Workflow, AttrStep, p.Name,
-		AttrAttempt, p.Attempt, AttrTaskID, taskID}}
+	log := core.LineLogger{L: e.log, Attrs: []any{core.AttrRunID, p.RunID, core.AttrWorkflow, p.Workflow, core.AttrStep, p.Name,
+		core.AttrAttempt, p.Attempt, core.AttrTaskID, taskID}}
 	fn := e.stepFunc(p.Workflow, p.Name)
 	if fn == nil {
 		log.Error("this worker has no handler for the step; asynq will deliver the task again (is a worker of another version running?)")
@@ -265,13 +266,13 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return err
 		})
 		if err != nil {
-			log.Error("could not begin the attempt; asynq will deliver the task again", AttrError, err)
+			log.Error("could not begin the attempt; asynq will deliver the task again", core.AttrError, err)
 			return err
 		}
 		if b.Outcome != retrystate.OutcomeEarly || b.Wait > e.cfg.MaxEarlyWait {
 			break
 		}
-		log.Debug("attempt delivered before its due time; waiting", AttrDelay, b.Wait)
+		log.Debug("attempt delivered before its due time; waiting", core.AttrDelay, b.Wait)
 		if err := sleep(ctx, b.Wait); err != nil {
 			return err
 		}
@@ -280,37 +281,37 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	switch b.Outcome {
 	case retrystate.OutcomeGone:
 		log.Warn("acknowledged a task of an unknown run")
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeIgnored, 0)
 		return nil
 	case retrystate.OutcomeEnded:
 		log.Info("acknowledged a task of a finished run", "status", b.RunStatus)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeIgnored, 0)
 		return nil
 	case retrystate.OutcomeStale:
 		log.Info("acknowledged a stale or duplicate delivery")
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeIgnored, 0)
 		if b.Dispatch != nil {
 			// The run waits for another task; make sure it exists (a no-op
 			// when it does). This repairs an enqueue lost after a state write.
 			if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
-				log.Warn("could not make sure the current step's task exists", AttrError, err)
+				log.Warn("could not make sure the current step's task exists", core.AttrError, err)
 			}
 		}
 		return nil
 	case retrystate.OutcomeBusy:
-		log.Info("another delivery of this attempt is running; deferring", AttrDelay, b.Wait)
+		log.Info("another delivery of this attempt is running; deferring", core.AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait + 500*time.Millisecond, why: "attempt running elsewhere"}
 	case retrystate.OutcomeEarly:
-		log.Info("attempt delivered long before its due time; deferring", AttrDelay, b.Wait)
+		log.Info("attempt delivered long before its due time; deferring", core.AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait, why: "attempt not due"}
 	case retrystate.OutcomeDeferred:
 		// The step's circuit breaker is open: the attempt waits, under a
 		// new dispatch, spending no budget. If this enqueue is lost, the
 		// reconciler re-creates it (the run is in the scheduled index).
 		log.Info("circuit breaker open; attempt deferred", "until", b.Dispatch.DueAt)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDeferred, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeDeferred, 0)
 		if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
-			log.Warn("could not enqueue the deferred attempt; the reconciler will", AttrError, err)
+			log.Warn("could not enqueue the deferred attempt; the reconciler will", core.AttrError, err)
 		}
 		return nil
 	case retrystate.OutcomeRunFailed:
@@ -347,14 +348,14 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 //
 // It returns the next step to run in the same delivery when the workflow
 // continues inline and its complete began that step (engine_inline.go).
-func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, token string, fn StepFunc, b *retrystate.Started, begunAt time.Time, chain *inlineChain) (*inlineStep, error) {
+func (e *Engine) execute(ctx context.Context, log core.LineLogger, p tasks.Step, token string, fn core.StepFunc, b *retrystate.Started, begunAt time.Time, chain *inlineChain) (*inlineStep, error) {
 	pol := e.policy(log, b.Policy)
 	if late := e.cfg.Clock.Now().Sub(begunAt); late >= e.cfg.FenceTTL {
 		// The begin answered after the fence it took had expired (Redis was
 		// frozen or unreachable while it waited): the step may be another
 		// delivery's by now. Hand it back unrun, as a heartbeat that cannot
 		// renew in time does: no budget is spent.
-		log.Warn("the attempt's begin answered after its fence expired; handing the attempt back unrun", AttrDelay, late)
+		log.Warn("the attempt's begin answered after its fence expired; handing the attempt back unrun", core.AttrDelay, late)
 		return nil, e.release(ctx, log, p, token, pol.StepTimeout, 0)
 	}
 	if e.tracing != nil {
@@ -364,7 +365,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	}
 	if b.Crashed {
 		log.Warn("resuming an attempt whose worker crashed", "crashes", b.Crashes)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeCrashed, 0)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeCrashed, 0)
 	} else {
 		log.Debug("attempt started")
 		if p.Index == 0 && b.Attempt == 1 && !b.Snoozed {
@@ -372,19 +373,19 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 		}
 	}
 
-	sc := &StepContext{
+	sc := &core.StepContext{
 		RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: b.Attempt,
-		IdempotencyKey: IdempotencyKey(p.RunID, p.Name, b.Attempt),
+		IdempotencyKey: core.IdempotencyKey(p.RunID, p.Name, b.Attempt),
 		Input:          json.RawMessage(b.Input),
 		Compensation:   compensationOf(b.Compensation), // a compensation's attempt (engine_sagas.go)
-		log:            log,
-		outputs:        make(map[string]json.RawMessage, len(b.Earlier)),
 	}
+	outputs := make(map[string]json.RawMessage, len(b.Earlier))
 	for _, c := range b.Earlier {
 		if c.Output != "" {
-			sc.outputs[c.Name] = json.RawMessage(c.Output)
+			outputs[c.Name] = json.RawMessage(c.Output)
 		}
 	}
+	core.SetStepRuntime(sc, log, outputs)
 
 	stepCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -414,17 +415,17 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	if runErr == nil {
 		var err error
 		if output, err = json.Marshal(out); err != nil {
-			runErr = Permanent(fmt.Errorf("step output does not marshal to JSON: %w", err))
+			runErr = core.Permanent(fmt.Errorf("step output does not marshal to JSON: %w", err))
 		}
 	}
 	if runErr == nil {
 		return e.complete(ctx, log, p, token, string(output), b, elapsed, chain)
 	}
 	// A loop (loops.go): requests, not failures.
-	if d, ok := SnoozeOf(runErr); ok {
+	if d, ok := core.SnoozeOf(runErr); ok {
 		return nil, e.snooze(ctx, log, p, token, pol, d, elapsed)
 	}
-	if target, ok := GotoOf(runErr); ok {
+	if target, ok := core.GotoOf(runErr); ok {
 		if b.Compensation == nil {
 			return nil, e.jump(ctx, log, p, token, target, elapsed)
 		}
@@ -433,7 +434,7 @@ func (e *Engine) execute(ctx context.Context, log lineLogger, p tasks.Step, toke
 	return nil, e.fail(ctx, log, p, token, pol, b.Used, runErr, elapsed)
 }
 
-func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, output string, b *retrystate.Started, elapsed time.Duration, chain *inlineChain) (*inlineStep, error) {
+func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, token, output string, b *retrystate.Started, elapsed time.Duration, chain *inlineChain) (*inlineStep, error) {
 	args := retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token, Output: output, Retention: e.cfg.Retention}
 	next := b.Next
 	if next != nil {
@@ -453,48 +454,48 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 	})
 	switch {
 	case err != nil:
-		log.Error("could not checkpoint the step; the attempt will run again", AttrError, err)
+		log.Error("could not checkpoint the step; the attempt will run again", core.AttrError, err)
 		return nil, err
 	case res.Outcome == retrystate.OutcomeFenced:
-		log.Warn("attempt succeeded but no longer owns its step; result discarded", AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		log.Warn("attempt succeeded but no longer owns its step; result discarded", core.AttrReason, res.Why)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeDiscarded, elapsed)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeDone:
 		// A first try went through but its reply was lost; the script
 		// wrote the next step's task with it, or began it inline.
-		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		if res.RunStatus == StatusSucceeded {
-			e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
+		log.Info("step succeeded (checkpoint saved by an earlier try whose reply was lost)", core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
+		if res.RunStatus == core.StatusSucceeded {
+			e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, core.StatusSucceeded, "")
 		}
 		if args.InlineToken != "" {
 			return e.inlineAgain(ctx, log, p, args, b), nil
 		}
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunSucceeded:
-		log.Info("step succeeded; run succeeded", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
+		log.Info("step succeeded; run succeeded", core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, core.StatusSucceeded, "")
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeCompensated:
 		// The run's last compensation (compdone.lua).
-		log.Info("compensation succeeded; run compensated", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusCompensated, res.Code)
+		log.Info("compensation succeeded; run compensated", core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, core.StatusCompensated, res.Code)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		// A compensation that ended a required group's rollback: the run
 		// fails (compdone.lua).
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "compensation succeeded; its group is rolled back", AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "compensation succeeded; its group is rolled back", core.AttrDuration, elapsed)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeInline:
-		log.Debug("step succeeded; the next step runs inline", AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+		log.Debug("step succeeded; the next step runs inline", core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
 		return e.inlineStep(p, args, b, output, res), nil
 	}
-	log.Debug("step succeeded", AttrDuration, elapsed)
-	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeSucceeded, elapsed)
+	log.Debug("step succeeded", core.AttrDuration, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
 	if res.Enqueued {
 		return nil, nil
 	}
@@ -503,13 +504,13 @@ func (e *Engine) complete(ctx context.Context, log logger, p tasks.Step, token, 
 	}); err != nil {
 		// The state names the next task; a redelivery of this one (stale by
 		// now) or the reconciler creates it.
-		log.Error("could not enqueue the next step", AttrError, err, "next_step", res.Dispatch.Name)
+		log.Error("could not enqueue the next step", core.AttrError, err, "next_step", res.Dispatch.Name)
 		return nil, err
 	}
 	return nil, nil
 }
 
-func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token string, pol Policy, used int, runErr error, elapsed time.Duration) error {
+func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token string, pol core.Policy, used int, runErr error, elapsed time.Duration) error {
 	c := classify(runErr, pol)
 	runErr = c.err // a code in NonRetryableCodes made it permanent
 	class := c.class
@@ -528,25 +529,25 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	})
 	switch {
 	case err != nil:
-		log.Error("could not record the failed attempt; the attempt will run again", AttrError, err)
+		log.Error("could not record the failed attempt; the attempt will run again", core.AttrError, err)
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
-		log.Info("attempt ended but no longer owns its step; result discarded", AttrError, runErr, AttrReason, res.Why)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		log.Info("attempt ended but no longer owns its step; result discarded", core.AttrError, runErr, core.AttrReason, res.Why)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeDiscarded, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone && res.Code == "":
 		// A first try went through but its reply was lost; the script
 		// wrote the retry's task with it.
-		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", AttrError, runErr,
-			AttrClass, class, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
+		log.Warn("attempt failed; retry scheduled (by an earlier try whose reply was lost)", core.AttrError, runErr,
+			core.AttrClass, class, core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeFailedTransient, elapsed)
 		return nil
 	case res.Outcome == retrystate.OutcomeDone:
 		// The run failed (or compensates) by an earlier try whose reply was
 		// lost: that try's reply told the observer nothing.
-		log.Error("step failed; the run's failure was recorded by an earlier try whose reply was lost", AttrError, runErr,
-			AttrClass, class, AttrCode, res.Code, "status", res.RunStatus, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, failedOutcome(res.Code), elapsed)
+		log.Error("step failed; the run's failure was recorded by an earlier try whose reply was lost", core.AttrError, runErr,
+			core.AttrClass, class, core.AttrCode, res.Code, "status", res.RunStatus, core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.FailedOutcome(res.Code), elapsed)
 		if res.RunStatus.Terminal() {
 			e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, res.RunStatus, res.Code)
 		}
@@ -554,29 +555,29 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		// (The attempt's own outcome: a compensation's failure fails the run
 		// with compensation_failed.)
-		outcome := OutcomeExhausted
+		outcome := core.OutcomeExhausted
 		if class == retrystate.ClassPermanent {
-			outcome = OutcomeFailedPermanent
+			outcome = core.OutcomeFailedPermanent
 		}
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, outcome, elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed", AttrError, runErr, AttrClass, class, AttrDuration, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed", core.AttrError, runErr, core.AttrClass, class, core.AttrDuration, elapsed)
 		return nil
 	}
 	// (The retry first: a tracing observer records it on the attempt's
 	// span, which the attempt's outcome ends.)
 	e.cfg.Observer.RetryScheduled(ctx, p.RunID, p.Workflow, p.Name, delay)
-	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeFailedTransient, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeFailedTransient, elapsed)
 	next := *res.Dispatch
 	next.Name = p.Name
-	log.Warn("attempt failed; retry scheduled", AttrError, runErr, AttrClass, class, AttrDelay, delay,
-		AttrDueAt, next.DueAt, "next_attempt", next.Attempt, AttrDuration, elapsed)
+	log.Warn("attempt failed; retry scheduled", core.AttrError, runErr, core.AttrClass, class, core.AttrDelay, delay,
+		core.AttrDueAt, next.DueAt, "next_attempt", next.Attempt, core.AttrDuration, elapsed)
 	if res.Enqueued {
 		return nil
 	}
 	if err := e.persist(ctx, log, "enqueue retry", func(ctx context.Context) error {
 		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
 	}); err != nil {
-		log.Error("could not enqueue the retry", AttrError, err)
+		log.Error("could not enqueue the retry", core.AttrError, err)
 		return err
 	}
 	return nil
@@ -585,7 +586,7 @@ func (e *Engine) fail(ctx context.Context, log logger, p tasks.Step, token strin
 // release hands back an attempt this worker stopped because it could not
 // renew its fence: the attempt resumes under a new dispatch, spending no
 // budget (release.lua).
-func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token string, stepTimeout, elapsed time.Duration) error {
+func (e *Engine) release(ctx context.Context, log core.Logger, p tasks.Step, token string, stepTimeout, elapsed time.Duration) error {
 	again := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
 	args := retrystate.ReleaseArgs{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
 		Message: again.AsynqMessage(e.cfg.Queue, stepTimeout)}
@@ -597,15 +598,15 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 	})
 	switch {
 	case err != nil:
-		log.Error("could not hand back the interrupted attempt; the reconciler will resume it", AttrError, err)
+		log.Error("could not hand back the interrupted attempt; the reconciler will resume it", core.AttrError, err)
 		return err
 	case res.Outcome == retrystate.OutcomeFenced:
-		log.Info("interrupted attempt already taken over", AttrReason, res.Why, AttrDuration, elapsed)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeDiscarded, elapsed)
+		log.Info("interrupted attempt already taken over", core.AttrReason, res.Why, core.AttrDuration, elapsed)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeDiscarded, elapsed)
 		return nil
 	}
-	log.Warn("attempt interrupted: its fence could not be renewed; handed back to resume", AttrDuration, elapsed)
-	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeInterrupted, elapsed)
+	log.Warn("attempt interrupted: its fence could not be renewed; handed back to resume", core.AttrDuration, elapsed)
+	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeInterrupted, elapsed)
 	if res.Enqueued {
 		return nil
 	}
@@ -626,7 +627,7 @@ func (e *Engine) release(ctx context.Context, log logger, p tasks.Step, token st
 // find expired up to FenceTTL/3 before a first renewal counted from the
 // answer. The first renewal is due FenceTTL/3 after begunAt, at once if that
 // has passed. The returned func stops the heartbeat and waits for it.
-func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log logger, p tasks.Step, token string, begunAt time.Time) func() {
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, log core.Logger, p tasks.Step, token string, begunAt time.Time) func() {
 	every := e.cfg.FenceTTL / 3
 	validUntil := begunAt.Add(e.cfg.FenceTTL)
 	firstIn := max(begunAt.Add(every).Sub(e.cfg.Clock.Now()), 0)
@@ -654,11 +655,11 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 					return
 				}
 				if now = e.cfg.Clock.Now(); now.Add(every).After(validUntil) {
-					log.Error("cannot renew the attempt's fence before it expires; stopping the step", AttrError, err)
+					log.Error("cannot renew the attempt's fence before it expires; stopping the step", core.AttrError, err)
 					cancel(errUnrenewable)
 					return
 				}
-				log.Warn("could not renew the attempt's fence", AttrError, err)
+				log.Warn("could not renew the attempt's fence", core.AttrError, err)
 			case r == retrystate.RunStopped:
 				log.Info("run stopped while the step ran; cancelling the step")
 				cancel(errRunStopped)
@@ -706,23 +707,23 @@ func (e *Engine) renew(ctx context.Context, p tasks.Step, token string, now, val
 }
 
 // policy returns the effective policy of a stored step policy.
-func (e *Engine) policy(log logger, stored string) Policy {
+func (e *Engine) policy(log core.Logger, stored string) core.Policy {
 	if p, ok := e.policies.Load(stored); ok {
-		if pol, ok := p.(Policy); ok { // always: the cache holds only Policy values
+		if pol, ok := p.(core.Policy); ok { // always: the cache holds only Policy values
 			return pol
 		}
 	}
-	var pol Policy
+	var pol core.Policy
 	if err := json.Unmarshal([]byte(stored), &pol); err != nil {
-		log.Error("stored step policy is unreadable; using the defaults", AttrError, err)
+		log.Error("stored step policy is unreadable; using the defaults", core.AttrError, err)
 	}
-	pol = pol.Or(e.cfg.Defaults).Or(DefaultPolicy())
+	pol = pol.Or(e.cfg.Defaults).Or(core.DefaultPolicy())
 	e.policies.Store(stored, pol)
 	return pol
 }
 
 // call runs a step body, turning a panic into an error.
-func call(ctx context.Context, fn StepFunc, sc *StepContext) (out any, err error) {
+func call(ctx context.Context, fn core.StepFunc, sc *core.StepContext) (out any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sc.Logger().Error("step panicked", "panic", r, "stack", string(debug.Stack()))
@@ -748,43 +749,3 @@ func newToken() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// logger is what the engine logs through: a *slog.Logger, or a lineLogger.
-type logger interface {
-	Debug(msg string, args ...any)
-	Info(msg string, args ...any)
-	Warn(msg string, args ...any)
-	Error(msg string, args ...any)
-}
-
-// lineLogger logs with a fixed set of attributes (run, step, attempt),
-// added to each line only when the line's level is enabled: a delivery
-// costs no logger of its own unless it logs.
-type lineLogger struct {
-	l     *slog.Logger
-	attrs []any
-}
-
-func (ll lineLogger) Debug(msg string, args ...any) { ll.log(slog.LevelDebug, msg, args) }
-func (ll lineLogger) Info(msg string, args ...any)  { ll.log(slog.LevelInfo, msg, args) }
-func (ll lineLogger) Warn(msg string, args ...any)  { ll.log(slog.LevelWarn, msg, args) }
-func (ll lineLogger) Error(msg string, args ...any) { ll.log(slog.LevelError, msg, args) }
-
-func (ll lineLogger) log(level slog.Level, msg string, args []any) {
-	ctx := context.Background()
-	if !ll.l.Enabled(ctx, level) {
-		return
-	}
-	all := make([]any, 0, len(ll.attrs)+len(args))
-	ll.l.Log(ctx, level, msg, append(append(all, ll.attrs...), args...)...)
-}
-
-// Logger returns a *slog.Logger with the attributes.
-func (ll lineLogger) Logger() *slog.Logger { return ll.l.With(ll.attrs...) }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -44,10 +45,10 @@ type inlineChain struct {
 
 // inlineStep is a step the complete script began for this delivery to run.
 type inlineStep struct {
-	log     lineLogger
+	log     core.LineLogger
 	p       tasks.Step
 	token   string
-	fn      StepFunc
+	fn      core.StepFunc
 	started *retrystate.Started
 	begunAt time.Time
 }
@@ -96,7 +97,7 @@ func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteArgs, b *retry
 // token answers ok for an attempt it holds (begin.lua), renewing its fence;
 // anything else means the script wrote the next step's task, which its own
 // delivery runs.
-func (e *Engine) inlineAgain(ctx context.Context, log logger, p tasks.Step, args retrystate.CompleteArgs,
+func (e *Engine) inlineAgain(ctx context.Context, log core.Logger, p tasks.Step, args retrystate.CompleteArgs,
 	b *retrystate.Started) *inlineStep {
 	next := b.Next
 	var bg retrystate.Result
@@ -118,8 +119,8 @@ func (e *Engine) newInlineStep(p tasks.Step, index int, name string, attempt int
 	st *retrystate.Started, begunAt time.Time) *inlineStep {
 	np := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: index, Name: name, Attempt: attempt}
 	return &inlineStep{
-		log: lineLogger{l: e.log, attrs: []any{AttrRunID, np.RunID, AttrWorkflow, np.Workflow, AttrStep, np.Name,
-			AttrAttempt, np.Attempt, AttrTaskID, np.ID(), "inline", true}},
+		log: core.LineLogger{L: e.log, Attrs: []any{core.AttrRunID, np.RunID, core.AttrWorkflow, np.Workflow, core.AttrStep, np.Name,
+			core.AttrAttempt, np.Attempt, core.AttrTaskID, np.ID(), "inline", true}},
 		p: np, token: token, fn: e.stepFunc(p.Workflow, name), started: st, begunAt: begunAt,
 	}
 }

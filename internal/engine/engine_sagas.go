@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -16,14 +17,14 @@ import (
 // finalStatus is the status a run ends with after a failure a script
 // answered with Then, and false when the run goes on (compensating, or
 // after a rolled-back optional group).
-func finalStatus(then string) (RunStatus, bool) {
+func finalStatus(then string) (core.RunStatus, bool) {
 	switch then {
 	case retrystate.ThenFailed:
-		return StatusFailed, true
+		return core.StatusFailed, true
 	case retrystate.ThenCompensated:
-		return StatusCompensated, true
+		return core.StatusCompensated, true
 	case retrystate.ThenSucceeded:
-		return StatusSucceeded, true
+		return core.StatusSucceeded, true
 	}
 	return "", false
 }
@@ -32,8 +33,8 @@ func finalStatus(then string) (RunStatus, bool) {
 // and tells the observer of the run's end when it ended. what says what
 // failed ("step failed", "run failed"), attrs are the line's other
 // attributes.
-func (e *Engine) runFailed(ctx context.Context, log logger, runID, workflow string, res retrystate.Result, what string, attrs ...any) {
-	attrs = append(attrs, AttrCode, res.Code, AttrReason, res.Reason)
+func (e *Engine) runFailed(ctx context.Context, log core.Logger, runID, workflow string, res retrystate.Result, what string, attrs ...any) {
+	attrs = append(attrs, core.AttrCode, res.Code, core.AttrReason, res.Reason)
 	switch res.Then {
 	case retrystate.ThenFailed:
 		log.Error(what+"; run failed", attrs...)
@@ -48,7 +49,7 @@ func (e *Engine) runFailed(ctx context.Context, log logger, runID, workflow stri
 	}
 	if st, ended := finalStatus(res.Then); ended {
 		code := res.Code
-		if st == StatusSucceeded {
+		if st == core.StatusSucceeded {
 			code = ""
 		}
 		e.cfg.Observer.RunFinished(ctx, runID, workflow, st, code)
@@ -57,11 +58,11 @@ func (e *Engine) runFailed(ctx context.Context, log logger, runID, workflow stri
 
 // compensationOf returns what a compensation's attempt undoes, for its
 // StepContext.
-func compensationOf(c *retrystate.CompensationOf) *Compensation {
+func compensationOf(c *retrystate.CompensationOf) *core.Compensation {
 	if c == nil {
 		return nil
 	}
-	out := &Compensation{Step: c.Step, FailureCode: c.FailureCode, FailureReason: c.FailureReason}
+	out := &core.Compensation{Step: c.Step, FailureCode: c.FailureCode, FailureReason: c.FailureReason}
 	if c.Output != "" {
 		out.Output = json.RawMessage(c.Output)
 	}
@@ -71,5 +72,5 @@ func compensationOf(c *retrystate.CompensationOf) *Compensation {
 // compensationGoto is the error a compensation's Goto becomes: a
 // compensation runs once per saga and cannot loop the run.
 func compensationGoto(target string) error {
-	return WithCode(Permanent(fmt.Errorf("a compensation cannot go to step %q (Goto)", target)), CodeInvalidGoto)
+	return core.WithCode(core.Permanent(fmt.Errorf("a compensation cannot go to step %q (Goto)", target)), core.CodeInvalidGoto)
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -16,15 +17,15 @@ import (
 // waitBody is what the engine registers as the body of an await or a sleep
 // step, so that it has a handler: begin answers "wait" or "wake" for such a
 // step, never "ok", and the body never runs.
-func waitBody(context.Context, *StepContext) (any, error) {
-	return nil, Permanent(errors.New("an await or sleep step has no body"))
+func waitBody(context.Context, *core.StepContext) (any, error) {
+	return nil, core.Permanent(errors.New("an await or sleep step has no body"))
 }
 
 // wait handles a delivery of an await or a sleep step: its first delivery
 // (OutcomeWait: start waiting, or finish at once) or its wake-up
 // (OutcomeWake: a sleep ends, an await times out), through wait.lua. The
 // step holds no worker slot while it waits: this delivery ends at once.
-func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID string, b retrystate.Result) (err error) {
+func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, taskID string, b retrystate.Result) (err error) {
 	var res retrystate.Result
 	args := retrystate.WaitArgs{RunID: p.RunID, Index: p.Index, TaskID: taskID, Action: retrystate.WaitWake,
 		Retention: e.cfg.Retention}
@@ -43,10 +44,10 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 			}
 			t, err := e.evalUntil(ctx, p, until)
 			if err != nil {
-				if _, perm := errors.AsType[*permanentError](err); !perm {
+				if !core.IsPermanent(err) {
 					return err // reading the run failed: deliver again
 				}
-				args.UntilError = truncate(err.Error(), 4096)
+				args.UntilError = core.Truncate(err.Error(), 4096)
 			} else {
 				args.Until = t
 			}
@@ -65,7 +66,7 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		return err
 	})
 	if err != nil {
-		log.Error("could not record the step's wait; asynq will deliver the task again", AttrError, err)
+		log.Error("could not record the step's wait; asynq will deliver the task again", core.AttrError, err)
 		return err
 	}
 	if args.Action == retrystate.WaitStart && p.Index == 0 && p.Attempt == 1 && res.Outcome != retrystate.OutcomeNoop {
@@ -73,7 +74,7 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 	}
 	switch res.Outcome {
 	case retrystate.OutcomeWaiting:
-		if res.WaitReason == WaitSignal {
+		if res.WaitReason == core.WaitSignal {
 			log.Info("step waits for its signal", "until", res.Dispatch.DueAt)
 		} else {
 			log.Info("step sleeps", "until", res.Dispatch.DueAt)
@@ -93,13 +94,13 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		}); err != nil {
 			// The state names the next task; a redelivery of this one
 			// (stale by now) or the reconciler creates it.
-			log.Error("could not enqueue the next step", AttrError, err, "next_step", d.Name)
+			log.Error("could not enqueue the next step", core.AttrError, err, "next_step", d.Name)
 			return err
 		}
 		return nil
 	case retrystate.OutcomeRunSucceeded:
 		log.Info("step done waiting; run succeeded")
-		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, StatusSucceeded, "")
+		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, core.StatusSucceeded, "")
 		return nil
 	case retrystate.OutcomeRunFailed:
 		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed")
@@ -108,8 +109,8 @@ func (e *Engine) wait(ctx context.Context, log lineLogger, p tasks.Step, taskID 
 		return &redeliverError{after: res.Wait, why: "wake-up not due"}
 	default:
 		// OutcomeNoop: another delivery or a repair moved the state on.
-		log.Info("acknowledged a stale delivery of a waiting step", AttrReason, res.Reason)
-		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, OutcomeIgnored, 0)
+		log.Info("acknowledged a stale delivery of a waiting step", core.AttrReason, res.Reason)
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeIgnored, 0)
 		return nil
 	}
 }
@@ -126,7 +127,7 @@ func (e *Engine) stepTimeout(workflow string, index int) time.Duration {
 }
 
 // sleepUntil returns the Sleep.Until of a registered step, or nil.
-func (e *Engine) sleepUntil(workflow, step string) func(*StepContext) (time.Time, error) {
+func (e *Engine) sleepUntil(workflow, step string) func(*core.StepContext) (time.Time, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	r := e.defs[workflow]
@@ -144,30 +145,31 @@ func (e *Engine) sleepUntil(workflow, step string) func(*StepContext) (time.Time
 // evalUntil computes the end of a KindSleepUntil step from the run's input
 // and earlier outputs. An error of the function (or a panic) is permanent;
 // an error reading the run is returned as is.
-func (e *Engine) evalUntil(ctx context.Context, p tasks.Step, until func(*StepContext) (time.Time, error)) (t time.Time, err error) {
+func (e *Engine) evalUntil(ctx context.Context, p tasks.Step, until func(*core.StepContext) (time.Time, error)) (t time.Time, err error) {
 	rec, err := e.store.Run(ctx, p.RunID)
 	if err != nil {
 		return time.Time{}, err
 	}
-	sc := &StepContext{RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: p.Attempt,
-		IdempotencyKey: IdempotencyKey(p.RunID, p.Name, p.Attempt), Input: json.RawMessage(rec.Input),
-		outputs: make(map[string]json.RawMessage, p.Index)}
+	sc := &core.StepContext{RunID: p.RunID, Workflow: p.Workflow, Step: p.Name, Index: p.Index, Attempt: p.Attempt,
+		IdempotencyKey: core.IdempotencyKey(p.RunID, p.Name, p.Attempt), Input: json.RawMessage(rec.Input)}
+	outputs := make(map[string]json.RawMessage, p.Index)
 	for i, s := range rec.Steps {
 		if i < p.Index && s.Output != "" {
-			sc.outputs[s.Name] = json.RawMessage(s.Output)
+			outputs[s.Name] = json.RawMessage(s.Output)
 		}
 	}
+	core.SetStepRuntime(sc, core.LineLogger{}, outputs)
 	defer func() {
 		if r := recover(); r != nil {
-			err = Permanent(fmt.Errorf("Sleep.Until panicked: %v", r))
+			err = core.Permanent(fmt.Errorf("Sleep.Until panicked: %v", r))
 		}
 	}()
 	t, err = until(sc)
 	switch {
 	case err != nil:
-		return time.Time{}, Permanent(err)
+		return time.Time{}, core.Permanent(err)
 	case t.IsZero():
-		return time.Time{}, Permanent(errors.New("Sleep.Until returned the zero time"))
+		return time.Time{}, core.Permanent(errors.New("Sleep.Until returned the zero time"))
 	}
 	return t, nil
 }

@@ -7,19 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/outbox"
 	"github.com/cairnhq/cairn/retrystate"
 )
@@ -297,7 +294,7 @@ func (o *clientOutbox) run(ctx context.Context) {
 }
 
 // queueStart queues a Start and returns the run it will be.
-func (c *Client) queueStart(r startReq, cause error) (*Run, error) {
+func (c *Client) queueStart(r startReq, cause error) (*core.Run, error) {
 	now := c.cfg.Clock.Now()
 	e := &OutboxEntry{Kind: OutboxStart, RunID: r.id, Workflow: r.workflow, Input: r.input, Owner: r.owner,
 		IdempotencyKey: r.idemKey, OrderingKey: r.ordKey, SharedOrdering: r.ordShared, Trace: r.trace, QueuedAt: now}
@@ -307,9 +304,9 @@ func (c *Client) queueStart(r startReq, cause error) (*Run, error) {
 		}
 		return nil, fmt.Errorf("cannot queue the start of %s in the outbox: %w", r.workflow, err)
 	}
-	log := c.log.With(AttrRunID, r.id, AttrWorkflow, r.workflow, "outbox_seq", e.Seq)
+	log := c.log.With(core.AttrRunID, r.id, core.AttrWorkflow, r.workflow, "outbox_seq", e.Seq)
 	if cause != nil {
-		log.Warn("Redis unreachable; start queued in the outbox", AttrError, cause.Error())
+		log.Warn("Redis unreachable; start queued in the outbox", core.AttrError, cause.Error())
 	} else {
 		log.Info("start queued in the outbox behind earlier entries")
 	}
@@ -317,14 +314,14 @@ func (c *Client) queueStart(r startReq, cause error) (*Run, error) {
 }
 
 // queuedRun is the Run a queued start will be.
-func queuedRun(e *OutboxEntry) *Run {
-	return &Run{ID: e.RunID, Workflow: e.Workflow, Status: StatusPending, Owner: e.Owner,
+func queuedRun(e *OutboxEntry) *core.Run {
+	return &core.Run{ID: e.RunID, Workflow: e.Workflow, Status: core.StatusPending, Owner: e.Owner,
 		IdempotencyKey: e.IdempotencyKey, Input: e.Input, OrderingKey: e.OrderingKey, OrderingShared: e.SharedOrdering, CreatedAt: e.QueuedAt,
 		UpdatedAt: e.QueuedAt, Queued: true}
 }
 
 // queueSignal queues a Signal.
-func (c *Client) queueSignal(runID, name string, payload json.RawMessage, id, actor string, cause error) (*SignalResult, error) {
+func (c *Client) queueSignal(runID, name string, payload json.RawMessage, id, actor string, cause error) (*core.SignalResult, error) {
 	e := &OutboxEntry{Kind: OutboxSignal, RunID: runID, Signal: name, SignalID: id, Payload: payload, Actor: actor,
 		QueuedAt: c.cfg.Clock.Now()}
 	if err := c.ob.append(e); err != nil {
@@ -333,13 +330,13 @@ func (c *Client) queueSignal(runID, name string, payload json.RawMessage, id, ac
 		}
 		return nil, fmt.Errorf("cannot queue signal %s for run %s in the outbox: %w", name, runID, err)
 	}
-	log := c.log.With(AttrRunID, runID, "signal", name, "signal_id", id, "outbox_seq", e.Seq)
+	log := c.log.With(core.AttrRunID, runID, "signal", name, "signal_id", id, "outbox_seq", e.Seq)
 	if cause != nil {
-		log.Warn("Redis unreachable; signal queued in the outbox", AttrError, cause.Error())
+		log.Warn("Redis unreachable; signal queued in the outbox", core.AttrError, cause.Error())
 	} else {
 		log.Info("signal queued in the outbox behind earlier entries")
 	}
-	return &SignalResult{Outcome: SignalOutbox, ID: id}, nil
+	return &core.SignalResult{Outcome: core.SignalOutbox, ID: id}, nil
 }
 
 // newSignalID returns an ID for a signal the caller gave none: "ob_" and
@@ -354,52 +351,7 @@ func newSignalID() string {
 // queues: the client has an outbox, the caller's context is not done, and
 // err says Redis could not be reached.
 func (c *Client) shouldQueue(ctx context.Context, err error) bool {
-	return c.ob != nil && ctx.Err() == nil && redisUnreachable(err)
-}
-
-// redisUnreachable reports whether err means that a command did not reach
-// Redis or got no answer: a failed dial, a refused, reset or closed
-// connection, a timeout, a pool timeout, and the replies of a server that
-// cannot serve yet (LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN), which
-// execute nothing. A closed client (redis.ErrClosed) is not: the
-// application closed it.
-func redisUnreachable(err error) bool {
-	if err == nil || errors.Is(err, redis.ErrClosed) {
-		return false
-	}
-	if rerr, ok := errors.AsType[redis.Error](err); ok {
-		msg := rerr.Error()
-		for _, p := range []string{"LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN "} {
-			if strings.HasPrefix(msg, p) {
-				return true
-			}
-		}
-		return false
-	}
-	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, net.ErrClosed) {
-		return true
-	}
-	_, ok := errors.AsType[net.Error](err)
-	return ok
-}
-
-// redisBusy reports the replies of a server that refuses writes for now
-// (out of memory, a read-only replica): the flusher waits for it rather
-// than dead-letter its entries. Start and Signal return these errors.
-func redisBusy(err error) bool {
-	rerr, ok := errors.AsType[redis.Error](err)
-	if !ok {
-		return false
-	}
-	for _, p := range []string{"OOM ", "READONLY ", "NOREPLICAS "} {
-		if strings.HasPrefix(rerr.Error(), p) {
-			return true
-		}
-	}
-	return false
+	return c.ob != nil && ctx.Err() == nil && core.RedisUnreachable(err)
 }
 
 // FlushOutbox applies the queued entries, oldest first, until the outbox is
@@ -476,7 +428,7 @@ func (c *Client) FlushOutbox(ctx context.Context) (OutboxFlush, error) {
 		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
 			rep.Remaining = remaining()
 			return rep, err
-		case redisUnreachable(err) || redisBusy(err):
+		case core.RedisUnreachable(err) || core.RedisBusy(err):
 			now := c.cfg.Clock.Now()
 			e.Attempts++
 			e.LastError, e.LastAttemptAt = err.Error(), &now
@@ -517,8 +469,8 @@ func (c *Client) bury(seq uint64, e *OutboxEntry, cause error) error {
 		return err
 	}
 	c.log.Error("outbox entry refused; moved to the dead letters (enqueue outbox lists them)",
-		"kind", string(e.Kind), AttrRunID, e.RunID, AttrWorkflow, e.Workflow, "signal", e.Signal,
-		"outbox_seq", seq, AttrReason, cause.Error())
+		"kind", string(e.Kind), core.AttrRunID, e.RunID, core.AttrWorkflow, e.Workflow, "signal", e.Signal,
+		"outbox_seq", seq, core.AttrReason, cause.Error())
 	if dropped > 0 {
 		c.log.Error("outbox dead letters full: the oldest were dropped", "dropped", dropped)
 	}
@@ -542,10 +494,10 @@ func (c *Client) applyEntry(ctx context.Context, e *OutboxEntry) (alias string, 
 func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error) {
 	// Start checked it before queueing it; an outbox written by an older
 	// version may hold what Start refuses now.
-	if err := CheckJSON(e.Input); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	if err := core.CheckJSON(e.Input); err != nil {
+		return "", fmt.Errorf("%w: %w", core.ErrInvalidInput, err)
 	}
-	log := c.log.With(AttrRunID, e.RunID, AttrWorkflow, e.Workflow, "outbox_seq", e.Seq)
+	log := c.log.With(core.AttrRunID, e.RunID, core.AttrWorkflow, e.Workflow, "outbox_seq", e.Seq)
 	created, err := c.create(ctx, startReq{id: e.RunID, workflow: e.Workflow, input: e.Input, owner: e.Owner,
 		idemKey: e.IdempotencyKey, ordKey: e.OrderingKey, ordShared: e.SharedOrdering && e.OrderingKey != "", trace: e.Trace})
 	if errors.Is(err, retrystate.ErrRunIDCollision) {
@@ -576,7 +528,7 @@ func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error)
 			return "", err
 		}
 		if wf != e.Workflow {
-			return "", fmt.Errorf("%w: key %q started run %s of workflow %q", ErrIdempotencyConflict,
+			return "", fmt.Errorf("%w: key %q started run %s of workflow %q", core.ErrIdempotencyConflict,
 				e.IdempotencyKey, created.RunID, wf)
 		}
 		log.Info("queued start's idempotency key names a run already: no run created; the queued ID stands for it",
@@ -590,7 +542,7 @@ func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error)
 		if !created.Enqueued {
 			if err := c.disp.enqueue(ctx, created.RunID, e.Workflow, *created.Dispatch); err != nil {
 				log.Warn("queued run created but its first task was not enqueued (the reconciler will enqueue it)",
-					AttrError, err.Error())
+					core.AttrError, err.Error())
 			}
 		}
 		log.Info("queued run started")
@@ -603,13 +555,13 @@ func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error)
 // the reconciler.
 func (c *Client) ensureFirstLogged(ctx context.Context, log *slog.Logger, id string) {
 	if err := c.ensureFirst(ctx, id); err != nil && !errors.Is(err, retrystate.ErrRunNotFound) {
-		log.Warn("cannot make sure the run's first task exists (the reconciler will)", AttrError, err.Error())
+		log.Warn("cannot make sure the run's first task exists (the reconciler will)", core.AttrError, err.Error())
 	}
 }
 
 func (c *Client) applySignal(ctx context.Context, e *OutboxEntry) error {
-	if err := CheckJSON(e.Payload); err != nil { // as in applyStart
-		return fmt.Errorf("%w: signal payload: %w", ErrInvalidInput, err)
+	if err := core.CheckJSON(e.Payload); err != nil { // as in applyStart
+		return fmt.Errorf("%w: signal payload: %w", core.ErrInvalidInput, err)
 	}
 	target := e.RunID
 	if alias := c.ob.alias(e.RunID); alias != "" {
@@ -619,7 +571,7 @@ func (c *Client) applySignal(ctx context.Context, e *OutboxEntry) error {
 	if out != nil {
 		if err != nil {
 			c.log.Warn("queued signal delivered, but the next step's task was not enqueued (the reconciler will)",
-				AttrRunID, target, "signal", e.Signal, AttrError, err.Error())
+				core.AttrRunID, target, "signal", e.Signal, core.AttrError, err.Error())
 		}
 		return nil
 	}
@@ -641,7 +593,7 @@ func (o *clientOutbox) alias(id string) string {
 // the run its queued start will be, the run its start's idempotency key
 // named, or the dead letter of its start (ErrRunNotFound saying so). ok is
 // false when the outbox knows nothing of it.
-func (c *Client) lookupQueued(ctx context.Context, id string) (run *Run, ok bool, err error) {
+func (c *Client) lookupQueued(ctx context.Context, id string) (run *core.Run, ok bool, err error) {
 	if alias := c.ob.alias(id); alias != "" {
 		run, err := c.Get(ctx, alias)
 		return run, true, err
@@ -657,7 +609,7 @@ func (c *Client) lookupQueued(ctx context.Context, id string) (run *Run, ok bool
 	}
 	for i := range contents.Dead {
 		if e := &contents.Dead[i]; e.Kind == OutboxStart && e.RunID == id {
-			return nil, true, fmt.Errorf("%w: %s (its queued start is a dead letter of the outbox: %s)", ErrRunNotFound, id,
+			return nil, true, fmt.Errorf("%w: %s (its queued start is a dead letter of the outbox: %s)", core.ErrRunNotFound, id,
 				e.DeadReason)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -59,7 +60,7 @@ type ReconcilerConfig struct {
 	MaxChecks int
 	// Observer is told of each repair and of the runs a repair fails.
 	// Default: the engine's EngineConfig.Observer.
-	Observer Observer
+	Observer core.Observer
 }
 
 func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
@@ -242,7 +243,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.log.Error("reconciliation pass failed; retrying", AttrError, err)
+		r.log.Error("reconciliation pass failed; retrying", core.AttrError, err)
 		if sleep(ctx, r.cfg.SweepInterval) != nil {
 			return
 		}
@@ -268,7 +269,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		case <-sweep.C:
 			if _, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("sweep failed", AttrError, err)
+				r.log.Warn("sweep failed", core.AttrError, err)
 			}
 			continue
 		case <-recheck.C:
@@ -278,7 +279,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		arm(rep.Recheck)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			r.log.Error("reconciliation pass failed", AttrError, err)
+			r.log.Error("reconciliation pass failed", core.AttrError, err)
 		case err == nil && rep.Total()+rep.Failed+rep.Attention > 0:
 			r.log.Info("reconciliation pass", "incomplete_runs", rep.Incomplete, "repairs", rep.Total(), "detail", rep.String())
 		}
@@ -329,7 +330,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	if uerr := r.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
 		return r.store.Unlock(ctx, name, token)
 	}); uerr != nil && err == nil {
-		r.log.Warn("could not release the reconciler lock", AttrError, uerr)
+		r.log.Warn("could not release the reconciler lock", core.AttrError, uerr)
 	}
 	return true, err
 }
@@ -582,7 +583,7 @@ func (r *Reconciler) each(ctx context.Context, runs []retrystate.Due, fn func(co
 			rep, err := fn(ctx, id)
 			if err != nil {
 				if ctx.Err() == nil {
-					r.log.Warn("repair failed; the next pass retries it", AttrRunID, id, AttrError, err)
+					r.log.Warn("repair failed; the next pass retries it", core.AttrRunID, id, core.AttrError, err)
 				}
 				return
 			}
@@ -596,9 +597,9 @@ func (r *Reconciler) each(ctx context.Context, runs []retrystate.Due, fn func(co
 }
 
 func (r *Reconciler) runLog(id string, d *retrystate.Dispatch) *slog.Logger {
-	l := r.log.With(AttrRunID, id)
+	l := r.log.With(core.AttrRunID, id)
 	if d != nil {
-		l = l.With(AttrStep, d.Name, AttrAttempt, d.Attempt)
+		l = l.With(core.AttrStep, d.Name, core.AttrAttempt, d.Attempt)
 	}
 	return l
 }
@@ -618,22 +619,22 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 				return rep, err
 			}
 		}
-		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, AttrDueAt, rp.Dispatch.DueAt)
+		log.Warn("repaired run", "repair", rp.Kind, "crashes", rp.Crashes, core.AttrDueAt, rp.Dispatch.DueAt)
 		rep.add(rp.Kind, 1)
 		r.cfg.Observer.Repair(rp.Kind)
 	case retrystate.OutcomeRunFailed:
 		if _, ended := finalStatus(rp.Then); ended {
-			log.Error("run failed during repair", "repair", rp.Kind, AttrCode, rp.Code, AttrReason, rp.Reason, "then", rp.Then)
+			log.Error("run failed during repair", "repair", rp.Kind, core.AttrCode, rp.Code, core.AttrReason, rp.Reason, "then", rp.Then)
 		} else {
-			log.Warn("run's step failed during repair; the run goes on", "repair", rp.Kind, AttrCode, rp.Code,
-				AttrReason, rp.Reason, "then", rp.Then)
+			log.Warn("run's step failed during repair; the run goes on", "repair", rp.Kind, core.AttrCode, rp.Code,
+				core.AttrReason, rp.Reason, "then", rp.Then)
 		}
 		rep.add(rp.Kind, 1)
 		rep.Failed++
 		r.disp.stop(log, rp.Task, rp.StepStatus)
 		r.observeFailed(ctx, id, rp)
 	case retrystate.OutcomeAttention:
-		log.Error("run needs attention: repaired automatically too often", AttrReason, rp.Reason)
+		log.Error("run needs attention: repaired automatically too often", core.AttrReason, rp.Reason)
 		rep.Attention++
 		r.cfg.Observer.Repair("needs_attention")
 	default:
@@ -752,7 +753,7 @@ func (r *Reconciler) checkIndex(ctx context.Context, index string, at *retrystat
 		*at = retrystate.IndexCursor{}
 	}
 	if failed != nil && ctx.Err() == nil {
-		r.log.Warn("task checks failed; the next pass checks these runs again", "index", index, AttrError, failed)
+		r.log.Warn("task checks failed; the next pass checks these runs again", "index", index, core.AttrError, failed)
 	}
 	return total, readErr
 }
@@ -804,7 +805,7 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("repair failed; the next pass retries it", AttrRunID, c.RunID, AttrError, err)
+				r.log.Warn("repair failed; the next pass retries it", core.AttrRunID, c.RunID, core.AttrError, err)
 			}
 			continue
 		}
@@ -814,7 +815,7 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 		got, err := r.redispatch(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Warn("repair failed; the next pass retries it", AttrRunID, id, AttrError, err)
+				r.log.Warn("repair failed; the next pass retries it", core.AttrRunID, id, core.AttrError, err)
 			}
 			continue
 		}
@@ -846,15 +847,15 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Result) {
 	r.cfg.Observer.Repair(rp.Kind)
 	st, ended := finalStatus(rp.Then)
-	if _, nop := r.cfg.Observer.(NopObserver); nop || !ended {
+	if _, nop := r.cfg.Observer.(core.NopObserver); nop || !ended {
 		return
 	}
 	wf, err := r.store.RunWorkflow(ctx, id)
 	if err != nil {
-		r.log.Debug("cannot read the workflow of a failed run for metrics", AttrRunID, id, AttrError, err)
+		r.log.Debug("cannot read the workflow of a failed run for metrics", core.AttrRunID, id, core.AttrError, err)
 	}
 	code := rp.Code
-	if st == StatusSucceeded {
+	if st == core.StatusSucceeded {
 		code = ""
 	}
 	r.cfg.Observer.RunFinished(ctx, id, wf, st, code)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 )
 
@@ -42,11 +43,11 @@ type FindRunsOptions struct {
 // ValidRunIDPrefix reports whether s can begin a run ID: 1 to 26
 // characters of a run ID's alphabet (lowercase Crockford base32).
 func ValidRunIDPrefix(s string) bool {
-	if s == "" || len(s) > runIDLen {
+	if s == "" || len(s) > core.RunIDLen {
 		return false
 	}
 	for i := range len(s) {
-		if crockfordIndex[s[i]] < 0 {
+		if core.CrockfordIndex[s[i]] < 0 {
 			return false
 		}
 	}
@@ -66,9 +67,9 @@ func ValidRunIDPrefix(s string) bool {
 // not of the index. Only when nothing matches there does it scan the whole
 // index (ZSCAN MATCH prefix*), for a run created long after its ID (an
 // outbox's Start sent later).
-func (c *Client) FindRuns(ctx context.Context, prefix string, opts FindRunsOptions) ([]*Run, error) {
+func (c *Client) FindRuns(ctx context.Context, prefix string, opts FindRunsOptions) ([]*core.Run, error) {
 	if !ValidRunIDPrefix(prefix) {
-		return nil, fmt.Errorf("%w %q: not the beginning of a run ID", ErrInvalidRunID, prefix)
+		return nil, fmt.Errorf("%w %q: not the beginning of a run ID", core.ErrInvalidRunID, prefix)
 	}
 	limit := opts.Limit
 	if limit <= 0 {
@@ -76,7 +77,7 @@ func (c *Client) FindRuns(ctx context.Context, prefix string, opts FindRunsOptio
 	}
 	limit = min(limit, maxFindLimit)
 	var recs []*retrystate.Run
-	if len(prefix) == runIDLen {
+	if len(prefix) == core.RunIDLen {
 		rec, err := c.store.RunHead(ctx, prefix)
 		switch {
 		case errors.Is(err, retrystate.ErrRunNotFound):
@@ -101,9 +102,9 @@ func (c *Client) FindRuns(ctx context.Context, prefix string, opts FindRunsOptio
 			slices.SortFunc(recs, func(a, b *retrystate.Run) int { return strings.Compare(b.ID, a.ID) })
 		}
 	}
-	out := make([]*Run, len(recs))
+	out := make([]*core.Run, len(recs))
 	for i, rec := range recs {
-		out[i] = runFromRecord(rec)
+		out[i] = core.RunFromRecord(rec)
 	}
 	return out, nil
 }
@@ -112,11 +113,11 @@ func (c *Client) FindRuns(ctx context.Context, prefix string, opts FindRunsOptio
 // start with prefix: the first 10 characters of an ID are its time, 5 bits
 // a character, most significant first (NewRunID).
 func prefixTimes(prefix string) (lo, hi int64) {
-	n := min(len(prefix), runIDTimeLen)
+	n := min(len(prefix), core.RunIDTimeLen)
 	for i := range n {
-		lo = lo<<5 | int64(crockfordIndex[prefix[i]])
+		lo = lo<<5 | int64(core.CrockfordIndex[prefix[i]])
 	}
-	free := 5 * (runIDTimeLen - n) // the bits the prefix leaves open
+	free := 5 * (core.RunIDTimeLen - n) // the bits the prefix leaves open
 	lo <<= free
 	return lo, lo + 1<<free - 1
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/cairnhq/cairn/internal/core"
 )
 
 // TestPrefixTimes: the times a prefix stands for hold the time of every ID
@@ -14,7 +16,7 @@ func TestPrefixTimes(t *testing.T) {
 		time.Date(2026, 3, 1, 12, 0, 0, 123e6, time.UTC),
 		time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
 	} {
-		id := NewRunID(at)
+		id := core.NewRunID(at)
 		ms := at.UnixMilli()
 		for n := 1; n <= len(id); n++ {
 			lo, hi := prefixTimes(id[:n])
@@ -22,18 +24,18 @@ func TestPrefixTimes(t *testing.T) {
 				t.Errorf("prefixTimes(%q) = [%d, %d]: lacks the ID's time %d", id[:n], lo, hi, ms)
 			}
 			want := int64(1)
-			if n < runIDTimeLen {
-				want = int64(1) << (5 * (runIDTimeLen - n))
+			if n < core.RunIDTimeLen {
+				want = int64(1) << (5 * (core.RunIDTimeLen - n))
 			}
 			if hi-lo+1 != want {
 				t.Errorf("prefixTimes(%q) spans %d ms, want %d", id[:n], hi-lo+1, want)
 			}
-			if n < runIDTimeLen {
+			if n < core.RunIDTimeLen {
 				// The range's ends are the times of IDs with this prefix.
-				if p := NewRunID(time.UnixMilli(lo))[:n]; p != id[:n] {
+				if p := core.NewRunID(time.UnixMilli(lo))[:n]; p != id[:n] {
 					t.Errorf("prefixTimes(%q): the ID of its start has prefix %q", id[:n], p)
 				}
-				if p := NewRunID(time.UnixMilli(hi))[:n]; p != id[:n] {
+				if p := core.NewRunID(time.UnixMilli(hi))[:n]; p != id[:n] {
 					t.Errorf("prefixTimes(%q): the ID of its end has prefix %q", id[:n], p)
 				}
 			}

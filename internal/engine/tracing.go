@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -180,12 +181,12 @@ func attemptOf(ctx context.Context) *attemptTrace {
 
 // errorClass is the class of the error an attempt that ended with outcome
 // failed with ("" when it did not fail).
-func errorClass(outcome AttemptOutcome) string {
-	if outcome == OutcomeFailedTransient || outcome == OutcomeExhausted {
-		return ClassTransient
+func errorClass(outcome core.AttemptOutcome) string {
+	if outcome == core.OutcomeFailedTransient || outcome == core.OutcomeExhausted {
+		return core.ClassTransient
 	}
-	if outcome == OutcomeFailedPermanent {
-		return ClassPermanent
+	if outcome == core.OutcomeFailedPermanent {
+		return core.ClassPermanent
 	}
 	return ""
 }
@@ -195,16 +196,16 @@ func errorClass(outcome AttemptOutcome) string {
 // ends that span with the attempt's outcome, and records the run's span
 // when the run ends, then tells the observer it wraps.
 type tracingObserver struct {
-	Observer
+	core.Observer
 	t     *tracer
-	clock Clock
+	clock core.Clock
 }
 
 // StepAttempt ends the attempt's span with its outcome; a resumed attempt
 // (OutcomeCrashed, told when it begins) is an event on it.
-func (o tracingObserver) StepAttempt(ctx context.Context, runID, workflow, step string, outcome AttemptOutcome, d time.Duration) {
+func (o tracingObserver) StepAttempt(ctx context.Context, runID, workflow, step string, outcome core.AttemptOutcome, d time.Duration) {
 	if a := attemptOf(ctx); a != nil {
-		if outcome == OutcomeCrashed {
+		if outcome == core.OutcomeCrashed {
 			a.span.AddEvent("resumed_after_crash")
 		} else {
 			a.span.SetAttributes(attrOutcome.String(string(outcome)))
@@ -227,7 +228,7 @@ func (o tracingObserver) RetryScheduled(ctx context.Context, runID, workflow, st
 }
 
 // RunFinished records the run's span, in the trace its attempts joined.
-func (o tracingObserver) RunFinished(ctx context.Context, runID, workflow string, status RunStatus, code string) {
+func (o tracingObserver) RunFinished(ctx context.Context, runID, workflow string, status core.RunStatus, code string) {
 	stored := ""
 	if a := attemptOf(ctx); a != nil {
 		stored = a.stored
@@ -238,12 +239,12 @@ func (o tracingObserver) RunFinished(ctx context.Context, runID, workflow string
 
 // runFinished records the span of a run that ended now with status (and
 // failure code), from its creation, the time in its ID.
-func (t *tracer) runFinished(ctx context.Context, stored, workflow, runID string, status RunStatus, code string, now time.Time) {
+func (t *tracer) runFinished(ctx context.Context, stored, workflow, runID string, status core.RunStatus, code string, now time.Time) {
 	if t == nil || stored == "" {
 		return // no trace to join
 	}
 	start := now
-	if created, ok := runIDTime(runID); ok && created.Before(now) {
+	if created, ok := core.RunIDTime(runID); ok && created.Before(now) {
 		start = created
 	}
 	_, span := t.t.Start(decodeTrace(context.WithoutCancel(ctx), stored), "cairn.run "+workflow,
@@ -252,7 +253,7 @@ func (t *tracer) runFinished(ctx context.Context, stored, workflow, runID string
 	if code != "" {
 		span.SetAttributes(attrFailure.String(code))
 	}
-	if status == StatusFailed {
+	if status == core.StatusFailed {
 		span.SetStatus(codes.Error, code)
 	}
 	span.End(trace.WithTimestamp(now))
@@ -265,7 +266,7 @@ func (t *tracer) runFinished(ctx context.Context, stored, workflow, runID string
 // gets none. Reading the run's trace is one more round trip, only for a
 // client that traces.
 func (t *tracer) signalReceived(ctx context.Context, rd func(context.Context) (string, string, error), runID, name string,
-	res *SignalResult, sendErr error) {
+	res *core.SignalResult, sendErr error) {
 	if t == nil {
 		return
 	}

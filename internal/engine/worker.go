@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/webhookdelivery"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -81,7 +82,7 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 }
 
 // Register adds workflow definitions; call it before Run.
-func (w *Worker) Register(defs ...Definition) error { return w.engine.Register(defs...) }
+func (w *Worker) Register(defs ...core.Definition) error { return w.engine.Register(defs...) }
 
 // Ready is closed once Run has published the definitions (clients can start
 // runs of them) and the worker processes step attempts; with webhooks, once
@@ -126,7 +127,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// so the notifications of runs started from then on are delivered
 		// (it starts at the stream's end). Run retries when this fails.
 		if err := notifier.Prepare(ctx); err != nil {
-			w.log.Warn("cannot create the notification consumer group yet; the notifier will retry", AttrError, err)
+			w.log.Warn("cannot create the notification consumer group yet; the notifier will retry", core.AttrError, err)
 		}
 	}
 	recCtx, stopRec := context.WithCancel(ctx)
@@ -169,7 +170,7 @@ func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger
 			return nil
 		})
 		if err != nil {
-			log.Info("cannot reach every Redis Cluster node; persistence and eviction settings not checked", AttrError, err)
+			log.Info("cannot reach every Redis Cluster node; persistence and eviction settings not checked", core.AttrError, err)
 		}
 		return
 	}
@@ -182,7 +183,7 @@ func checkRedisNode(ctx context.Context, rdb redis.Cmdable, log *slog.Logger) {
 		v, err := rdb.ConfigGet(ctx, name).Result()
 		if err != nil {
 			log.Info("cannot read Redis configuration; persistence and eviction settings not checked",
-				"setting", name, AttrError, err)
+				"setting", name, core.AttrError, err)
 			return "", false
 		}
 		s, ok := v[name]

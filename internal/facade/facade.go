@@ -40,41 +40,51 @@ func ReadSkip(file string) ([]string, error) {
 	return out, nil
 }
 
-// Generate returns the facade of the package in dir (imported as importPath;
-// "" derives it from go.mod) for package pkg, without the names in skip.
-func Generate(dir, importPath, pkg string, skip []string) ([]byte, error) {
-	if importPath == "" {
-		p, err := modulePath(dir)
-		if err != nil {
-			return nil, err
-		}
-		importPath = p
-	}
-	fset := token.NewFileSet()
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
+// Generate returns the facade for package pkg of the packages in dirs, in
+// that order, without the names in skip. Each package's import path comes
+// from the go.mod above it. Two packages that export one name are an
+// error.
+func Generate(dirs []string, pkg string, skip []string) ([]byte, error) {
 	skipped := map[string]bool{}
 	for _, s := range skip {
 		if s = strings.TrimSpace(s); s != "" {
 			skipped[s] = true
 		}
 	}
-	qual := path.Base(importPath)
-	g := &gen{qual: qual, imports: map[string]string{importPath: qual}, skipped: skipped, seen: map[string]bool{}}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+	g := &gen{imports: map[string]string{}, skipped: skipped, seen: map[string]bool{}, from: map[string]string{}}
+	fset := token.NewFileSet()
+	var module string
+	for _, dir := range dirs {
+		importPath, err := modulePath(dir)
 		if err != nil {
 			return nil, err
 		}
-		if err := g.file(fset, f); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+		if module == "" {
+			module = importPath
 		}
+		g.qual = path.Base(importPath)
+		g.imports[importPath] = g.qual
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+			if err != nil {
+				return nil, err
+			}
+			if err := g.file(fset, f); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	importPath := module
+	if len(g.dup) > 0 {
+		return nil, fmt.Errorf("exported by two packages: %s", strings.Join(g.dup, ", "))
 	}
 	for s := range skipped {
 		if !g.seen[s] {
@@ -86,8 +96,8 @@ func Generate(dir, importPath, pkg string, skip []string) ([]byte, error) {
 	fmt.Fprintf(&buf, "package %s\n\nimport (\n", pkg)
 	// Three groups, as goimports -local makes them: the standard library,
 	// other modules, this module.
-	module := strings.SplitN(importPath, "/", 4)
-	own := strings.Join(module[:min(3, len(module))], "/") + "/"
+	modParts := strings.SplitN(importPath, "/", 4)
+	own := strings.Join(modParts[:min(3, len(modParts))], "/") + "/"
 	groups := make([][]string, 3)
 	for p := range g.imports {
 		switch {
@@ -123,10 +133,12 @@ func Generate(dir, importPath, pkg string, skip []string) ([]byte, error) {
 }
 
 type gen struct {
-	qual    string            // the internal package's name in the facade
+	qual    string            // the name, in the facade, of the package being read
+	from    map[string]string // exported name -> the package that declared it
 	imports map[string]string // import path -> name, of what the facade uses
 	skipped map[string]bool
 	seen    map[string]bool
+	dup     []string // names exported by two packages
 	body    bytes.Buffer
 }
 
@@ -233,6 +245,10 @@ func (g *gen) file(fset *token.FileSet, f *ast.File) error {
 
 func (g *gen) skip(name string) bool {
 	g.seen[name] = true
+	if prev, ok := g.from[name]; ok && prev != g.qual {
+		g.dup = append(g.dup, name+" (in "+prev+" and "+g.qual+")")
+	}
+	g.from[name] = g.qual
 	return g.skipped[name]
 }
 

@@ -58,11 +58,9 @@ func unexported() {}
 
 func TestGenerate(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "inner.go"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := facade.Generate(dir, "example.com/mod/internal/inner", "outer", []string{"Machinery"})
+	root := t.TempDir()
+	dir := writePackage(t, root, "inner", src)
+	got, err := facade.Generate([]string{dir}, "outer", []string{"Machinery"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +87,38 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("the facade has %s:\n%s", not, s)
 		}
 	}
-	if _, err := facade.Generate(dir, "example.com/mod/internal/inner", "outer", []string{"Nothing"}); err == nil ||
+	if _, err := facade.Generate([]string{dir}, "outer", []string{"Nothing"}); err == nil ||
 		!strings.Contains(err.Error(), "Nothing") {
 		t.Errorf("skipping a name the package lacks: %v, want an error naming it", err)
 	}
+	// Two packages: both re-exported, each through its own import; a name
+	// both export is an error.
+	other := writePackage(t, root, "other", "package other\n\n// More is more.\ntype More int\n")
+	got, err = facade.Generate([]string{dir, other}, "outer", []string{"Machinery"})
+	if err != nil || !strings.Contains(string(got), "type More = other.More") ||
+		!strings.Contains(string(got), "\t\"example.com/mod/internal/other\"") {
+		t.Errorf("two packages: %v\n%s", err, got)
+	}
+	dup := writePackage(t, root, "dup", "package dup\n\n// Thing again.\ntype Thing int\n")
+	if _, err := facade.Generate([]string{dir, dup}, "outer", []string{"Machinery"}); err == nil ||
+		!strings.Contains(err.Error(), "Thing (in inner and dup)") {
+		t.Errorf("a name two packages export: %v, want an error naming it", err)
+	}
+}
+
+// writePackage writes a package of one file under internal/ of a module
+// example.com/mod at root, and returns its directory.
+func writePackage(t *testing.T, root, name, src string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module example.com/mod\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "internal", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

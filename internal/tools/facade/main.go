@@ -1,7 +1,7 @@
 // Command facade writes a public package's facade over an internal one
 // (package internal/facade):
 //
-//	go run ./internal/tools/facade -src internal/engine -pkg workflow -out workflow/facade.go
+//	go run ./internal/tools/facade -src internal/core,internal/engine -pkg workflow -out workflow/facade.go
 //
 // Names listed with -skip (comma-separated) or in -skipfile (one a line,
 // "#" starts a comment) are left out: the internal package's machinery that
@@ -18,8 +18,7 @@ import (
 )
 
 func main() {
-	src := flag.String("src", "", "directory of the internal package")
-	imp := flag.String("import", "", "import path of the internal package (default: module path + src)")
+	src := flag.String("src", "", "directories of the internal packages, comma-separated")
 	pkg := flag.String("pkg", "", "name of the public package")
 	out := flag.String("out", "", "file to write; - for standard output")
 	skip := flag.String("skip", "", "comma-separated names not to export")
@@ -38,7 +37,7 @@ func main() {
 		}
 		names = append(names, more...)
 	}
-	b, err := facade.Generate(*src, *imp, *pkg, names)
+	b, err := facade.Generate(strings.Split(*src, ","), *pkg, names)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "facade:", err)
 		os.Exit(1)

@@ -1,9 +1,8 @@
-package engine
+package core
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -51,32 +50,17 @@ var (
 	ErrInvalidPolicy = errors.New("invalid policy")
 )
 
-// The engine's own errors, which end a step's execution; never returned to
-// callers.
-var (
-	// errRunStopped: the run is no longer running (cancelled or failed).
-	errRunStopped = errors.New("run is no longer running (cancelled or failed)")
-	// errFenceLost: another delivery or a repair took the step over.
-	errFenceLost = errors.New("attempt lost its fence")
-	// errUnrenewable: the fence could not be renewed before it expired
-	// (Redis unreachable); the worker stops the step and hands the attempt
-	// back (release).
-	errUnrenewable = errors.New("attempt's fence could not be renewed before it expired")
-	// errRenewTooSlow: a renewal did not answer before the fence it renews
-	// expired.
-	errRenewTooSlow = errors.New("no answer from Redis before the fence expired")
-)
-
 // Error classes, as recorded in step records and journals.
 const (
 	ClassTransient = retrystate.ClassTransient
 	ClassPermanent = retrystate.ClassPermanent
 )
 
-type permanentError struct{ err error }
+// PermanentError is the error Permanent returns.
+type PermanentError struct{ err error }
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (e *PermanentError) Error() string { return e.err.Error() }
+func (e *PermanentError) Unwrap() error { return e.err }
 
 // Permanent marks err as permanent: the step fails at once, whatever budget
 // is left, and the run fails needing attention. It returns nil for a nil err.
@@ -84,7 +68,7 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &permanentError{err}
+	return &PermanentError{err}
 }
 
 type retryAfterError struct {
@@ -148,7 +132,7 @@ func Code(err error) string {
 
 // IsPermanent reports whether err was marked with Permanent.
 func IsPermanent(err error) bool {
-	_, ok := errors.AsType[*permanentError](err)
+	_, ok := errors.AsType[*PermanentError](err)
 	return ok
 }
 
@@ -198,7 +182,7 @@ func IsRedisUnavailable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case redisUnreachable(err), redisBusy(err), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted):
+	case RedisUnreachable(err), RedisBusy(err), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolExhausted):
 		return true
 	}
 	if rerr, ok := errors.AsType[redis.Error](err); ok {
@@ -226,48 +210,4 @@ func Classify(err error, mode ErrorMode) string {
 	default:
 		return ClassTransient
 	}
-}
-
-// classification is how the engine records a failed attempt: the outcome
-// of classify.
-type classification struct {
-	// err is the error as recorded: the step's error, marked Permanent
-	// (with a message saying why) when its code is non-retryable.
-	err error
-	// class is ClassPermanent or ClassTransient.
-	class string
-	// code is the code attached with WithCode, or "".
-	code string
-	// retryAfter is the delay asked for with RetryAfter, when hasRetryAfter.
-	retryAfter    time.Duration
-	hasRetryAfter bool
-	// message is err's message as stored with the attempt (at most 4096
-	// bytes and an ellipsis).
-	message string
-}
-
-// classify decides, under the step's effective policy, what a step error
-// is: an error whose code is listed in NonRetryableCodes (and not
-// permanent already) becomes permanent; then Classify with the policy's
-// UnknownErrors; the code; the delay asked for with RetryAfter.
-func classify(err error, pol Policy) classification {
-	if !IsPermanent(err) && pol.NonRetryable(err) {
-		err = Permanent(fmt.Errorf("error code %q is non-retryable: %w", Code(err), err))
-	}
-	c := classification{err: err, class: Classify(err, pol.UnknownErrors), code: Code(err),
-		message: truncate(err.Error(), 4096)}
-	c.retryAfter, c.hasRetryAfter = RetryDelayOf(err)
-	return c
-}
-
-// delay is the delay before the retry of the failed attempt that was the
-// used'th of its budget: the one asked for with RetryAfter, else the
-// policy's backoff with jitter from rnd. (rnd is drawn from either way, as
-// it always was.)
-func (c classification) delay(pol Policy, used int, rnd func() float64) time.Duration {
-	d := pol.Delay(used, rnd)
-	if c.hasRetryAfter {
-		return c.retryAfter
-	}
-	return d
 }

@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ type Await struct {
 }
 
 func (a *Await) validate() error {
-	if !stepNameRE.MatchString(a.Signal) {
+	if !StepNameRE.MatchString(a.Signal) {
 		return fmt.Errorf("await: signal name %q must be 1-64 letters, digits, '.' or '_'", a.Signal)
 	}
 	if a.Timeout <= 0 || a.Timeout > MaxWait {
@@ -103,12 +103,12 @@ func (s Step) waits() (retrystate.StepKind, string, time.Duration) {
 	return retrystate.KindBody, "", 0
 }
 
-// stepWaitingFor says what a step waits for: nil unless it is waiting.
-func stepWaitingFor(s retrystate.Step) *WaitingFor {
+// StepWaitingFor says what a step waits for: nil unless it is waiting.
+func StepWaitingFor(s retrystate.Step) *WaitingFor {
 	if s.Status != StepWaiting {
 		return nil
 	}
-	w := &WaitingFor{Until: timePtr(s.NextAttemptAt)}
+	w := &WaitingFor{Until: TimePtr(s.NextAttemptAt)}
 	if s.Kind == retrystate.KindAwait {
 		w.Signal = s.Signal
 	} else {

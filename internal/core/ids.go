@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"crypto/rand"
@@ -10,13 +10,14 @@ import (
 // creation time, contain no '-' (asynqmon truncates task IDs there) and are
 // safe in Redis keys and URLs.
 const (
-	runIDLen      = 26
+	RunIDLen      = 26
 	crockford     = "0123456789abcdefghjkmnpqrstvwxyz"
-	runIDTimeLen  = 10
+	RunIDTimeLen  = 10
 	runIDRandBits = 80
 )
 
-var crockfordIndex = func() (t [256]int8) {
+// CrockfordIndex maps a byte to its value in Crockford's base 32 (-1: none).
+var CrockfordIndex = func() (t [256]int8) {
 	for i := range t {
 		t[i] = -1
 	}
@@ -28,9 +29,9 @@ var crockfordIndex = func() (t [256]int8) {
 
 // NewRunID returns a new run ID created at t.
 func NewRunID(t time.Time) string {
-	var b [runIDLen]byte
+	var b [RunIDLen]byte
 	ms := uint64(t.UnixMilli())
-	for i := runIDTimeLen - 1; i >= 0; i-- {
+	for i := RunIDTimeLen - 1; i >= 0; i-- {
 		b[i] = crockford[ms&31]
 		ms >>= 5
 	}
@@ -40,7 +41,7 @@ func NewRunID(t time.Time) string {
 	}
 	// 80 bits -> 16 characters of 5 bits.
 	var acc uint64
-	bits, j := 0, runIDTimeLen
+	bits, j := 0, RunIDTimeLen
 	for _, x := range r {
 		acc = acc<<8 | uint64(x)
 		bits += 8
@@ -55,26 +56,26 @@ func NewRunID(t time.Time) string {
 
 // ValidRunID reports whether s has the form of a run ID.
 func ValidRunID(s string) bool {
-	if len(s) != runIDLen {
+	if len(s) != RunIDLen {
 		return false
 	}
 	for i := range len(s) {
-		if crockfordIndex[s[i]] < 0 {
+		if CrockfordIndex[s[i]] < 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// runIDTime returns the creation time in run ID id (to the millisecond);
+// RunIDTime returns the creation time in run ID id (to the millisecond);
 // false when id is not a run ID.
-func runIDTime(id string) (time.Time, bool) {
+func RunIDTime(id string) (time.Time, bool) {
 	if !ValidRunID(id) {
 		return time.Time{}, false
 	}
 	var ms int64
-	for i := range runIDTimeLen {
-		ms = ms<<5 | int64(crockfordIndex[id[i]])
+	for i := range RunIDTimeLen {
+		ms = ms<<5 | int64(CrockfordIndex[id[i]])
 	}
 	return time.UnixMilli(ms), true
 }

@@ -1,4 +1,4 @@
-package engine
+package core
 
 // White-box tests: resolve, snapshot and StepContext's outputs are
 // unexported.
@@ -203,7 +203,7 @@ func TestResolveCompensation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := parseSnapshot(string(b))
+	back, err := ParseSnapshot(string(b))
 	if err != nil || back.Steps[0].Compensate == nil || back.Steps[0].Compensate.MaxAttempts != 9 || back.OnFailure != FailureCompensate {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
@@ -221,7 +221,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b), `"initial_interval":"1.5s"`) {
 		t.Errorf("snapshot JSON %s does not write durations as strings", b)
 	}
-	got, err := parseSnapshot(string(b))
+	got, err := ParseSnapshot(string(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestParseSnapshotRejects(t *testing.T) {
 		`{"name":"w","steps":[{"name":"a","policy":{"step_timeout":"forever"}}]}`,
 		`{"name":"w","steps":"a"}`,
 	} {
-		if _, err := parseSnapshot(in); !errors.Is(err, ErrInvalidDefinition) {
+		if _, err := ParseSnapshot(in); !errors.Is(err, ErrInvalidDefinition) {
 			t.Errorf("parseSnapshot(%q) = %v, want ErrInvalidDefinition", in, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"encoding/json"
@@ -228,7 +228,8 @@ func (r *Run) Step(name string) *StepState {
 	return nil
 }
 
-func timePtr(t time.Time) *time.Time {
+// TimePtr returns a pointer to t in UTC, or nil for the zero time.
+func TimePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
@@ -236,26 +237,28 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func rawJSON(s string) json.RawMessage {
+// RawJSON returns s as raw JSON, or nil for "".
+func RawJSON(s string) json.RawMessage {
 	if s == "" {
 		return nil
 	}
 	return json.RawMessage(s)
 }
 
-func runFromRecord(rec *retrystate.Run) *Run {
+// RunFromRecord is the Run a client reads from a run record.
+func RunFromRecord(rec *retrystate.Run) *Run {
 	r := &Run{
 		ID: rec.ID, Workflow: rec.Workflow, Status: rec.Status, Warning: rec.Warning,
 		NeedsAttention: rec.NeedsAttention, AttentionReason: rec.AttentionReason, FailureCode: rec.FailureCode, FailureReason: rec.FailureReason,
-		Owner: rec.Owner, IdempotencyKey: rec.IdempotencyKey, Input: rawJSON(rec.Input),
-		Iterations: rec.Iterations, Gotos: rec.Gotos, CreatedAt: rec.CreatedAt.UTC(), StartedAt: timePtr(rec.StartedAt),
-		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: timePtr(rec.FinishedAt), Deadline: timePtr(rec.Deadline),
+		Owner: rec.Owner, IdempotencyKey: rec.IdempotencyKey, Input: RawJSON(rec.Input),
+		Iterations: rec.Iterations, Gotos: rec.Gotos, CreatedAt: rec.CreatedAt.UTC(), StartedAt: TimePtr(rec.StartedAt),
+		UpdatedAt: rec.UpdatedAt.UTC(), FinishedAt: TimePtr(rec.FinishedAt), Deadline: TimePtr(rec.Deadline),
 	}
 	for _, s := range rec.Steps {
-		st := stepState(s)
+		st := StepStateOf(s)
 		st.Group, st.GroupOptional = s.Group, s.GroupOptional
 		if s.Compensation != nil {
-			c := stepState(*s.Compensation)
+			c := StepStateOf(*s.Compensation)
 			st.Compensation = &c
 		}
 		r.Steps = append(r.Steps, st)
@@ -293,14 +296,14 @@ func runFromRecord(rec *retrystate.Run) *Run {
 	return r
 }
 
-// stepState is the state of a step record (a step's, or a compensation's).
-func stepState(s retrystate.Step) StepState {
+// StepStateOf is the state of a step record (a step's, or a compensation's).
+func StepStateOf(s retrystate.Step) StepState {
 	st := StepState{
 		Name: s.Name, Status: s.Status, Optional: s.Optional, Attempts: s.AttemptsStarted,
-		RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: timePtr(s.NextAttemptAt),
+		RetryAttempts: s.RetryAttempts, Snoozes: s.Snoozes, Snoozed: s.Snoozed, RetryState: s.RetryState, NextAttemptAt: TimePtr(s.NextAttemptAt),
 		LastError: s.LastError, LastErrorClass: s.LastErrorClass, LastErrorCode: s.LastErrorCode,
-		Crashes: s.Crashes, StartedAt: timePtr(s.StartedAt), FinishedAt: timePtr(s.FinishedAt),
-		Output: rawJSON(s.Output),
+		Crashes: s.Crashes, StartedAt: TimePtr(s.StartedAt), FinishedAt: TimePtr(s.FinishedAt),
+		Output: RawJSON(s.Output),
 	}
 	if st.RetryState == "" {
 		st.RetryState = RetryNone
@@ -309,7 +312,7 @@ func stepState(s retrystate.Step) StepState {
 	if s.Policy != "" && json.Unmarshal([]byte(s.Policy), &p) == nil {
 		st.EffectivePolicy = &p
 	}
-	st.WaitingFor = stepWaitingFor(s) // an await or a sleep (waits.go)
+	st.WaitingFor = StepWaitingFor(s) // an await or a sleep (waits.go)
 	return st
 }
 
@@ -356,7 +359,8 @@ const (
 	EventGroupRolledBack       = retrystate.EventGroupRolledBack
 )
 
-func eventFromEntry(e retrystate.Entry) Event {
+// EventFromEntry is the Event of a journal entry.
+func EventFromEntry(e retrystate.Entry) Event {
 	ev := Event{ID: e.ID, Type: e.Type, At: e.At.UTC(), Step: e.Step, Attempt: e.Attempt}
 	if len(e.Fields) > 0 {
 		ev.Details = make(map[string]string, len(e.Fields))

@@ -1,4 +1,4 @@
-package engine
+package core
 
 // Log attribute names, used on every line about a run, step or attempt.
 const (

@@ -1,7 +1,6 @@
-package engine
+package core
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,7 +80,8 @@ func (b *CircuitBreaker) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-var breakerNameRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// BreakerNameRE matches a circuit breaker's name.
+var BreakerNameRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // effective returns b with its defaults.
 func (b CircuitBreaker) effective() CircuitBreaker {
@@ -104,7 +104,7 @@ func (b CircuitBreaker) validate() error {
 	var errs []error
 	if b.Name == "" {
 		errs = append(errs, errors.New("name is required (only http steps default it to the target host)"))
-	} else if !breakerNameRE.MatchString(b.Name) {
+	} else if !BreakerNameRE.MatchString(b.Name) {
 		errs = append(errs, fmt.Errorf("name %q must be 1-128 letters, digits, '.', '_', '-' or ':'", b.Name))
 	}
 	if b.FailureThreshold < 0 || b.FailureThreshold > 1000 {
@@ -124,9 +124,9 @@ func (b CircuitBreaker) validate() error {
 	return errors.Join(errs...)
 }
 
-// spec is what a run keeps of the breaker of a step with policy p (nil:
+// BreakerSpec is what a run keeps of the breaker of a step with policy p (nil:
 // none).
-func breakerSpec(p Policy) *retrystate.BreakerSpec {
+func BreakerSpec(p Policy) *retrystate.BreakerSpec {
 	if p.CircuitBreaker == nil {
 		return nil
 	}
@@ -151,40 +151,4 @@ type BreakerState struct {
 	Opened   int64      `json:"opened"`
 	Deferred int64      `json:"deferred"`
 	Changed  *time.Time `json:"changed_at,omitempty"`
-}
-
-// Breakers returns the queue's circuit breakers, most recently changed
-// first.
-func (c *Client) Breakers(ctx context.Context) ([]BreakerState, error) {
-	bs, err := c.store.Breakers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]BreakerState, len(bs))
-	for i, b := range bs {
-		out[i] = BreakerState{Name: b.Name, State: b.State, Failures: b.Failures, Cooldown: b.Cooldown,
-			Opened: b.Opened, Deferred: b.Deferred, Changed: timePtr(b.ChangedAt)}
-		if b.State == retrystate.BreakerOpen {
-			out[i].OpenUntil = timePtr(b.OpenUntil)
-		}
-	}
-	return out, nil
-}
-
-// ResetBreaker closes the named breaker at once (an operator's override):
-// no failures counted, no cooldown. ErrBreakerNotFound when no step has
-// used it.
-func (c *Client) ResetBreaker(ctx context.Context, name string) error {
-	if !breakerNameRE.MatchString(name) {
-		return fmt.Errorf("%w: breaker name %q", ErrInvalidInput, name)
-	}
-	ok, err := c.store.ResetBreaker(ctx, name, c.cfg.Clock.Now())
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrBreakerNotFound, name)
-	}
-	c.log.Info("circuit breaker reset", "breaker", name)
-	return nil
 }

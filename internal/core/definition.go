@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"context"
@@ -103,8 +103,8 @@ type Definition struct {
 // nameRE matches workflow names; stepNameRE step names, which have no '-'
 // (a template reads a step's output as .steps.<name>).
 var (
-	nameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	stepNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._]{0,63}$`)
+	NameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	StepNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._]{0,63}$`)
 )
 
 // MaxSteps bounds the steps of a workflow. A run is one Redis hash holding
@@ -119,7 +119,7 @@ func (d *Definition) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w %q: "+format, append([]any{ErrInvalidDefinition, d.Name}, args...)...))
 	}
-	if !nameRE.MatchString(d.Name) {
+	if !NameRE.MatchString(d.Name) {
 		bad("name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	if len(d.Steps) == 0 {
@@ -138,7 +138,7 @@ func (d *Definition) Validate() error {
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		switch {
-		case !stepNameRE.MatchString(s.Name):
+		case !StepNameRE.MatchString(s.Name):
 			bad("step %d: name %q must be 1-64 letters, digits, '.' or '_'", i, s.Name)
 		case seen[s.Name]:
 			bad("step %d: duplicate step name %q", i, s.Name)
@@ -165,13 +165,13 @@ func (d *Definition) Validate() error {
 	return errors.Join(errs...)
 }
 
-// snapshot is what a run keeps of its definition: the step list with each
+// Snapshot is what a run keeps of its definition: the step list with each
 // step's effective policy, resolved when a worker registered the
 // definition. It is the JSON registered in Redis and copied into each run.
-type snapshot struct {
+type Snapshot struct {
 	Name   string         `json:"name"`
 	Policy Policy         `json:"policy"` // workflow-level effective policy
-	Steps  []snapshotStep `json:"steps"`
+	Steps  []SnapshotStep `json:"steps"`
 	// Ordering is the effective ordering (concurrency and on_failure) of
 	// runs started with an ordering key; MaxRunning the workflow's limit.
 	Ordering   *Ordering `json:"ordering,omitempty"`
@@ -182,7 +182,8 @@ type snapshot struct {
 	Groups    map[string]Group `json:"groups,omitempty"`
 }
 
-type snapshotStep struct {
+// SnapshotStep is a step of a Snapshot.
+type SnapshotStep struct {
 	Name     string `json:"name"`
 	Optional bool   `json:"optional,omitempty"`
 	Policy   Policy `json:"policy"` // effective
@@ -197,10 +198,10 @@ type snapshotStep struct {
 	Group      string  `json:"group,omitempty"`
 }
 
-// validateEffective checks the policies in force after precedence: each
+// ValidateEffective checks the policies in force after precedence: each
 // level may be valid alone and invalid together (an initial interval from
 // the workflow above a max interval from the defaults).
-func (s snapshot) validateEffective() error {
+func (s Snapshot) ValidateEffective() error {
 	var errs []error
 	if err := s.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w %q: effective policy: %w", ErrInvalidDefinition, s.Name, err))
@@ -218,44 +219,44 @@ func (s snapshot) validateEffective() error {
 	return errors.Join(errs...)
 }
 
-// published is what Publish writes of the snapshot s: its JSON and the
+// Published is what Publish writes of the snapshot s: its JSON and the
 // template of its runs.
-func (s snapshot) published() (retrystate.PublishedDefinition, error) {
+func (s Snapshot) Published() (retrystate.PublishedDefinition, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return retrystate.PublishedDefinition{}, err
 	}
-	run, err := s.runTemplate()
+	run, err := s.RunTemplate()
 	if err != nil {
 		return retrystate.PublishedDefinition{}, err
 	}
 	return retrystate.PublishedDefinition{Name: s.Name, JSON: string(b), Run: run}, nil
 }
 
-// resolved validates d and returns its snapshot under the global defaults,
+// Resolve validates d and returns its snapshot under the global defaults,
 // as Register keeps it.
-func (d *Definition) resolved(global Policy) (snapshot, error) {
+func Resolve(d *Definition, global Policy) (Snapshot, error) {
 	if err := d.Validate(); err != nil {
-		return snapshot{}, err
+		return Snapshot{}, err
 	}
 	s := d.resolve(global)
-	if err := s.validateEffective(); err != nil {
-		return snapshot{}, err
+	if err := s.ValidateEffective(); err != nil {
+		return Snapshot{}, err
 	}
 	return s, nil
 }
 
 // resolve computes the snapshot of d under the global defaults.
-func (d *Definition) resolve(global Policy) snapshot {
+func (d *Definition) resolve(global Policy) Snapshot {
 	wf := d.Policy.Or(global).Or(DefaultPolicy())
-	ord := d.Ordering.effective()
-	s := snapshot{Name: d.Name, Policy: wf, Steps: make([]snapshotStep, len(d.Steps)), Ordering: &ord,
+	ord := EffectiveOrdering(d.Ordering)
+	s := Snapshot{Name: d.Name, Policy: wf, Steps: make([]SnapshotStep, len(d.Steps)), Ordering: &ord,
 		MaxRunning: d.MaxRunning, Groups: d.Groups}
 	if d.OnFailure == FailureCompensate {
 		s.OnFailure = FailureCompensate
 	}
 	for i, st := range d.Steps {
-		s.Steps[i] = snapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf), Group: st.Group}
+		s.Steps[i] = SnapshotStep{Name: st.Name, Optional: st.Optional, Policy: st.Policy.Or(wf), Group: st.Group}
 		s.Steps[i].Kind, s.Steps[i].Signal, s.Steps[i].Wait = st.waits()
 		if st.Compensate != nil {
 			cp := st.CompensatePolicy.Or(s.Steps[i].Policy)
@@ -265,10 +266,10 @@ func (d *Definition) resolve(global Policy) snapshot {
 	return s
 }
 
-// runTemplate returns the fixed part of a run of the snapshot: its limits,
+// RunTemplate returns the fixed part of a run of the snapshot: its limits,
 // steps (with their compensations and groups) and on_failure, from which
 // the run's fixed fields are made (retrystate.TemplateFields).
-func (s snapshot) runTemplate() (retrystate.NewRun, error) {
+func (s Snapshot) RunTemplate() (retrystate.NewRun, error) {
 	nr := retrystate.NewRun{Workflow: s.Name, RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
 		MaxRunning: s.MaxRunning, Compensate: s.OnFailure == FailureCompensate}
 	for _, st := range s.Steps {
@@ -279,7 +280,7 @@ func (s snapshot) runTemplate() (retrystate.NewRun, error) {
 		ns := retrystate.NewStep{Name: st.Name, Optional: st.Optional,
 			MaxAttempts: st.Policy.MaxAttempts, MaxCrashes: st.Policy.MaxCrashes, Timeout: st.Policy.StepTimeout,
 			Policy: string(pol), RunTimeout: st.Policy.RunTimeout, MaxIterations: st.Policy.MaxIterations,
-			Kind: st.Kind, Signal: st.Signal, Wait: st.Wait, Breaker: breakerSpec(st.Policy),
+			Kind: st.Kind, Signal: st.Signal, Wait: st.Wait, Breaker: BreakerSpec(st.Policy),
 			Group: st.Group, GroupOptional: st.Group != "" && s.Groups[st.Group].Optional}
 		if c := st.Compensate; c != nil {
 			cpol, err := json.Marshal(c)
@@ -287,20 +288,21 @@ func (s snapshot) runTemplate() (retrystate.NewRun, error) {
 				return retrystate.NewRun{}, err
 			}
 			ns.Compensation = &retrystate.NewCompensation{MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
-				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: breakerSpec(*c)}
+				Timeout: c.StepTimeout, Policy: string(cpol), Breaker: BreakerSpec(*c)}
 		}
 		nr.Steps = append(nr.Steps, ns)
 	}
 	return nr, nil
 }
 
-func parseSnapshot(b string) (snapshot, error) {
-	var s snapshot
+// ParseSnapshot reads a published definition's snapshot.
+func ParseSnapshot(b string) (Snapshot, error) {
+	var s Snapshot
 	if err := json.Unmarshal([]byte(b), &s); err != nil {
-		return snapshot{}, fmt.Errorf("%w: stored definition: %v", ErrInvalidDefinition, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
+		return Snapshot{}, fmt.Errorf("%w: stored definition: %v", ErrInvalidDefinition, err) //nolint:errorlint // the sentinel is the error's identity; the cause is only its text, not part of what callers match
 	}
 	if len(s.Steps) == 0 {
-		return snapshot{}, fmt.Errorf("%w: stored definition %q has no steps", ErrInvalidDefinition, s.Name)
+		return Snapshot{}, fmt.Errorf("%w: stored definition %q has no steps", ErrInvalidDefinition, s.Name)
 	}
 	return s, nil
 }
@@ -327,17 +329,24 @@ type StepContext struct {
 	// and Index are then the compensation's ("compensate:<step>").
 	Compensation *Compensation
 
-	log     lineLogger
+	log     LineLogger
 	logOnce sync.Once
 	logger  *slog.Logger
 	outputs map[string]json.RawMessage
+}
+
+// SetStepRuntime gives sc what the engine provides a step body beyond its
+// fields: the logger of its lines (with the run, step and attempt) and
+// the checkpointed outputs of the earlier steps, by step name.
+func SetStepRuntime(sc *StepContext, log LineLogger, outputs map[string]json.RawMessage) {
+	sc.log, sc.outputs = log, outputs
 }
 
 // Logger returns a logger whose lines carry the run ID, workflow, step and
 // attempt.
 func (sc *StepContext) Logger() *slog.Logger {
 	sc.logOnce.Do(func() {
-		if sc.log.l == nil {
+		if sc.log.L == nil {
 			sc.logger = slog.Default()
 			return
 		}

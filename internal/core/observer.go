@@ -1,4 +1,4 @@
-package engine
+package core
 
 import (
 	"context"
@@ -104,17 +104,17 @@ func (NopObserver) RetryScheduled(context.Context, string, string, string, time.
 // Repair does nothing.
 func (NopObserver) Repair(string) {}
 
-// orNop returns o, or a NopObserver when o is nil.
-func orNop(o Observer) Observer {
+// OrNop returns o, or a NopObserver when o is nil.
+func OrNop(o Observer) Observer {
 	if o == nil {
 		return NopObserver{}
 	}
 	return o
 }
 
-// failedOutcome is the outcome of an attempt whose failure failed the run
+// FailedOutcome is the outcome of an attempt whose failure failed the run
 // with code.
-func failedOutcome(code string) AttemptOutcome {
+func FailedOutcome(code string) AttemptOutcome {
 	if code == CodePermanentError {
 		return OutcomeFailedPermanent
 	}

@@ -32,6 +32,7 @@
 // TTL; a result from an attempt that lost its fence is always rejected.
 package workflow
 
-// The public API is internal/core's and internal/engine's, re-exported by
-// facade.go; facade_skip.txt lists what it leaves out.
-//go:generate go run ../internal/tools/facade -src ../internal/core,../internal/engine -pkg workflow -skipfile facade_skip.txt -out facade.go
+// The public API is that of internal/core, internal/engine and
+// internal/maintenance, re-exported by facade.go; facade_skip.txt lists
+// what it leaves out.
+//go:generate go run ../internal/tools/facade -src ../internal/core,../internal/engine,../internal/maintenance -pkg workflow -skipfile facade_skip.txt -out facade.go

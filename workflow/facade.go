@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/engine"
+	"github.com/cairnhq/cairn/internal/maintenance"
 )
 
 // CircuitBreaker stops a failing dependency from being hammered: it is
@@ -871,36 +872,6 @@ func ReadOutbox(path string, lockTimeout time.Duration) (*OutboxContents, error)
 	return engine.ReadOutbox(path, lockTimeout)
 }
 
-// ReconcilerConfig configures a Reconciler. A zero field takes the default
-// given in its comment.
-type ReconcilerConfig = engine.ReconcilerConfig
-
-// Reconciler repairs what crashes, restarts and lost tasks leave behind. It
-// reads Cairn's indexes (never SCANs the keyspace) and makes the tasks that
-// the state says should exist exist:
-//
-//   - an attempt whose worker died (its fence expired) is re-dispatched and
-//     counted as a crash, never as a failed attempt (but not while Redis has
-//     just come back from an outage: see OutageGrace);
-//   - a step whose task asynq handed to a worker that never received it
-//     (see StalledAfter) gets a new dispatch;
-//   - a scheduled retry, or a current step, whose asynq task is missing is
-//     re-enqueued (for its due time), and one whose task asynq archived is
-//     re-dispatched;
-//   - a run past its deadline fails with reason run_timeout;
-//   - index entries of expired runs are trimmed.
-//
-// (A task of a finished or unknown run is acknowledged without running by
-// the Engine when it is delivered.) Every repair is journaled, logged and
-// notified (run_recovered, by reconciler). One replica at a time runs a
-// pass, under a Redis lock with expiry.
-type Reconciler = engine.Reconciler
-
-// Report says what a pass or a sweep found and did.
-//
-//nolint:recvcheck // Total and String take a value so that a Report value is a fmt.Stringer; the unexported add and merge update one in place
-type Report = engine.Report
-
 // FindRunsOptions select the runs FindRuns returns.
 type FindRunsOptions = engine.FindRunsOptions
 
@@ -1056,3 +1027,33 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
 	engine.CheckRedis(ctx, rdb, log)
 }
+
+// ReconcilerConfig configures a Reconciler. A zero field takes the default
+// given in its comment.
+type ReconcilerConfig = maintenance.ReconcilerConfig
+
+// Reconciler repairs what crashes, restarts and lost tasks leave behind. It
+// reads Cairn's indexes (never SCANs the keyspace) and makes the tasks that
+// the state says should exist exist:
+//
+//   - an attempt whose worker died (its fence expired) is re-dispatched and
+//     counted as a crash, never as a failed attempt (but not while Redis has
+//     just come back from an outage: see OutageGrace);
+//   - a step whose task asynq handed to a worker that never received it
+//     (see StalledAfter) gets a new dispatch;
+//   - a scheduled retry, or a current step, whose asynq task is missing is
+//     re-enqueued (for its due time), and one whose task asynq archived is
+//     re-dispatched;
+//   - a run past its deadline fails with reason run_timeout;
+//   - index entries of expired runs are trimmed.
+//
+// (A task of a finished or unknown run is acknowledged without running by
+// the Engine when it is delivered.) Every repair is journaled, logged and
+// notified (run_recovered, by reconciler). One replica at a time runs a
+// pass, under a Redis lock with expiry.
+type Reconciler = maintenance.Reconciler
+
+// Report says what a pass or a sweep found and did.
+//
+//nolint:recvcheck // Total and String take a value so that a Report value is a fmt.Stringer; the unexported add and merge update one in place
+type Report = maintenance.Report

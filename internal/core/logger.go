@@ -21,10 +21,16 @@ type LineLogger struct {
 	Attrs []any
 }
 
-// Debug, Info, Warn and Error log msg with args after ll's attributes.
+// Debug logs msg with args after ll's attributes.
 func (ll LineLogger) Debug(msg string, args ...any) { ll.log(slog.LevelDebug, msg, args) }
-func (ll LineLogger) Info(msg string, args ...any)  { ll.log(slog.LevelInfo, msg, args) }
-func (ll LineLogger) Warn(msg string, args ...any)  { ll.log(slog.LevelWarn, msg, args) }
+
+// Info logs msg with args after ll's attributes.
+func (ll LineLogger) Info(msg string, args ...any) { ll.log(slog.LevelInfo, msg, args) }
+
+// Warn logs msg with args after ll's attributes.
+func (ll LineLogger) Warn(msg string, args ...any) { ll.log(slog.LevelWarn, msg, args) }
+
+// Error logs msg with args after ll's attributes.
 func (ll LineLogger) Error(msg string, args ...any) { ll.log(slog.LevelError, msg, args) }
 
 func (ll LineLogger) log(level slog.Level, msg string, args []any) {

@@ -384,3 +384,18 @@ func (e Event) DueAt() (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, e.Details["due_at"])
 	return t, err == nil
 }
+
+// FinalStatus is the status a run ends with after a failure a script
+// answered with Then, and false when the run goes on (compensating, or
+// after a rolled-back optional group).
+func FinalStatus(then string) (RunStatus, bool) {
+	switch then {
+	case retrystate.ThenFailed:
+		return StatusFailed, true
+	case retrystate.ThenCompensated:
+		return StatusCompensated, true
+	case retrystate.ThenSucceeded:
+		return StatusSucceeded, true
+	}
+	return "", false
+}

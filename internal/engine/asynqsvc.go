@@ -8,6 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/internal/core"
+	"github.com/cairnhq/cairn/internal/maintenance"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -107,11 +108,11 @@ func (e *Engine) AsynqConfig(cfg asynq.Config) asynq.Config {
 // the registered definitions, retrying while Redis is unreachable, then runs
 // the reconciler (rc configures it; nil: the defaults) until ctx is done. It
 // returns nil when ctx ends. Run it on every replica, as a Worker would be.
-func (e *Engine) Run(ctx context.Context, rc *ReconcilerConfig) error {
+func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) error {
 	if !e.publishRetrying(ctx) {
 		return nil
 	}
-	var cfg ReconcilerConfig
+	var cfg maintenance.ReconcilerConfig
 	if rc != nil {
 		cfg = *rc
 	}
@@ -145,7 +146,7 @@ func (e *Engine) publishRetrying(ctx context.Context) bool {
 		}
 		e.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", core.AttrError, err,
 			"retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
+		if core.SleepContext(ctx, backoff) != nil {
 			return false
 		}
 	}

@@ -311,7 +311,7 @@ func (c *Client) started(ctx context.Context, r startReq, cr createResult) (*cor
 			"waiting_for", string(cr.res.WaitReason), "position", cr.res.Position)
 	default:
 		if !cr.res.Enqueued {
-			if err := c.disp.enqueue(ctx, cr.res.RunID, r.workflow, *cr.res.Dispatch); err != nil {
+			if err := c.disp.Enqueue(ctx, cr.res.RunID, r.workflow, *cr.res.Dispatch); err != nil {
 				return nil, fmt.Errorf("run %s was created but its first task was not enqueued (the reconciler will enqueue it): %w",
 					cr.res.RunID, err)
 			}
@@ -492,7 +492,7 @@ func (c *Client) ensureFirst(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return c.disp.enqueue(ctx, id, rec.Workflow, retrystate.Dispatch{Index: rec.Current, Name: s.Name,
+	return c.disp.Enqueue(ctx, id, rec.Workflow, retrystate.Dispatch{Index: rec.Current, Name: s.Name,
 		Attempt: attempt, Gen: gen, DueAt: s.NextAttemptAt, Timeout: s.Timeout})
 }
 
@@ -669,14 +669,14 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*c
 		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
 	case retrystate.OutcomeCancelled, retrystate.OutcomeAlreadyCancelled:
 	case retrystate.OutcomeCompensating:
-		c.disp.stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
+		c.disp.Stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled; its compensations run", core.AttrRunID, id, core.AttrActor, who)
 		return c.Get(ctx, id)
 	default:
 		return nil, fmt.Errorf("%w: run %s is %s", core.ErrRunFinished, id, res.RunStatus)
 	}
 	if res.Outcome == retrystate.OutcomeCancelled {
-		c.disp.stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
+		c.disp.Stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled", core.AttrRunID, id, core.AttrActor, who)
 	}
 	run, err := c.Get(ctx, id)
@@ -701,7 +701,7 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*
 		if run.Terminal() {
 			return run, nil
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := core.SleepContext(ctx, interval); err != nil {
 			return run, err
 		}
 	}
@@ -839,7 +839,7 @@ func (c *Client) applied(ctx context.Context, id, action, who string, res retrys
 		log.Info("operator action applied; the run waits for its turn", "waiting_for", string(res.WaitReason),
 			"position", res.Position)
 	case retrystate.OutcomeDispatch:
-		if err := c.disp.enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
+		if err := c.disp.Enqueue(ctx, id, res.Workflow, *res.Dispatch); err != nil {
 			return nil, fmt.Errorf("run %s was reopened but its task was not enqueued (the reconciler will enqueue it): %w", id, err)
 		}
 		log.Info("operator action applied", core.AttrStep, res.Dispatch.Name, core.AttrAttempt, res.Dispatch.Attempt)

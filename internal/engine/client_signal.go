@@ -93,7 +93,7 @@ func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMes
 	}
 	// OutcomeDelivered or OutcomeRunSucceeded: the await succeeded. Its
 	// wake-up task is stale now (a delivery of it would be acknowledged).
-	c.disp.stop(log, res.Task, core.StepWaiting)
+	c.disp.Stop(log, res.Task, core.StepWaiting)
 	out := &core.SignalResult{Outcome: core.SignalDelivered, Step: res.Step}
 	if res.Outcome == retrystate.OutcomeRunSucceeded {
 		log.Info("signal completed the run's last step; run succeeded", core.AttrStep, res.Step)
@@ -104,7 +104,7 @@ func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMes
 		return out, nil
 	}
 	log.Info("signal completed the waiting step", core.AttrStep, res.Step, "next_step", res.Dispatch.Name)
-	if err := c.disp.enqueue(ctx, runID, res.Workflow, *res.Dispatch); err != nil {
+	if err := c.disp.Enqueue(ctx, runID, res.Workflow, *res.Dispatch); err != nil {
 		return out, fmt.Errorf("signal delivered to run %s, but its next step's task was not enqueued (the reconciler will enqueue it): %w",
 			runID, err)
 	}

@@ -66,7 +66,7 @@ func (d *deps) retry(ctx context.Context, log core.Logger, what string, fn func(
 			return err
 		}
 		log.Warn("redis write failed; retrying", "op", what, core.AttrError, err, "retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
+		if core.SleepContext(ctx, backoff) != nil {
 			return err
 		}
 		backoff = min(backoff*2, 2*time.Second)

@@ -28,11 +28,11 @@ func newDispatcher(rdb redis.UniversalClient, queue string, clock core.Clock) *d
 		queue: queue, clock: clock}
 }
 
-// stop deletes the task of a step that must not run any more and, when the
+// Stop deletes the task of a step that must not run any more and, when the
 // step was running, signals its worker to cancel the step's context. Both
 // are best effort: the state already forbids the step from going on, and a
 // running step also learns it at its next fence renewal.
-func (d *dispatcher) stop(log core.Logger, task string, stepStatus core.StepStatus) {
+func (d *dispatcher) Stop(log core.Logger, task string, stepStatus core.StepStatus) {
 	if task == "" {
 		return
 	}
@@ -48,9 +48,9 @@ func (d *dispatcher) stop(log core.Logger, task string, stepStatus core.StepStat
 	}
 }
 
-// enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
+// Enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
 // whose task exists already is a no-op, so it can always be retried.
-func (d *dispatcher) enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
+func (d *dispatcher) Enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
 	p := tasks.Step{RunID: runID, Workflow: workflow, Index: x.Index, Name: x.Name, Attempt: x.Attempt, Gen: x.Gen}
 	id := p.ID()
 	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(tasks.TypeStep, p.Encode()),

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,7 +245,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return &redeliverError{after: 30 * time.Second, why: "no handler registered for " + p.Workflow + "/" + p.Name}
 	}
 
-	token := newToken()
+	token := core.NewToken()
 	var b retrystate.Result
 	// begunAt is the time the begin that answered was asked at: the fence it
 	// took expires a FenceTTL after it, however late the answer came.
@@ -273,7 +271,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			break
 		}
 		log.Debug("attempt delivered before its due time; waiting", core.AttrDelay, b.Wait)
-		if err := sleep(ctx, b.Wait); err != nil {
+		if err := core.SleepContext(ctx, b.Wait); err != nil {
 			return err
 		}
 	}
@@ -293,7 +291,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if b.Dispatch != nil {
 			// The run waits for another task; make sure it exists (a no-op
 			// when it does). This repairs an enqueue lost after a state write.
-			if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
+			if err := e.disp.Enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
 				log.Warn("could not make sure the current step's task exists", core.AttrError, err)
 			}
 		}
@@ -310,7 +308,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// reconciler re-creates it (the run is in the scheduled index).
 		log.Info("circuit breaker open; attempt deferred", "until", b.Dispatch.DueAt)
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeDeferred, 0)
-		if err := e.disp.enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
+		if err := e.disp.Enqueue(ctx, p.RunID, p.Workflow, *b.Dispatch); err != nil {
 			log.Warn("could not enqueue the deferred attempt; the reconciler will", core.AttrError, err)
 		}
 		return nil
@@ -443,7 +441,7 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
 		if e.inline(ctx, p, next, chain) {
 			// Or begins it, for this delivery to run (engine_inline.go).
-			args.InlineToken, args.FenceTTL = newToken(), e.cfg.FenceTTL
+			args.InlineToken, args.FenceTTL = core.NewToken(), e.cfg.FenceTTL
 		}
 	}
 	var res retrystate.Result
@@ -500,7 +498,7 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 		return nil, nil
 	}
 	if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
+		return e.disp.Enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
 	}); err != nil {
 		// The state names the next task; a redelivery of this one (stale by
 		// now) or the reconciler creates it.
@@ -575,7 +573,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 		return nil
 	}
 	if err := e.persist(ctx, log, "enqueue retry", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
+		return e.disp.Enqueue(ctx, p.RunID, p.Workflow, next)
 	}); err != nil {
 		log.Error("could not enqueue the retry", core.AttrError, err)
 		return err
@@ -611,7 +609,7 @@ func (e *Engine) release(ctx context.Context, log core.Logger, p tasks.Step, tok
 		return nil
 	}
 	return e.persist(ctx, log, "enqueue the resumed attempt", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
+		return e.disp.Enqueue(ctx, p.RunID, p.Workflow, *res.Dispatch)
 	})
 }
 
@@ -731,21 +729,4 @@ func call(ctx context.Context, fn core.StepFunc, sc *core.StepContext) (out any,
 		}
 	}()
 	return fn(ctx, sc)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func newToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -51,7 +51,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 	}
 	next := *res.Dispatch
 	if err := e.persist(ctx, log, "enqueue snoozed step", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
+		return e.disp.Enqueue(ctx, p.RunID, p.Workflow, next)
 	}); err != nil {
 		// The run is in idx:scheduled: the reconciler re-creates the task.
 		log.Error("could not enqueue the snoozed step", core.AttrError, err)
@@ -102,7 +102,7 @@ func (e *Engine) jump(ctx context.Context, log core.Logger, p tasks.Step, token,
 	}
 	next := *res.Dispatch
 	if err := e.persist(ctx, log, "enqueue goto target", func(ctx context.Context) error {
-		return e.disp.enqueue(ctx, p.RunID, p.Workflow, next)
+		return e.disp.Enqueue(ctx, p.RunID, p.Workflow, next)
 	}); err != nil {
 		log.Error("could not enqueue the goto's target step", core.AttrError, err)
 		return err

@@ -14,21 +14,6 @@ import (
 // and counts when a run's failure starts compensations, and how a
 // compensation's attempt runs.
 
-// finalStatus is the status a run ends with after a failure a script
-// answered with Then, and false when the run goes on (compensating, or
-// after a rolled-back optional group).
-func finalStatus(then string) (core.RunStatus, bool) {
-	switch then {
-	case retrystate.ThenFailed:
-		return core.StatusFailed, true
-	case retrystate.ThenCompensated:
-		return core.StatusCompensated, true
-	case retrystate.ThenSucceeded:
-		return core.StatusSucceeded, true
-	}
-	return "", false
-}
-
 // runFailed logs a run's failure (res: OutcomeRunFailed) and what follows it,
 // and tells the observer of the run's end when it ended. what says what
 // failed ("step failed", "run failed"), attrs are the line's other
@@ -47,7 +32,7 @@ func (e *Engine) runFailed(ctx context.Context, log core.Logger, runID, workflow
 	case retrystate.ThenSucceeded:
 		log.Warn(what+"; its optional group was rolled back, and the run succeeded", attrs...)
 	}
-	if st, ended := finalStatus(res.Then); ended {
+	if st, ended := core.FinalStatus(res.Then); ended {
 		code := res.Code
 		if st == core.StatusSucceeded {
 			code = ""

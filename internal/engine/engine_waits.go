@@ -84,13 +84,13 @@ func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, ta
 		}
 		d := *res.Dispatch
 		return e.persist(ctx, log, "enqueue the wake-up", func(ctx context.Context) error {
-			return e.disp.enqueue(ctx, p.RunID, p.Workflow, d)
+			return e.disp.Enqueue(ctx, p.RunID, p.Workflow, d)
 		})
 	case retrystate.OutcomeNext:
 		log.Info("step done waiting", "next_step", res.Dispatch.Name)
 		d := *res.Dispatch
 		if err := e.persist(ctx, log, "enqueue next step", func(ctx context.Context) error {
-			return e.disp.enqueue(ctx, p.RunID, p.Workflow, d)
+			return e.disp.Enqueue(ctx, p.RunID, p.Workflow, d)
 		}); err != nil {
 			// The state names the next task; a redelivery of this one
 			// (stale by now) or the reconciler creates it.

@@ -540,7 +540,7 @@ func (c *Client) applyStart(ctx context.Context, e *OutboxEntry) (string, error)
 			"position", created.Position)
 	default:
 		if !created.Enqueued {
-			if err := c.disp.enqueue(ctx, created.RunID, e.Workflow, *created.Dispatch); err != nil {
+			if err := c.disp.Enqueue(ctx, created.RunID, e.Workflow, *created.Dispatch); err != nil {
 				log.Warn("queued run created but its first task was not enqueued (the reconciler will enqueue it)",
 					core.AttrError, err.Error())
 			}

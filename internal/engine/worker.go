@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/core"
+	"github.com/cairnhq/cairn/internal/maintenance"
 	"github.com/cairnhq/cairn/internal/webhookdelivery"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -35,7 +36,7 @@ type WorkerConfig struct {
 	// delivery resumes it once its fence expires. Default 30s.
 	ShutdownTimeout time.Duration
 	// Reconciler configures the reconciler the worker runs.
-	Reconciler ReconcilerConfig
+	Reconciler maintenance.ReconcilerConfig
 	// SkipRedisChecks turns off the start-up check of Redis's persistence
 	// and eviction settings (for stores without CONFIG, like the embedded
 	// one).

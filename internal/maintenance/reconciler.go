@@ -1,4 +1,4 @@
-package engine
+package maintenance
 
 import (
 	"context"
@@ -114,8 +114,8 @@ type Reconciler struct {
 	cfg ReconcilerConfig
 	// deps: the engine's store, dispatcher, clock, retention and retries
 	// of state writes (the reconciler holds no Engine).
-	*deps
-	log *slog.Logger
+	deps Deps
+	log  *slog.Logger
 
 	// token is this reconciler's lock token, the same on every try: a
 	// lock it took whose reply was lost (Redis froze or restarted) is its
@@ -133,21 +133,14 @@ type Reconciler struct {
 	quietUntil time.Time // expired fences wait until then (OutageGrace)
 }
 
-// NewReconciler returns a reconciler for the engine's queue and state.
-func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
-	if cfg.Observer == nil {
-		cfg.Observer = e.cfg.Observer
-	}
-	return newReconciler(e.deps, cfg, e.log)
-}
-
-// newReconciler returns a reconciler working with d, logging to log.
-func newReconciler(d *deps, cfg ReconcilerConfig, log *slog.Logger) *Reconciler {
+// New returns a reconciler working with d, logging to log. cfg.Observer
+// must be set (the engine's, by default).
+func New(d Deps, cfg ReconcilerConfig, log *slog.Logger) *Reconciler {
 	return &Reconciler{
 		cfg:   cfg.withDefaults(),
 		deps:  d,
 		log:   log.With("component", "reconciler"),
-		token: newToken(),
+		token: core.NewToken(),
 	}
 }
 
@@ -244,7 +237,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 			return
 		}
 		r.log.Error("reconciliation pass failed; retrying", core.AttrError, err)
-		if sleep(ctx, r.cfg.SweepInterval) != nil {
+		if core.SleepContext(ctx, r.cfg.SweepInterval) != nil {
 			return
 		}
 	}
@@ -259,7 +252,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 	arm := func(at time.Time) {
 		recheck.Stop()
 		if !at.IsZero() {
-			recheck.Reset(max(at.Sub(r.clock.Now()), 0) + 10*time.Millisecond)
+			recheck.Reset(max(at.Sub(r.deps.Clock.Now()), 0) + 10*time.Millisecond)
 		}
 	}
 	arm(recheckAt)
@@ -295,7 +288,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	token := r.token
 	var ok bool
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		ok, err = r.store.TryLock(ctx, name, token, ttl)
+		ok, err = r.deps.Store.TryLock(ctx, name, token, ttl)
 		return err
 	})
 	if err != nil || !ok {
@@ -314,7 +307,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 			case <-t.C:
 				var held bool
 				if err := r.call(ctx, func(ctx context.Context) (err error) {
-					held, err = r.store.ExtendLock(ctx, name, token, ttl)
+					held, err = r.deps.Store.ExtendLock(ctx, name, token, ttl)
 					return err
 				}); err == nil && !held {
 					r.log.Warn("lost the reconciler lock", "lock", name)
@@ -328,7 +321,7 @@ func (r *Reconciler) withLock(ctx context.Context, name string, ttl time.Duratio
 	cancel()
 	wg.Wait()
 	if uerr := r.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		return r.store.Unlock(ctx, name, token)
+		return r.deps.Store.Unlock(ctx, name, token)
 	}); uerr != nil && err == nil {
 		r.log.Warn("could not release the reconciler lock", core.AttrError, uerr)
 	}
@@ -343,7 +336,7 @@ const slowCall = time.Second
 // (see reached): every call counts, whichever of them was waiting when
 // Redis went away.
 func (r *Reconciler) call(ctx context.Context, fn func(context.Context) error) error {
-	asked := r.clock.Now()
+	asked := r.deps.Clock.Now()
 	err := fn(ctx)
 	r.reached(ctx, asked, err)
 	return err
@@ -368,7 +361,7 @@ func (r *Reconciler) reached(ctx context.Context, asked time.Time, err error) {
 	if err != nil && ctx.Err() != nil {
 		return // cancelled: says nothing about Redis
 	}
-	now := r.clock.Now()
+	now := r.deps.Clock.Now()
 	waited := now.Sub(asked)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -409,7 +402,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 const batch = 1000
 
 func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
-	now := r.clock.Now()
+	now := r.deps.Clock.Now()
 	if r.repairsHeld(now) {
 		// Live workers are saving what they did while Redis was away (and
 		// asynq's leases, not extended meanwhile, all look stale).
@@ -417,12 +410,12 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 	}
 	var dead []retrystate.Due
 	if err := r.call(ctx, func(ctx context.Context) (err error) {
-		dead, err = r.store.ExpiredFences(ctx, now, batch)
+		dead, err = r.deps.Store.ExpiredFences(ctx, now, batch)
 		return err
 	}); err != nil {
 		return Report{}, err
 	}
-	if r.repairsHeld(r.clock.Now()) {
+	if r.repairsHeld(r.deps.Clock.Now()) {
 		// Redis went away while it was being asked (see reached).
 		return Report{RepairsHeld: true}, nil
 	}
@@ -445,10 +438,10 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.Due, map[string]string, error) {
 	var ids []string
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		ids, err = r.store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.cfg.StalledAfter), batch)
+		ids, err = r.deps.Store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.cfg.StalledAfter), batch)
 		return err
 	})
-	if err != nil || len(ids) == 0 || r.repairsHeld(r.clock.Now()) {
+	if err != nil || len(ids) == 0 || r.repairsHeld(r.deps.Clock.Now()) {
 		return nil, nil, err
 	}
 	type dispatch struct{ index, attempt, gen int }
@@ -480,7 +473,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 	var rep Report
 	locked, err := r.withLock(ctx, retrystate.LockReconcile, max(2*r.cfg.Interval, time.Minute), func(ctx context.Context) error {
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			rep.Incomplete, err = r.store.CountActive(ctx)
+			rep.Incomplete, err = r.deps.Store.CountActive(ctx)
 			return err
 		}); err != nil {
 			return err
@@ -490,11 +483,11 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 			return err
 		}
 		rep.merge(sw)
-		now := r.clock.Now()
+		now := r.deps.Clock.Now()
 
 		var due []retrystate.Due
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			due, err = r.store.DueDeadlines(ctx, now, batch)
+			due, err = r.deps.Store.DueDeadlines(ctx, now, batch)
 			return err
 		}); err != nil {
 			return err
@@ -506,7 +499,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		// first walk checks).
 		checked, err := r.checkIndex(ctx, "idx:scheduled", &r.scheduledAt, false,
 			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
-				return r.store.ScheduledPage(ctx, at, n)
+				return r.deps.Store.ScheduledPage(ctx, at, n)
 			})
 		rep.merge(checked)
 		if err != nil {
@@ -515,7 +508,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		idleBefore := now.Add(-r.cfg.Grace)
 		checked, err = r.checkIndex(ctx, "idx:active", &r.idleAt, true,
 			func(ctx context.Context, at retrystate.IndexCursor, n int64) ([]retrystate.Due, retrystate.IndexCursor, bool, error) {
-				return r.store.IdlePage(ctx, at, idleBefore, n)
+				return r.deps.Store.IdlePage(ctx, at, idleBefore, n)
 			})
 		rep.merge(checked)
 		if err != nil {
@@ -524,7 +517,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 
 		var trimmed int
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			trimmed, err = r.store.TrimIndexes(ctx, now.Add(-r.retention), 10*batch)
+			trimmed, err = r.deps.Store.TrimIndexes(ctx, now.Add(-r.deps.Retention), 10*batch)
 			return err
 		}); err != nil {
 			return err
@@ -538,7 +531,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 		// frees the slot and admits its next runs.
 		var gates retrystate.GateRepair
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			gates, err = r.store.RepairGates(ctx, r.clock.Now(), 10*batch)
+			gates, err = r.deps.Store.RepairGates(ctx, r.deps.Clock.Now(), 10*batch)
 			return err
 		}); err != nil {
 			return err
@@ -611,9 +604,9 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 	switch rp.Outcome {
 	case retrystate.OutcomeDispatch:
 		if !rp.Enqueued {
-			if err := r.persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
+			if err := r.deps.Persist(ctx, log, "enqueue repaired task", func(ctx context.Context) error {
 				return r.call(ctx, func(ctx context.Context) error {
-					return r.disp.enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
+					return r.deps.Tasks.Enqueue(ctx, id, rp.Workflow, *rp.Dispatch)
 				})
 			}); err != nil {
 				return rep, err
@@ -623,7 +616,7 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 		rep.add(rp.Kind, 1)
 		r.cfg.Observer.Repair(rp.Kind)
 	case retrystate.OutcomeRunFailed:
-		if _, ended := finalStatus(rp.Then); ended {
+		if _, ended := core.FinalStatus(rp.Then); ended {
 			log.Error("run failed during repair", "repair", rp.Kind, core.AttrCode, rp.Code, core.AttrReason, rp.Reason, "then", rp.Then)
 		} else {
 			log.Warn("run's step failed during repair; the run goes on", "repair", rp.Kind, core.AttrCode, rp.Code,
@@ -631,7 +624,7 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 		}
 		rep.add(rp.Kind, 1)
 		rep.Failed++
-		r.disp.stop(log, rp.Task, rp.StepStatus)
+		r.deps.Tasks.Stop(log, rp.Task, rp.StepStatus)
 		r.observeFailed(ctx, id, rp)
 	case retrystate.OutcomeAttention:
 		log.Error("run needs attention: repaired automatically too often", core.AttrReason, rp.Reason)
@@ -650,12 +643,12 @@ func (r *Reconciler) outcome(ctx context.Context, id string, rp retrystate.Resul
 // check comes right before the script, as a sweep's list of expired fences
 // may have been read before Redis went away.
 func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) {
-	if r.repairsHeld(r.clock.Now()) {
+	if r.repairsHeld(r.deps.Clock.Now()) {
 		return Report{RepairsHeld: true}, nil
 	}
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.retention, r.clock.Now())
+		rp, err = r.deps.Store.Redispatch(ctx, id, r.cfg.MaxAutoRecoveries, r.deps.Retention, r.deps.Clock.Now())
 		return err
 	})
 	if err != nil {
@@ -667,7 +660,7 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.store.ExpireDeadline(ctx, id, r.retention, r.clock.Now())
+		rp, err = r.deps.Store.ExpireDeadline(ctx, id, r.deps.Retention, r.deps.Clock.Now())
 		return err
 	})
 	if err != nil {
@@ -774,7 +767,7 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 	if idle {
 		// The scheduled ones are checked by the walk of idx:scheduled.
 		if err := r.call(ctx, func(ctx context.Context) (err error) {
-			ids, err = r.store.Unscheduled(ctx, ids)
+			ids, err = r.deps.Store.Unscheduled(ctx, ids)
 			return err
 		}); err != nil || len(ids) == 0 {
 			return Report{}, err
@@ -782,8 +775,8 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 	}
 	var checks []retrystate.Check
 	if err := r.call(ctx, func(ctx context.Context) (err error) {
-		checks, err = r.store.CheckTasks(ctx, ids, retrystate.CheckArgs{Grace: r.cfg.Grace,
-			MaxAuto: r.cfg.MaxAutoRecoveries, Now: r.clock.Now()})
+		checks, err = r.deps.Store.CheckTasks(ctx, ids, retrystate.CheckArgs{Grace: r.cfg.Grace,
+			MaxAuto: r.cfg.MaxAutoRecoveries, Now: r.deps.Clock.Now()})
 		return err
 	}); err != nil {
 		return Report{}, err
@@ -827,12 +820,12 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 // repairTask gives a run's current step whose task is in trouble a task
 // that will be delivered.
 func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble retrystate.TaskTrouble) (Report, error) {
-	if trouble == retrystate.TaskStalled && r.repairsHeld(r.clock.Now()) {
+	if trouble == retrystate.TaskStalled && r.repairsHeld(r.deps.Clock.Now()) {
 		return Report{RepairsHeld: true}, nil
 	}
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.clock.Now())
+		rp, err = r.deps.Store.RepairTask(ctx, id, task, trouble, r.cfg.MaxAutoRecoveries, r.deps.Clock.Now())
 		return err
 	})
 	if err != nil {
@@ -846,11 +839,11 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 // workflow name only when an observer listens).
 func (r *Reconciler) observeFailed(ctx context.Context, id string, rp retrystate.Result) {
 	r.cfg.Observer.Repair(rp.Kind)
-	st, ended := finalStatus(rp.Then)
+	st, ended := core.FinalStatus(rp.Then)
 	if _, nop := r.cfg.Observer.(core.NopObserver); nop || !ended {
 		return
 	}
-	wf, err := r.store.RunWorkflow(ctx, id)
+	wf, err := r.deps.Store.RunWorkflow(ctx, id)
 	if err != nil {
 		r.log.Debug("cannot read the workflow of a failed run for metrics", core.AttrRunID, id, core.AttrError, err)
 	}

@@ -44,16 +44,18 @@ var SystemClock = core.SystemClock
 // FailureAction is what a run does when it fails for good (Definition.OnFailure).
 type FailureAction = core.FailureAction
 
-// FailureStop (the default): the run fails and waits for an operator.
-const FailureStop = core.FailureStop
-
-// FailureCompensate: the compensations of the run's succeeded steps
-// run, last step first (a saga); the run is StatusCompensating, then
-// StatusCompensated, keeping its failure code and reason. A
-// compensation that fails for good leaves the run failed, needing
-// attention, with code CodeCompensationFailed; an operator's recover
-// or retry runs that compensation again.
-const FailureCompensate = core.FailureCompensate
+// Failure actions.
+const (
+	// FailureStop (the default): the run fails and waits for an operator.
+	FailureStop = core.FailureStop
+	// FailureCompensate: the compensations of the run's succeeded steps
+	// run, last step first (a saga); the run is StatusCompensating, then
+	// StatusCompensated, keeping its failure code and reason. A
+	// compensation that fails for good leaves the run failed, needing
+	// attention, with code CodeCompensationFailed; an operator's recover
+	// or retry runs that compensation again.
+	FailureCompensate = core.FailureCompensate
+)
 
 // Group configures a step group (Step.Group, Definition.Groups).
 type Group = core.Group
@@ -100,50 +102,45 @@ func IdempotencyKey(runID string, step string, attempt int) string {
 	return core.IdempotencyKey(runID, step, attempt)
 }
 
-// ErrUnknownWorkflow: no worker has registered a workflow of that name.
-var ErrUnknownWorkflow = core.ErrUnknownWorkflow
+// Errors returned by Client and Engine. They are wrapped with context; test
+// them with errors.Is.
+var (
+	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
+	ErrUnknownWorkflow = core.ErrUnknownWorkflow
+	// ErrRunNotFound: no run has that ID (never started, or expired after
+	// its retention).
+	ErrRunNotFound = core.ErrRunNotFound
+	// ErrBreakerNotFound: no step has used a circuit breaker of that name.
+	ErrBreakerNotFound = core.ErrBreakerNotFound
+	// ErrInvalidRunID: the string cannot be a run ID.
+	ErrInvalidRunID = core.ErrInvalidRunID
+	// ErrInvalidInput: the run input is not valid JSON, or too large.
+	ErrInvalidInput = core.ErrInvalidInput
+	// ErrInvalidDefinition: a workflow definition is malformed.
+	ErrInvalidDefinition = core.ErrInvalidDefinition
+	// ErrRunFinished: the action needs a run that has not ended.
+	ErrRunFinished = core.ErrRunFinished
+	// ErrIdempotencyConflict: the idempotency key started a run of another
+	// workflow.
+	ErrIdempotencyConflict = core.ErrIdempotencyConflict
+	// ErrInvalidStatus is returned by List for an unknown status filter.
+	ErrInvalidStatus = core.ErrInvalidStatus
+	// ErrInvalidCursor is returned by List and NeedingAttention for a
+	// cursor they did not make.
+	ErrInvalidCursor = core.ErrInvalidCursor
+	// ErrActionRefused is returned when an operator action does not apply
+	// to the run in its current state (recover of a running run, skip of a
+	// required step, ...). The error says why; nothing was changed.
+	ErrActionRefused = core.ErrActionRefused
+	// ErrInvalidPolicy is wrapped by every policy validation error.
+	ErrInvalidPolicy = core.ErrInvalidPolicy
+)
 
-// ErrRunNotFound: no run has that ID (never started, or expired after
-// its retention).
-var ErrRunNotFound = core.ErrRunNotFound
-
-// ErrBreakerNotFound: no step has used a circuit breaker of that name.
-var ErrBreakerNotFound = core.ErrBreakerNotFound
-
-// ErrInvalidRunID: the string cannot be a run ID.
-var ErrInvalidRunID = core.ErrInvalidRunID
-
-// ErrInvalidInput: the run input is not valid JSON, or too large.
-var ErrInvalidInput = core.ErrInvalidInput
-
-// ErrInvalidDefinition: a workflow definition is malformed.
-var ErrInvalidDefinition = core.ErrInvalidDefinition
-
-// ErrRunFinished: the action needs a run that has not ended.
-var ErrRunFinished = core.ErrRunFinished
-
-// ErrIdempotencyConflict: the idempotency key started a run of another
-// workflow.
-var ErrIdempotencyConflict = core.ErrIdempotencyConflict
-
-// ErrInvalidStatus is returned by List for an unknown status filter.
-var ErrInvalidStatus = core.ErrInvalidStatus
-
-// ErrInvalidCursor is returned by List and NeedingAttention for a
-// cursor they did not make.
-var ErrInvalidCursor = core.ErrInvalidCursor
-
-// ErrActionRefused is returned when an operator action does not apply
-// to the run in its current state (recover of a running run, skip of a
-// required step, ...). The error says why; nothing was changed.
-var ErrActionRefused = core.ErrActionRefused
-
-// ErrInvalidPolicy is wrapped by every policy validation error.
-var ErrInvalidPolicy = core.ErrInvalidPolicy
-
-const ClassTransient = core.ClassTransient
-
-const ClassPermanent = core.ClassPermanent
+// Error classes, as recorded in step records and journals.
+const (
+	ClassTransient = core.ClassTransient
+	ClassPermanent = core.ClassPermanent
+)
 
 // Permanent marks err as permanent: the step fails at once, whatever budget
 // is left, and the run fails needing attention. It returns nil for a nil err.
@@ -224,31 +221,22 @@ type JSONError = core.JSONError
 // 16 keys without escapes.
 func CheckJSON(data []byte) error { return core.CheckJSON(data) }
 
-const AttrRunID = core.AttrRunID
-
-const AttrWorkflow = core.AttrWorkflow
-
-const AttrStep = core.AttrStep
-
-const AttrAttempt = core.AttrAttempt
-
-const AttrTaskID = core.AttrTaskID
-
-const AttrDelay = core.AttrDelay
-
-const AttrDueAt = core.AttrDueAt
-
-const AttrError = core.AttrError
-
-const AttrClass = core.AttrClass
-
-const AttrCode = core.AttrCode
-
-const AttrReason = core.AttrReason
-
-const AttrActor = core.AttrActor
-
-const AttrDuration = core.AttrDuration
+// Log attribute names, used on every line about a run, step or attempt.
+const (
+	AttrRunID    = core.AttrRunID
+	AttrWorkflow = core.AttrWorkflow
+	AttrStep     = core.AttrStep
+	AttrAttempt  = core.AttrAttempt
+	AttrTaskID   = core.AttrTaskID
+	AttrDelay    = core.AttrDelay
+	AttrDueAt    = core.AttrDueAt
+	AttrError    = core.AttrError
+	AttrClass    = core.AttrClass
+	AttrCode     = core.AttrCode
+	AttrReason   = core.AttrReason
+	AttrActor    = core.AttrActor
+	AttrDuration = core.AttrDuration
+)
 
 // SnoozeError is the error Snooze returns: a request, not a failure.
 type SnoozeError = core.SnoozeError
@@ -298,52 +286,45 @@ type Observer = core.Observer
 // Observer.StepAttempt.
 type AttemptOutcome = core.AttemptOutcome
 
-// OutcomeSucceeded: the step body returned a result and it was
-// checkpointed.
-const OutcomeSucceeded = core.OutcomeSucceeded
-
-// OutcomeFailedTransient: the step failed and a retry was scheduled.
-const OutcomeFailedTransient = core.OutcomeFailedTransient
-
-// OutcomeFailedPermanent: the step failed with a permanent error; the
-// run failed.
-const OutcomeFailedPermanent = core.OutcomeFailedPermanent
-
-// OutcomeExhausted: the step failed transiently with no retry left (the
-// retry budget is spent, or the next attempt would pass the run's
-// deadline); the run failed.
-const OutcomeExhausted = core.OutcomeExhausted
-
-// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
-// crash is counted against the step's crash budget). The resumed
-// attempt reports its own outcome when it ends.
-const OutcomeCrashed = core.OutcomeCrashed
-
-// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
-// or unknown run, acknowledged without running the step.
-const OutcomeIgnored = core.OutcomeIgnored
-
-// OutcomeDiscarded: the step body ran but the attempt no longer owned
-// its step (its fence expired or the run stopped): the result was
-// discarded.
-const OutcomeDiscarded = core.OutcomeDiscarded
-
-// OutcomeInterrupted: the worker stopped the step because it could not
-// renew the attempt's fence (Redis unreachable) and handed the attempt
-// back; it resumes under a new dispatch, spending no budget.
-const OutcomeInterrupted = core.OutcomeInterrupted
-
-// OutcomeDeferred: the step's circuit breaker was open (or another
-// attempt was probing it): the attempt was put off, spending no budget.
-const OutcomeDeferred = core.OutcomeDeferred
-
-// OutcomeSnoozed: the step body asked to run again later (Snooze); the
-// same attempt runs again after the delay, spending no budget.
-const OutcomeSnoozed = core.OutcomeSnoozed
-
-// OutcomeGoto: the step body asked to continue at this step or an
-// earlier one (Goto).
-const OutcomeGoto = core.OutcomeGoto
+// Outcomes of a step attempt delivery, as reported to Observer.StepAttempt.
+const (
+	// OutcomeSucceeded: the step body returned a result and it was
+	// checkpointed.
+	OutcomeSucceeded = core.OutcomeSucceeded
+	// OutcomeFailedTransient: the step failed and a retry was scheduled.
+	OutcomeFailedTransient = core.OutcomeFailedTransient
+	// OutcomeFailedPermanent: the step failed with a permanent error; the
+	// run failed.
+	OutcomeFailedPermanent = core.OutcomeFailedPermanent
+	// OutcomeExhausted: the step failed transiently with no retry left (the
+	// retry budget is spent, or the next attempt would pass the run's
+	// deadline); the run failed.
+	OutcomeExhausted = core.OutcomeExhausted
+	// OutcomeCrashed: the delivery resumes an attempt whose worker died (the
+	// crash is counted against the step's crash budget). The resumed
+	// attempt reports its own outcome when it ends.
+	OutcomeCrashed = core.OutcomeCrashed
+	// OutcomeIgnored: a stale or duplicate delivery, or one of a finished
+	// or unknown run, acknowledged without running the step.
+	OutcomeIgnored = core.OutcomeIgnored
+	// OutcomeDiscarded: the step body ran but the attempt no longer owned
+	// its step (its fence expired or the run stopped): the result was
+	// discarded.
+	OutcomeDiscarded = core.OutcomeDiscarded
+	// OutcomeInterrupted: the worker stopped the step because it could not
+	// renew the attempt's fence (Redis unreachable) and handed the attempt
+	// back; it resumes under a new dispatch, spending no budget.
+	OutcomeInterrupted = core.OutcomeInterrupted
+	// OutcomeDeferred: the step's circuit breaker was open (or another
+	// attempt was probing it): the attempt was put off, spending no budget.
+	OutcomeDeferred = core.OutcomeDeferred
+	// OutcomeSnoozed: the step body asked to run again later (Snooze); the
+	// same attempt runs again after the delay, spending no budget.
+	OutcomeSnoozed = core.OutcomeSnoozed
+	// OutcomeGoto: the step body asked to continue at this step or an
+	// earlier one (Goto).
+	OutcomeGoto = core.OutcomeGoto
+)
 
 // NopObserver is an Observer that does nothing; the default.
 type NopObserver = core.NopObserver
@@ -358,18 +339,21 @@ type Ordering = core.Ordering
 // OnFailure is what a failed run does to its ordering key.
 type OnFailure = core.OnFailure
 
-const OnFailureBlock = core.OnFailureBlock
+// What a failed run does to its ordering key.
+const (
+	OnFailureBlock   = core.OnFailureBlock
+	OnFailureRelease = core.OnFailureRelease
+)
 
-const OnFailureRelease = core.OnFailureRelease
-
-// MaxOrderingKeyBytes bounds an ordering key.
-const MaxOrderingKeyBytes = core.MaxOrderingKeyBytes
-
-// MaxOrderingConcurrency bounds Ordering.Concurrency.
-const MaxOrderingConcurrency = core.MaxOrderingConcurrency
-
-// MaxRunningLimit bounds Definition.MaxRunning.
-const MaxRunningLimit = core.MaxRunningLimit
+// Limits of ordering settings.
+const (
+	// MaxOrderingKeyBytes bounds an ordering key.
+	MaxOrderingKeyBytes = core.MaxOrderingKeyBytes
+	// MaxOrderingConcurrency bounds Ordering.Concurrency.
+	MaxOrderingConcurrency = core.MaxOrderingConcurrency
+	// MaxRunningLimit bounds Definition.MaxRunning.
+	MaxRunningLimit = core.MaxRunningLimit
+)
 
 // CheckOrderingKey reports whether key can be an ordering key: 1 to
 // MaxOrderingKeyBytes bytes of UTF-8 without control characters. The error
@@ -379,37 +363,42 @@ func CheckOrderingKey(key string) error { return core.CheckOrderingKey(key) }
 // Backoff says how the retry delay grows from one retry to the next.
 type Backoff = core.Backoff
 
-// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
-// (the default).
-const BackoffExponential = core.BackoffExponential
-
-// BackoffLinear waits InitialInterval * n.
-const BackoffLinear = core.BackoffLinear
-
-// BackoffFixed always waits InitialInterval.
-const BackoffFixed = core.BackoffFixed
+// Backoff modes. With n the number of the failed attempt within the budget
+// (1 for the first), each delay is capped at MaxInterval.
+const (
+	// BackoffExponential waits InitialInterval * BackoffCoefficient^(n-1)
+	// (the default).
+	BackoffExponential = core.BackoffExponential
+	// BackoffLinear waits InitialInterval * n.
+	BackoffLinear = core.BackoffLinear
+	// BackoffFixed always waits InitialInterval.
+	BackoffFixed = core.BackoffFixed
+)
 
 // Jitter says how a retry delay is randomised.
 type Jitter = core.Jitter
 
-// JitterNone waits exactly base.
-const JitterNone = core.JitterNone
-
-// JitterFull waits a uniform random time in [0, base].
-const JitterFull = core.JitterFull
-
-// JitterEqual waits base/2 plus a uniform random time in [0, base/2].
-const JitterEqual = core.JitterEqual
+// Jitter modes, with base the exponential delay for an attempt.
+const (
+	// JitterNone waits exactly base.
+	JitterNone = core.JitterNone
+	// JitterFull waits a uniform random time in [0, base].
+	JitterFull = core.JitterFull
+	// JitterEqual waits base/2 plus a uniform random time in [0, base/2].
+	JitterEqual = core.JitterEqual
+)
 
 // ErrorMode says how an error Cairn cannot classify is treated.
 type ErrorMode = core.ErrorMode
 
-// UnknownTransient retries errors that are not marked permanent (the
-// default).
-const UnknownTransient = core.UnknownTransient
-
-// UnknownPermanent fails fast on every error not known to be transient.
-const UnknownPermanent = core.UnknownPermanent
+// Error modes.
+const (
+	// UnknownTransient retries errors that are not marked permanent (the
+	// default).
+	UnknownTransient = core.UnknownTransient
+	// UnknownPermanent fails fast on every error not known to be transient.
+	UnknownPermanent = core.UnknownPermanent
+)
 
 // Policy says how hard a step tries and how long it may take. It is set
 // globally (the worker's defaults), per workflow and per step; the most
@@ -429,74 +418,65 @@ type StepStatus = core.StepStatus
 // RetryState is where a step stands with its retries.
 type RetryState = core.RetryState
 
-const StatusPending = core.StatusPending
-
-const StatusRunning = core.StatusRunning
-
-const StatusSucceeded = core.StatusSucceeded
-
-const StatusFailed = core.StatusFailed
-
-const StatusCancelled = core.StatusCancelled
-
-// StatusCompensating: the run failed for good (or was cancelled with
-// compensation, or a step group failed) and runs the compensations of
-// its succeeded steps, last first (Step.Compensate).
-const StatusCompensating = core.StatusCompensating
-
-// StatusCompensated: the run's compensations all ran; it ended,
-// keeping the failure code and reason of the failure that started them.
-const StatusCompensated = core.StatusCompensated
+// Run statuses.
+const (
+	StatusPending   = core.StatusPending
+	StatusRunning   = core.StatusRunning
+	StatusSucceeded = core.StatusSucceeded
+	StatusFailed    = core.StatusFailed
+	StatusCancelled = core.StatusCancelled
+	// StatusCompensating: the run failed for good (or was cancelled with
+	// compensation, or a step group failed) and runs the compensations of
+	// its succeeded steps, last first (Step.Compensate).
+	StatusCompensating = core.StatusCompensating
+	// StatusCompensated: the run's compensations all ran; it ended,
+	// keeping the failure code and reason of the failure that started them.
+	StatusCompensated = core.StatusCompensated
+)
 
 // RunStatuses lists every run status.
 var RunStatuses = core.RunStatuses
 
-const StepPending = core.StepPending
+// Step statuses. A step waiting for a scheduled retry is pending, with
+// RetryState "scheduled".
+const (
+	StepPending   = core.StepPending
+	StepRunning   = core.StepRunning
+	StepSucceeded = core.StepSucceeded
+	StepFailed    = core.StepFailed
+	StepSkipped   = core.StepSkipped
+	StepCancelled = core.StepCancelled
+	// StepCompensated: the step succeeded, and its compensation undid it.
+	StepCompensated = core.StepCompensated
+	// StepRolledBack: the step belongs to an optional group that was rolled
+	// back after a step of it failed; the run went on after the group.
+	StepRolledBack = core.StepRolledBack
+)
 
-const StepRunning = core.StepRunning
-
-const StepSucceeded = core.StepSucceeded
-
-const StepFailed = core.StepFailed
-
-const StepSkipped = core.StepSkipped
-
-const StepCancelled = core.StepCancelled
-
-// StepCompensated: the step succeeded, and its compensation undid it.
-const StepCompensated = core.StepCompensated
-
-// StepRolledBack: the step belongs to an optional group that was rolled
-// back after a step of it failed; the run went on after the group.
-const StepRolledBack = core.StepRolledBack
-
-const RetryNone = core.RetryNone
-
-const RetryScheduled = core.RetryScheduled
-
-const RetryExhausted = core.RetryExhausted
+// Retry states of a step.
+const (
+	RetryNone      = core.RetryNone
+	RetryScheduled = core.RetryScheduled
+	RetryExhausted = core.RetryExhausted
+)
 
 // WarningRetryPending is the run warning while a retry is scheduled.
 const WarningRetryPending = core.WarningRetryPending
 
-const CodeRetriesExhausted = core.CodeRetriesExhausted
-
-const CodePermanentError = core.CodePermanentError
-
-const CodeRunTimeout = core.CodeRunTimeout
-
-const CodeMaxIterationsExceeded = core.CodeMaxIterationsExceeded
-
-const CodeInvalidGoto = core.CodeInvalidGoto
-
-const CodeCrashBudgetExhausted = core.CodeCrashBudgetExhausted
-
-const CodeCancelled = core.CodeCancelled
-
-// CodeCompensationFailed: a compensation failed for good; the run
-// failed, needing attention, and an operator's recover or retry runs
-// that compensation again.
-const CodeCompensationFailed = core.CodeCompensationFailed
+// Failure codes of a failed or cancelled run.
+const (
+	CodeRetriesExhausted      = core.CodeRetriesExhausted
+	CodePermanentError        = core.CodePermanentError
+	CodeRunTimeout            = core.CodeRunTimeout
+	CodeMaxIterationsExceeded = core.CodeMaxIterationsExceeded
+	CodeInvalidGoto           = core.CodeInvalidGoto
+	CodeCrashBudgetExhausted  = core.CodeCrashBudgetExhausted
+	CodeCancelled             = core.CodeCancelled
+	// CodeCompensationFailed: a compensation failed for good; the run
+	// failed, needing attention, and an operator's recover or retry runs
+	// that compensation again.
+	CodeCompensationFailed = core.CodeCompensationFailed
+)
 
 // Run is the state of a workflow run. Its JSON form is what
 // `enqueue status --json` prints and the HTTP API returns.
@@ -512,59 +492,37 @@ type StepState = core.StepState
 // steps, oldest first.
 type Event = core.Event
 
-const EventRunStarted = core.EventRunStarted
-
-const EventAttemptStarted = core.EventAttemptStarted
-
-const EventAttemptSucceeded = core.EventAttemptSucceeded
-
-const EventAttemptFailed = core.EventAttemptFailed
-
-const EventAttemptCrashed = core.EventAttemptCrashed
-
-const EventAttemptInterrupted = core.EventAttemptInterrupted
-
-const EventRetryScheduled = core.EventRetryScheduled
-
-const EventStepSnoozed = core.EventStepSnoozed
-
-const EventStepGoto = core.EventStepGoto
-
-const EventStepSuperseded = core.EventStepSuperseded
-
-const EventRunSucceeded = core.EventRunSucceeded
-
-const EventRunFailed = core.EventRunFailed
-
-const EventRunCancelled = core.EventRunCancelled
-
-const EventRunRecovered = core.EventRunRecovered
-
-const EventStepSkipped = core.EventStepSkipped
-
-const EventRepair = core.EventRepair
-
-const EventNeedsAttention = core.EventNeedsAttention
-
-const EventDeliveryIgnored = core.EventDeliveryIgnored
-
-const EventRunWaiting = core.EventRunWaiting
-
-const EventRunAdmitted = core.EventRunAdmitted
-
-// EventRunCompensating and the five after it are journaled by
-// compensations and step groups (Step.Compensate, Step.Group).
-const EventRunCompensating = core.EventRunCompensating
-
-const EventCompensationStarted = core.EventCompensationStarted
-
-const EventCompensationSucceeded = core.EventCompensationSucceeded
-
-const EventCompensationFailed = core.EventCompensationFailed
-
-const EventRunCompensated = core.EventRunCompensated
-
-const EventGroupRolledBack = core.EventGroupRolledBack
+// Journal event types.
+const (
+	EventRunStarted         = core.EventRunStarted
+	EventAttemptStarted     = core.EventAttemptStarted
+	EventAttemptSucceeded   = core.EventAttemptSucceeded
+	EventAttemptFailed      = core.EventAttemptFailed
+	EventAttemptCrashed     = core.EventAttemptCrashed
+	EventAttemptInterrupted = core.EventAttemptInterrupted
+	EventRetryScheduled     = core.EventRetryScheduled
+	EventStepSnoozed        = core.EventStepSnoozed
+	EventStepGoto           = core.EventStepGoto
+	EventStepSuperseded     = core.EventStepSuperseded
+	EventRunSucceeded       = core.EventRunSucceeded
+	EventRunFailed          = core.EventRunFailed
+	EventRunCancelled       = core.EventRunCancelled
+	EventRunRecovered       = core.EventRunRecovered
+	EventStepSkipped        = core.EventStepSkipped
+	EventRepair             = core.EventRepair
+	EventNeedsAttention     = core.EventNeedsAttention
+	EventDeliveryIgnored    = core.EventDeliveryIgnored
+	EventRunWaiting         = core.EventRunWaiting
+	EventRunAdmitted        = core.EventRunAdmitted
+	// EventRunCompensating and the five after it are journaled by
+	// compensations and step groups (Step.Compensate, Step.Group).
+	EventRunCompensating       = core.EventRunCompensating
+	EventCompensationStarted   = core.EventCompensationStarted
+	EventCompensationSucceeded = core.EventCompensationSucceeded
+	EventCompensationFailed    = core.EventCompensationFailed
+	EventRunCompensated        = core.EventRunCompensated
+	EventGroupRolledBack       = core.EventGroupRolledBack
+)
 
 // ErrMailboxFull is returned by Signal when the run holds MaxPendingSignals
 // signals for awaits it has not reached yet; the signal was refused.
@@ -576,23 +534,23 @@ type SignalOptions = core.SignalOptions
 // SignalOutcome is what a signal did.
 type SignalOutcome = core.SignalOutcome
 
-// SignalDelivered: the run's current step awaited the signal; it
-// succeeded with the payload as its output and the run went on.
-const SignalDelivered = core.SignalDelivered
-
-// SignalQueued: a later await of the run (or the current one, before it
-// began to wait) will consume the signal when the run reaches it; it is
-// kept in the run's mailbox.
-const SignalQueued = core.SignalQueued
-
-// SignalDuplicate: the run received a signal with this ID before;
-// nothing was done.
-const SignalDuplicate = core.SignalDuplicate
-
-// SignalOutbox: Redis was unreachable (or earlier entries wait in the
-// outbox): the signal was queued in the client's outbox
-// (ClientConfig.Outbox), to be sent in order when Redis answers.
-const SignalOutbox = core.SignalOutbox
+// Signal outcomes.
+const (
+	// SignalDelivered: the run's current step awaited the signal; it
+	// succeeded with the payload as its output and the run went on.
+	SignalDelivered = core.SignalDelivered
+	// SignalQueued: a later await of the run (or the current one, before it
+	// began to wait) will consume the signal when the run reaches it; it is
+	// kept in the run's mailbox.
+	SignalQueued = core.SignalQueued
+	// SignalDuplicate: the run received a signal with this ID before;
+	// nothing was done.
+	SignalDuplicate = core.SignalDuplicate
+	// SignalOutbox: Redis was unreachable (or earlier entries wait in the
+	// outbox): the signal was queued in the client's outbox
+	// (ClientConfig.Outbox), to be sent in order when Redis answers.
+	SignalOutbox = core.SignalOutbox
+)
 
 // SignalResult is what Client.Signal did.
 type SignalResult = core.SignalResult
@@ -600,13 +558,13 @@ type SignalResult = core.SignalResult
 // WaitReason is what a run or step waits for while it holds no worker slot.
 type WaitReason = core.WaitReason
 
-const WaitOrderingKey = core.WaitOrderingKey
-
-const WaitWorkflowLimit = core.WaitWorkflowLimit
-
-const WaitSignal = core.WaitSignal
-
-const WaitTimer = core.WaitTimer
+// Wait reasons.
+const (
+	WaitOrderingKey   = core.WaitOrderingKey
+	WaitWorkflowLimit = core.WaitWorkflowLimit
+	WaitSignal        = core.WaitSignal
+	WaitTimer         = core.WaitTimer
+)
 
 // WaitingFor says what a waiting run or step waits for. Its JSON form is the
 // waiting_for object of `enqueue status --json` and the HTTP API: for a run
@@ -626,30 +584,28 @@ const StepWaiting = core.StepWaiting
 // passed without its signal.
 const CodeSignalTimeout = core.CodeSignalTimeout
 
-const EventAwaitStarted = core.EventAwaitStarted
+// Journal event types of awaits and sleeps.
+const (
+	EventAwaitStarted   = core.EventAwaitStarted
+	EventSignalReceived = core.EventSignalReceived
+	EventSignalConsumed = core.EventSignalConsumed
+	EventAwaitTimedOut  = core.EventAwaitTimedOut
+	EventTimerSet       = core.EventTimerSet
+	EventTimerFired     = core.EventTimerFired
+)
 
-const EventSignalReceived = core.EventSignalReceived
-
-const EventSignalConsumed = core.EventSignalConsumed
-
-const EventAwaitTimedOut = core.EventAwaitTimedOut
-
-const EventTimerSet = core.EventTimerSet
-
-const EventTimerFired = core.EventTimerFired
-
-// MaxPendingSignals is how many signals a run keeps for awaits it has
-// not reached yet (its mailbox); one more is refused (ErrMailboxFull).
-const MaxPendingSignals = core.MaxPendingSignals
-
-// MaxSignalPayload is the largest signal payload, in bytes (64 KiB).
-const MaxSignalPayload = core.MaxSignalPayload
-
-// MaxSignalID is the longest signal ID, in bytes.
-const MaxSignalID = core.MaxSignalID
-
-// MaxWait is the longest await timeout and sleep duration.
-const MaxWait = core.MaxWait
+// Limits of signals.
+const (
+	// MaxPendingSignals is how many signals a run keeps for awaits it has
+	// not reached yet (its mailbox); one more is refused (ErrMailboxFull).
+	MaxPendingSignals = core.MaxPendingSignals
+	// MaxSignalPayload is the largest signal payload, in bytes (64 KiB).
+	MaxSignalPayload = core.MaxSignalPayload
+	// MaxSignalID is the longest signal ID, in bytes.
+	MaxSignalID = core.MaxSignalID
+	// MaxWait is the longest await timeout and sleep duration.
+	MaxWait = core.MaxWait
+)
 
 // Await makes a step wait for a named signal, holding no worker slot. A
 // signal that arrives before the run reaches the step is kept in the run's
@@ -809,30 +765,35 @@ func RetryDelay(n int, err error, p2 *asynq.Task) time.Duration { return engine.
 // delivery handed back on purpose is not counted as a failure.
 func IsFailure(err error) bool { return engine.IsFailure(err) }
 
-// MaxInlineSteps bounds the steps one delivery runs inline, so that a
-// long run does not hold a worker slot while other runs wait.
-const MaxInlineSteps = engine.MaxInlineSteps
+const (
+	// MaxInlineSteps bounds the steps one delivery runs inline, so that a
+	// long run does not hold a worker slot while other runs wait.
+	MaxInlineSteps = engine.MaxInlineSteps
+	// MaxInlineTime bounds how long one delivery goes on with inline steps:
+	// after it, the next step gets its own task, behind the queue.
+	MaxInlineTime = engine.MaxInlineTime
+)
 
-// MaxInlineTime bounds how long one delivery goes on with inline steps:
-// after it, the next step gets its own task, behind the queue.
-const MaxInlineTime = engine.MaxInlineTime
-
-// ErrOutboxFull is returned by Start and Signal when they would queue
-// (Redis unreachable) but the outbox holds ClientConfig.OutboxMaxEntries
-// entries or OutboxMaxBytes bytes; nothing was queued.
-var ErrOutboxFull = engine.ErrOutboxFull
-
-// ErrOutboxLocked is returned by OpenClient and ReadOutbox when another
-// process has the outbox file open (one process at a time may) for
-// longer than ClientConfig.OutboxLockTimeout.
-var ErrOutboxLocked = engine.ErrOutboxLocked
+// Errors of the outbox.
+var (
+	// ErrOutboxFull is returned by Start and Signal when they would queue
+	// (Redis unreachable) but the outbox holds ClientConfig.OutboxMaxEntries
+	// entries or OutboxMaxBytes bytes; nothing was queued.
+	ErrOutboxFull = engine.ErrOutboxFull
+	// ErrOutboxLocked is returned by OpenClient and ReadOutbox when another
+	// process has the outbox file open (one process at a time may) for
+	// longer than ClientConfig.OutboxLockTimeout.
+	ErrOutboxLocked = engine.ErrOutboxLocked
+)
 
 // OutboxKind is what a queued entry does.
 type OutboxKind = engine.OutboxKind
 
-const OutboxStart = engine.OutboxStart
-
-const OutboxSignal = engine.OutboxSignal
+// Outbox entry kinds.
+const (
+	OutboxStart  = engine.OutboxStart
+	OutboxSignal = engine.OutboxSignal
+)
 
 // OutboxEntry is a Start or a Signal queued in the outbox, or a dead letter:
 // one that could not be applied.
@@ -847,11 +808,12 @@ type OutboxStats = engine.OutboxStats
 // OutboxFlush is what FlushOutbox did.
 type OutboxFlush = engine.OutboxFlush
 
-const DefaultOutboxMaxEntries = engine.DefaultOutboxMaxEntries
-
-const DefaultOutboxMaxBytes = engine.DefaultOutboxMaxBytes
-
-const DefaultOutboxLockTimeout = engine.DefaultOutboxLockTimeout
+// Defaults of the outbox settings of ClientConfig.
+const (
+	DefaultOutboxMaxEntries  = engine.DefaultOutboxMaxEntries
+	DefaultOutboxMaxBytes    = engine.DefaultOutboxMaxBytes
+	DefaultOutboxLockTimeout = engine.DefaultOutboxLockTimeout
+)
 
 // OpenClient returns a client of the workflow state in rdb, like NewClient,
 // and opens the outbox cfg.Outbox names, if any (see ClientConfig.Outbox):
@@ -879,52 +841,49 @@ type FindRunsOptions = engine.FindRunsOptions
 // characters of a run ID's alphabet (lowercase Crockford base32).
 func ValidRunIDPrefix(s string) bool { return engine.ValidRunIDPrefix(s) }
 
-// HeaderWebhookEvent is the notification type: run_failed,
-// run_succeeded, run_cancelled, run_recovered, run_needs_attention.
-const HeaderWebhookEvent = engine.HeaderWebhookEvent
-
-// HeaderWebhookDelivery is X-Cairn-Delivery, the notification's ID.
-//
-// Deprecated: use webhook.HeaderWebhookID (webhook-id), which has the
-// same value; X-Cairn-Delivery is sent for one more release.
-const HeaderWebhookDelivery = engine.HeaderWebhookDelivery
-
-// HeaderWebhookTimestamp is X-Cairn-Timestamp, the Unix time, in
-// seconds, of this attempt.
-//
-// Deprecated: use webhook.HeaderWebhookTimestamp (webhook-timestamp),
-// which has the same value; X-Cairn-Timestamp is sent for one more
-// release.
-const HeaderWebhookTimestamp = engine.HeaderWebhookTimestamp
-
-// HeaderWebhookSignature is X-Cairn-Signature: "sha256=" and the hex
-// HMAC-SHA256, keyed with the webhook secret, of the timestamp, ".",
-// and the body.
-//
-// Deprecated: use webhook.HeaderWebhookSignature (webhook-signature),
-// the Standard Webhooks signature; X-Cairn-Signature is sent for one
-// more release.
-const HeaderWebhookSignature = engine.HeaderWebhookSignature
+// Webhook headers of Cairn's own. The body is the JSON of a Notification
+// (webhook.Payload).
+const (
+	// HeaderWebhookEvent is the notification type: run_failed,
+	// run_succeeded, run_cancelled, run_recovered, run_needs_attention.
+	HeaderWebhookEvent = engine.HeaderWebhookEvent
+	// HeaderWebhookDelivery is X-Cairn-Delivery, the notification's ID.
+	//
+	// Deprecated: use webhook.HeaderWebhookID (webhook-id), which has the
+	// same value; X-Cairn-Delivery is sent for one more release.
+	HeaderWebhookDelivery = engine.HeaderWebhookDelivery
+	// HeaderWebhookTimestamp is X-Cairn-Timestamp, the Unix time, in
+	// seconds, of this attempt.
+	//
+	// Deprecated: use webhook.HeaderWebhookTimestamp (webhook-timestamp),
+	// which has the same value; X-Cairn-Timestamp is sent for one more
+	// release.
+	HeaderWebhookTimestamp = engine.HeaderWebhookTimestamp
+	// HeaderWebhookSignature is X-Cairn-Signature: "sha256=" and the hex
+	// HMAC-SHA256, keyed with the webhook secret, of the timestamp, ".",
+	// and the body.
+	//
+	// Deprecated: use webhook.HeaderWebhookSignature (webhook-signature),
+	// the Standard Webhooks signature; X-Cairn-Signature is sent for one
+	// more release.
+	HeaderWebhookSignature = engine.HeaderWebhookSignature
+)
 
 // DefaultWebhookGroup is the consumer group of the notification stream that
 // webhook delivery reads with.
 const DefaultWebhookGroup = engine.DefaultWebhookGroup
 
-const NotifyRunFailed = engine.NotifyRunFailed
-
-const NotifyRunSucceeded = engine.NotifyRunSucceeded
-
-const NotifyRunCancelled = engine.NotifyRunCancelled
-
-const NotifyRunRecovered = engine.NotifyRunRecovered
-
-const NotifyRunNeedsAttention = engine.NotifyRunNeedsAttention
-
-const NotifyRunCompensating = engine.NotifyRunCompensating
-
-const NotifyRunCompensated = engine.NotifyRunCompensated
-
-const NotifyGroupRolledBack = engine.NotifyGroupRolledBack
+// Notification types delivered by webhooks by default.
+const (
+	NotifyRunFailed         = engine.NotifyRunFailed
+	NotifyRunSucceeded      = engine.NotifyRunSucceeded
+	NotifyRunCancelled      = engine.NotifyRunCancelled
+	NotifyRunRecovered      = engine.NotifyRunRecovered
+	NotifyRunNeedsAttention = engine.NotifyRunNeedsAttention
+	NotifyRunCompensating   = engine.NotifyRunCompensating
+	NotifyRunCompensated    = engine.NotifyRunCompensated
+	NotifyGroupRolledBack   = engine.NotifyGroupRolledBack
+)
 
 // DefaultWebhookEvents are the notification types webhooks deliver unless
 // WebhookConfig.Events says otherwise: the run-level events.

@@ -211,6 +211,10 @@ func (g *gen) file(fset *token.FileSet, f *ast.File) error {
 			}
 			fmt.Fprintf(&g.body, "\n%sfunc %s(%s)%s { %s }\n", doc(d.Doc), d.Name.Name, params, results, call)
 		case *ast.GenDecl:
+			if d.Tok == token.CONST || d.Tok == token.VAR {
+				g.values(d, doc)
+				continue
+			}
 			for _, s := range d.Specs {
 				switch s := s.(type) {
 				case *ast.TypeSpec:
@@ -221,26 +225,46 @@ func (g *gen) file(fset *token.FileSet, f *ast.File) error {
 						return fmt.Errorf("type %s: generic types are not supported", s.Name.Name)
 					}
 					fmt.Fprintf(&g.body, "\n%stype %s = %s.%s\n", doc(s.Doc, d.Doc), s.Name.Name, g.qual, s.Name.Name)
-				case *ast.ValueSpec:
-					kw := "var"
-					if d.Tok == token.CONST {
-						kw = "const"
-					}
-					for _, n := range s.Names {
-						if !n.IsExported() || g.skip(n.Name) {
-							continue
-						}
-						dc := doc(s.Doc)
-						if dc == "" && len(d.Specs) == 1 {
-							dc = doc(d.Doc)
-						}
-						fmt.Fprintf(&g.body, "\n%s%s %s = %s.%s\n", dc, kw, n.Name, g.qual, n.Name)
-					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// values adds the exported constants or variables of d, grouped as d
+// groups them (so that go doc shows them together), each with its doc.
+func (g *gen) values(d *ast.GenDecl, doc func(...*ast.CommentGroup) string) {
+	var lines []string
+	for _, sp := range d.Specs {
+		vs, ok := sp.(*ast.ValueSpec)
+		if !ok {
+			continue
+		}
+		for _, n := range vs.Names {
+			if !n.IsExported() || g.skip(n.Name) {
+				continue
+			}
+			line := n.Name + " = " + g.qual + "." + n.Name
+			if dc := doc(vs.Doc); dc != "" && d.Lparen.IsValid() {
+				line = strings.TrimSuffix(strings.ReplaceAll(dc, "\n", "\n\t"), "\t") + "\t" + line
+			}
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	kw := d.Tok.String()
+	if !d.Lparen.IsValid() {
+		fmt.Fprintf(&g.body, "\n%s%s %s\n", doc(d.Doc), kw, lines[0])
+		return
+	}
+	fmt.Fprintf(&g.body, "\n%s%s (\n", doc(d.Doc), kw)
+	for _, l := range lines {
+		fmt.Fprintf(&g.body, "\t%s\n", l)
+	}
+	g.body.WriteString(")\n")
 }
 
 func (g *gen) skip(name string) bool {

@@ -215,17 +215,15 @@ func (g *gen) file(fset *token.FileSet, f *ast.File) error {
 				g.values(d, doc)
 				continue
 			}
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					if !s.Name.IsExported() || g.skip(s.Name.Name) {
-						continue
-					}
-					if s.TypeParams != nil {
-						return fmt.Errorf("type %s: generic types are not supported", s.Name.Name)
-					}
-					fmt.Fprintf(&g.body, "\n%stype %s = %s.%s\n", doc(s.Doc, d.Doc), s.Name.Name, g.qual, s.Name.Name)
+			for _, sp := range d.Specs {
+				s, ok := sp.(*ast.TypeSpec)
+				if !ok || !s.Name.IsExported() || g.skip(s.Name.Name) {
+					continue
 				}
+				if s.TypeParams != nil {
+					return fmt.Errorf("type %s: generic types are not supported", s.Name.Name)
+				}
+				fmt.Fprintf(&g.body, "\n%stype %s = %s.%s\n", doc(s.Doc, d.Doc), s.Name.Name, g.qual, s.Name.Name)
 			}
 		}
 	}

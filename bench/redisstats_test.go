@@ -298,41 +298,37 @@ type scriptLabels struct {
 	queue string
 }
 
-// cairnScripts mirrors retrystate/scripts.go: each run-level script is
-// common.lua, a newline and its own file; renew.lua stands alone.
+// loadScriptLabels names the scripts that stand alone (renew.lua,
+// unlock.lua, ...): their SHA1 is their file's. retrystate puts into each
+// other script the helpers it needs (retrystate/scripts.go): those are
+// learned from the EVAL that loads them (learnScript).
 func loadScriptLabels() *scriptLabels {
 	l := &scriptLabels{bySHA: map[string]string{}}
 	dir := filepath.Join("..", "retrystate", "lua")
-	common, err := os.ReadFile(filepath.Join(dir, "common.lua"))
-	if err != nil {
-		return l
-	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return l
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if name == "common.lua" || !strings.HasSuffix(name, ".lua") {
+		if !strings.HasSuffix(name, ".lua") {
 			continue
 		}
 		body, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			continue
 		}
-		label := "cairn " + strings.TrimSuffix(name, ".lua") + ".lua"
-		l.bySHA[sha(string(body))] = label
-		l.bySHA[sha(string(common)+"\n"+string(body))] = label
+		l.bySHA[sha(string(body))] = "cairn " + name
 	}
 	return l
 }
 
 // learned maps the SHA1 of each Cairn script a hooked client loaded (the
 // EVAL go-redis sends after a NOSCRIPT reply) to its label: retrystate
-// prepends to each script the part of common.lua it uses, so its SHA1 cannot
-// be computed here from the files alone. The label is the name in the last
-// header line "-- <name>.lua: ..." of the body (the script's own, after the
-// prelude's).
+// puts into each script the helpers it needs, so its SHA1 cannot be
+// computed here from the files alone. The label is the name in the first
+// header line "-- <name>.lua: ..." of the body (the script's own, before
+// its helpers).
 var learned sync.Map
 
 var scriptHeader = regexp.MustCompile(`(?m)^-- ([a-z_]+\.lua):`)
@@ -350,11 +346,11 @@ func learnScript(cmd redis.Cmder) {
 	default:
 		return
 	}
-	m := scriptHeader.FindAllStringSubmatch(body, -1)
+	m := scriptHeader.FindAllStringSubmatch(body, 1)
 	if len(m) == 0 {
 		return
 	}
-	learned.LoadOrStore(sha(body), "cairn "+m[len(m)-1][1])
+	learned.LoadOrStore(sha(body), "cairn "+m[0][1])
 }
 
 func sha(s string) string {

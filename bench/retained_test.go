@@ -47,7 +47,7 @@ end
 return (#ARGV - 3) / 2
 `)
 
-// notifyMaxLen is common.lua's NOTIFY_MAXLEN.
+// notifyMaxLen is NOTIFY_MAXLEN of retrystate/lua/lib/notify.lua.
 const notifyMaxLen = 100000
 
 // BenchmarkRetainedRuns shows whether finished runs kept in Redis (for the

@@ -26,7 +26,7 @@ import (
 // notificationsKey is the queue's notification stream (retrystate's keys).
 func (e *env) notificationsKey() string { return "cairn:{" + e.queue + "}:notifications" }
 
-// fakeNotification is what the scripts' notify() (retrystate/lua/common.lua)
+// fakeNotification is what the scripts' notify() (retrystate/lua/lib/notify.lua)
 // writes for a run_succeeded of run, owned by owner: type, at, run,
 // workflow, owner, then the extra fields.
 func fakeNotification(run, owner string, extra ...any) []any {

@@ -533,9 +533,11 @@ func TestScriptRefreshesOnEveryNotificationType(t *testing.T) {
 		listened[string(q[1])] = true
 	}
 	scripts, err := filepath.Glob("../retrystate/lua/*.lua")
-	if err != nil || len(scripts) == 0 {
-		t.Fatalf("no state scripts found: %v", err)
+	helpers, herr := filepath.Glob("../retrystate/lua/lib/*.lua") // the helpers the scripts share
+	if err != nil || herr != nil || len(scripts) == 0 || len(helpers) == 0 {
+		t.Fatalf("no state scripts found: %v %v", err, herr)
 	}
+	scripts = append(scripts, helpers...)
 	written := map[string]bool{}
 	for _, path := range scripts {
 		src, err := os.ReadFile(path)

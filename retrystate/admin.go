@@ -10,11 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// restoreScript is restore.lua with common.lua before it, as loadScripts
-// builds the run-level scripts. It is built once, at package init, and never
-// assigned again.
-var restoreScript = redis.NewScript(mustRead("lua/common.lua") + "\n" + mustRead("lua/restore.lua"))
-
 // AuditMaxLen is the approximate number of entries the audit stream keeps.
 const AuditMaxLen = 10000
 
@@ -28,7 +23,7 @@ const ActionRestore = "restore"
 // run and OutcomeRefused with the reason for a run or step it does not
 // apply to.
 func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Result, error) {
-	res, err := s.run(ctx, restoreScript, []string{s.keys.run(runID), s.keys.audit()},
+	res, err := s.run(ctx, s.scripts.restore, []string{s.keys.run(runID), s.keys.audit()},
 		s.argv(runID, now, fromStep, actor, AuditMaxLen))
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)

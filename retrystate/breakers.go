@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A circuit breaker (lua/common.lua's breaker) is shared by every run and
+// A circuit breaker (lua/lib/breaker.lua) is shared by every run and
 // replica of a queue: transient failures of the steps behind it open it,
 // and while it is open their attempts are deferred (begin answers
 // OutcomeDeferred) without spending any budget; after the cooldown one

@@ -8,7 +8,7 @@ import (
 )
 
 // A run that ends successfully, or is cancelled, is rewritten compact
-// (compact_run in lua/common.lua): its definition's fixed fields and every
+// (lua/lib/compact_run.lua): its definition's fixed fields and every
 // field holding its default go, and its journal moves into the run hash.
 // This file reads such a run back as it was.
 

@@ -28,7 +28,7 @@ import (
 // run's fixed fields from its own hash, as before), with Redis's COPY of
 // the version's seed (keys.go's definition), and refuses a caller whose
 // version is not the published one ("stale"). When the run ends
-// successfully or is cancelled, compact_run (lua/common.lua) deletes those
+// successfully or is cancelled, compact_run (lua/lib/compact_run.lua) deletes those
 // fields again, with every field that holds its default, and Store.Run
 // fills them back from the template (fillCompact), so a finished run keeps
 // only what is its own.

@@ -10,8 +10,8 @@ import (
 // place a Cairn key name is spelled out.
 //
 // Scripts declare the run's key and derive the journal, index and
-// notification keys from the queue's prefix (passed as ARGV[2]; see
-// lua/common.lua), as asynq derives task keys; every derived key carries the
+// notification keys from the queue's prefix (passed as PREFIX; see
+// lua/README.md), as asynq derives task keys; every derived key carries the
 // same hash tag and so lives in the slot of the declared keys.
 type keys struct {
 	queue  string
@@ -34,8 +34,7 @@ func (k keys) definitionVersions() string { return k.prefix + "defv" }
 // fields every run of that version starts with (its steps' names, policies
 // and limits), named as in the run hash (definitions.go). It is named by
 // the sha256 of its contents and never changes; runs refer to it (their
-// field def), and a finished run drops those fields again (compact_run in
-// lua/common.lua).
+// field def), and a finished run drops those fields again (lua/lib/compact_run.lua).
 //
 // Its seed (seed) is what create.lua copies into a new run of that version.
 func (k keys) definition(sha string) string { return k.prefix + "def:" + sha }
@@ -56,7 +55,7 @@ func (k keys) seed(sha, script string) string {
 }
 
 // Run is the run record hash. Its steps' records are fields of the same
-// hash, named s<idx>.<field> (lua/common.lua).
+// hash, named s<idx>.<field> (lua/README.md).
 func (k keys) run(id string) string { return k.prefix + "run:" + id }
 
 // Journal is the run's journal stream.
@@ -152,12 +151,12 @@ func (k keys) asynqLease() string { return tasks.QueueKeys(k.queue).Lease() }
 
 // gateWait is the line of runs waiting at gate g ("k:<ordering key>" or
 // "w:<workflow>"), by start sequence; gateAdmitted the runs it admitted, by
-// admission time (lua/common.lua's gate). The key or workflow may hold any
+// admission time (lua/lib/gate.lua). The key or workflow may hold any
 // bytes: the suffix tells the two sets apart.
 func (k keys) gateWait(g string) string     { return k.prefix + "gate:" + g + ":wait" }
 func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":admitted" }
 
-// breaker is the hash of a circuit breaker (lua/common.lua's breaker);
+// breaker is the hash of a circuit breaker (lua/lib/breaker.lua);
 // breakers indexes them by last change.
 func (k keys) breaker(name string) string { return k.prefix + "breaker:" + name }
 func (k keys) breakers() string           { return k.prefix + "idx:breakers" }

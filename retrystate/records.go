@@ -86,7 +86,7 @@ type Run struct {
 	Steps []Step // empty when listed without steps
 }
 
-// Saga is the state of a run's compensations (lua/common.lua's sagas).
+// Saga is the state of a run's compensations (the sagas of lua/lib/fail_run.lua).
 type Saga struct {
 	// Ending is what follows the compensations: SagaCompensated (the run
 	// ends compensated), SagaFailed (it fails: a required group was rolled
@@ -218,7 +218,7 @@ const (
 	EventTimerSet = "timer_set"
 	// EventTimerFired: a sleep's time came; the step succeeded.
 	EventTimerFired = "timer_fired"
-	// EventRunCompensating (sagas, lua/common.lua): a step's failure (step,
+	// EventRunCompensating (sagas, lua/lib/fail_run.lua): a step's failure (step,
 	// code, reason, group) starts the run's compensations; the run is
 	// compensating.
 	EventRunCompensating = "run_compensating"
@@ -247,7 +247,7 @@ var runFields = []string{"workflow", "status", "owner", "input", "idempotency_ke
 	"ord_key", "wf_limit", "waiting"}
 
 // splitRunHash splits a run hash (HGETALL) into the run's own fields, each
-// step's, whose fields are named s<idx>.<field> (lua/common.lua), and each
+// step's, whose fields are named s<idx>.<field> (lua/README.md), and each
 // compensation's, whose records follow at CompBase + the step's index
 // (comps, by the step's index).
 func splitRunHash(h map[string]string) (run map[string]string, steps []map[string]string, comps map[int]map[string]string) {
@@ -359,7 +359,7 @@ func recordFromHash(id string, h map[string]string) *Run {
 	return r
 }
 
-// parseSaga reads a run's comp_ fields (lua/common.lua's sagas).
+// parseSaga reads a run's comp_ fields (the sagas of lua/lib/fail_run.lua).
 func parseSaga(h map[string]string) *Saga {
 	if h["comp_end"] == "" {
 		return nil

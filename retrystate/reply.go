@@ -145,7 +145,7 @@ const (
 	// (goto.lua); Dispatch is the target's new attempt, due now.
 	OutcomeGoto Outcome = "goto"
 
-	// Compensations and step groups (sagas, lua/common.lua).
+	// Compensations and step groups (sagas, lua/lib/fail_run.lua).
 
 	// OutcomeCompensated (complete of a compensation): the run's
 	// compensations are done; it ended StatusCompensated, keeping the

@@ -303,14 +303,11 @@ func TestEveryReplyWordIsDecoded(t *testing.T) {
 	for _, k := range replyKinds() {
 		kinds[k.script] = k
 	}
-	// The sagas' helpers (fail_run("saga") in common.lua) make the replies
-	// of the scripts that return what they return.
-	sagaWords := replyWords(mustRead("lua/common.lua"))
+	// The sagas' helpers (fail_run("saga"), lua/lib/fail_run.lua) make the
+	// replies of the scripts that return what they return.
+	sagaWords := replyWords(mustRead("lua/lib/fail_run.lua"))
 	for _, f := range files {
 		name := strings.TrimPrefix(f, "lua/")
-		if name == "common.lua" {
-			continue
-		}
 		src := mustRead(f)
 		lua := replyWords(src)
 		if strings.Contains(stripLuaComments(src), `return fail_run("saga")`) {
@@ -467,15 +464,11 @@ func TestLuaStatusLiterals(t *testing.T) {
 	for _, s := range []RetryState{RetryNone, RetryScheduled, RetryExhausted} {
 		retries[string(s)] = true
 	}
-	files, err := fs.Glob(luaFS, "lua/*.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	written := map[string]bool{}   // run or step statuses written to a status field
 	runWrites := map[string]bool{} // run statuses given to set_status/status_move
 	retryWrites := map[string]bool{}
-	for _, f := range files {
-		st := scanLuaStates(mustRead(f))
+	for f, src := range luaSources(t) {
+		st := scanLuaStates(src)
 		for _, v := range st.fields {
 			if !runs[v] && !steps[v] {
 				t.Errorf("%s writes the status %q: not a RunStatus or StepStatus", f, v)

@@ -2,22 +2,27 @@ package retrystate
 
 import (
 	"embed"
-	"regexp"
+	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua
+// The scripts (lua/*.lua) and the helpers they share (lua/lib/*.lua): see
+// lua/README.md.
+//
+//go:embed lua/*.lua lua/lib/*.lua
 var luaFS embed.FS
 
-// scripts holds the loaded Lua scripts of the Stores. Each run-level script is
-// the part of common.lua it uses followed by the script's own file.
+// scripts holds the loaded Lua scripts of the Stores. Each run-level script
+// is its own file with the helpers it needs put in where it declares them
+// (luaLib.assemble).
 type scripts struct {
 	create, begin, complete, fail, cancel, renew  *redis.Script
 	redispatch, repair, timeout, operate, release *redis.Script
-	unlock, peek, gate                            *redis.Script
+	unlock, peek, gate, restore                   *redis.Script
 	wait, signal                                  *redis.Script
 	snooze, jump                                  *redis.Script // snooze.lua, goto.lua
 	compdone                                      *redis.Script
@@ -25,37 +30,36 @@ type scripts struct {
 }
 
 // loadScripts returns the scripts, built once: every Store of the process
-// shares them (a redis.Script is immutable), as building them takes some
-// 40ms of regexp matching (commonLua.prelude), which each Engine, Client
-// and reconciler would otherwise pay again.
+// shares them (a redis.Script is immutable).
 var loadScripts = sync.OnceValue(buildScripts)
 
 func buildScripts() scripts {
-	common := parseCommon(mustRead("lua/common.lua"))
-	withCommon := func(name string) *redis.Script {
-		return redis.NewScript(common.prelude(mustRead("lua/" + name)))
+	lib := luaHelpers()
+	script := func(name string) *redis.Script {
+		return redis.NewScript(lib.assemble(name, mustRead("lua/"+name)))
 	}
 	return scripts{
-		create:     withCommon("create.lua"),
-		begin:      withCommon("begin.lua"),
-		complete:   withCommon("complete.lua"),
-		fail:       withCommon("fail.lua"),
-		cancel:     withCommon("cancel.lua"),
-		renew:      redis.NewScript(mustRead("lua/renew.lua")),
-		redispatch: withCommon("redispatch.lua"),
-		repair:     withCommon("repair.lua"),
-		timeout:    withCommon("timeout.lua"),
-		operate:    withCommon("operate.lua"),
-		release:    withCommon("release.lua"),
-		unlock:     redis.NewScript(mustRead("lua/unlock.lua")),
-		peek:       redis.NewScript(mustRead("lua/peek.lua")),
-		gate:       withCommon("gate.lua"),
-		wait:       withCommon("wait.lua"),
-		signal:     withCommon("signal.lua"),
-		snooze:     withCommon("snooze.lua"),
-		jump:       withCommon("goto.lua"),
-		compdone:   withCommon("compdone.lua"),
-		journal:    redis.NewScript(mustRead("lua/journal.lua")),
+		create:     script("create.lua"),
+		begin:      script("begin.lua"),
+		complete:   script("complete.lua"),
+		fail:       script("fail.lua"),
+		cancel:     script("cancel.lua"),
+		renew:      script("renew.lua"),
+		redispatch: script("redispatch.lua"),
+		repair:     script("repair.lua"),
+		timeout:    script("timeout.lua"),
+		operate:    script("operate.lua"),
+		release:    script("release.lua"),
+		unlock:     script("unlock.lua"),
+		peek:       script("peek.lua"),
+		gate:       script("gate.lua"),
+		restore:    script("restore.lua"),
+		wait:       script("wait.lua"),
+		signal:     script("signal.lua"),
+		snooze:     script("snooze.lua"),
+		jump:       script("goto.lua"),
+		compdone:   script("compdone.lua"),
+		journal:    script("journal.lua"),
 	}
 }
 
@@ -67,125 +71,144 @@ func mustRead(name string) string {
 	return string(b)
 }
 
-// commonLua is common.lua cut into its top-level definitions.
+// luaLib is the helpers the scripts share, by name: lib/<name>.lua defines
+// the local <name> (a function or a value), after a line "-- needs: a, b"
+// naming the helpers it uses, if any.
 //
-// Redis runs a script's whole body on every call, and every "local
-// function" of the prelude is a closure created anew each time: with
-// common.lua's 20-odd helpers that is about 30,000 instructions per call
-// (measured with callgrind), a tenth of a step's begin. So each script gets
-// only the definitions it uses, directly or through other definitions.
-type commonLua struct {
-	header string // the leading comment
-	defs   []luaDef
-}
+// Redis runs a script's whole body on every call, and each "local
+// function" in it is a closure created anew each time (some 400
+// instructions, more for each local it captures), so a script gets only
+// the helpers it declares and those they declare, never a whole library.
+// The declarations are the only input: nothing here reads the code (a test,
+// TestLuaNeedsAreUses, holds the declarations to the names the code uses).
+type luaLib map[string]luaHelper
 
-// luaDef is one top-level statement of common.lua that starts with "local",
-// with the comment above it.
-type luaDef struct {
-	names []string // the locals it defines
+// luaHelper is one file of the library.
+type luaHelper struct {
+	needs []string
 	text  string
 }
 
-var (
-	luaLocal = regexp.MustCompile(`^local\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)`)
-	luaIdent = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
-)
-
-// parseCommon cuts common.lua at each line that starts a top-level "local"
-// statement (or the comment block above one). Lines that start at column 0
-// otherwise ("end", "end})") close the statement before them.
-func parseCommon(src string) commonLua {
-	var c commonLua
-	var comment, cur []string
-	var names []string
-	flush := func() {
-		if names != nil {
-			c.defs = append(c.defs, luaDef{names: names, text: strings.Join(cur, "\n")})
-		}
-		names, cur = nil, nil
+// luaHelpers returns the helpers of lua/lib.
+func luaHelpers() luaLib {
+	sub, err := fs.Sub(luaFS, "lua/lib")
+	if err != nil {
+		panic("retrystate: " + err.Error())
 	}
-	for line := range strings.SplitSeq(src, "\n") {
-		switch {
-		case strings.HasPrefix(line, "--") || strings.TrimSpace(line) == "":
-			if names == nil && len(c.defs) == 0 && comment == nil && cur == nil {
-				c.header += line + "\n" // the file's leading comment
-				continue
-			}
-			if strings.TrimSpace(line) == "" {
-				flush()
-				comment = nil
-				continue
-			}
-			if names != nil {
-				flush()
-			}
-			comment = append(comment, line)
-		case luaLocal.MatchString(line):
-			flush()
-			m := luaLocal.FindStringSubmatch(line)
-			for n := range strings.SplitSeq(m[1], ",") {
-				names = append(names, strings.TrimSpace(n))
-			}
-			// The definition's text starts with the comment block above it.
-			comment = append(comment, line)
-			cur, comment = comment, nil
-		default:
-			// Inside a definition: indented, or the "end" that closes it.
-			// Anything else at column 0 is a statement of its own, which
-			// no script could select.
-			indented := line[0] == ' ' || line[0] == '\t'
-			if names == nil || (!indented && !strings.HasPrefix(line, "end")) {
-				panic("retrystate: common.lua: a statement outside a local definition: " + line)
-			}
-			cur = append(cur, line)
-		}
-	}
-	flush()
-	return c
+	return mustReadLuaLib(sub)
 }
 
-// prelude returns body preceded by the definitions of common.lua it needs.
-func (c commonLua) prelude(body string) string {
-	need := map[string]bool{}
-	for _, id := range luaIdent.FindAllString(stripLuaComments(body), -1) {
-		need[id] = true
+// mustReadLuaLib reads the helpers, the *.lua files at the root of each of
+// srcs (embedded at build time: an error is a build bug).
+func mustReadLuaLib(srcs ...fs.FS) luaLib {
+	lib := luaLib{}
+	for _, src := range srcs {
+		files, err := fs.Glob(src, "*.lua")
+		if err != nil || len(files) == 0 {
+			panic(fmt.Sprintf("retrystate: no Lua helpers: %v", err))
+		}
+		for _, f := range files {
+			b, err := fs.ReadFile(src, f)
+			if err != nil {
+				panic("retrystate: " + err.Error())
+			}
+			text := string(b)
+			h := luaHelper{text: text}
+			if strings.HasPrefix(text, luaNeeds) {
+				_, h.needs, _ = cutNeeds(f, text)
+			}
+			name := strings.TrimSuffix(f, ".lua")
+			if _, dup := lib[name]; dup {
+				panic("retrystate: two Lua helpers named " + name)
+			}
+			lib[name] = h
+		}
 	}
-	// A definition can only use the ones above it: one pass from the
-	// bottom up collects the closure.
-	keep := make([]bool, len(c.defs))
-	for i := len(c.defs) - 1; i >= 0; i-- {
-		d := c.defs[i]
-		for _, n := range d.names {
-			if need[n] {
-				keep[i] = true
-			}
+	return lib
+}
+
+// luaNeeds starts the line of a script or a helper that declares the
+// helpers it uses.
+const luaNeeds = "-- needs:"
+
+// cutNeeds finds src's declaration "-- needs: a, b, c" (a line that ends
+// with a comma continues on the next line, also a comment) and returns the
+// text before it, the names and the text after it. A source without one
+// needs nothing; one with two is a build bug.
+func cutNeeds(name, src string) (before string, needs []string, after string) {
+	i := -1
+	switch {
+	case strings.HasPrefix(src, luaNeeds):
+		i = 0
+	case strings.Contains(src, "\n"+luaNeeds):
+		i = strings.Index(src, "\n"+luaNeeds) + 1
+	}
+	if i < 0 {
+		return src, nil, ""
+	}
+	rest := src[i+len(luaNeeds):]
+	var list strings.Builder
+	for {
+		line, more, _ := strings.Cut(rest, "\n")
+		list.WriteString(line)
+		rest = more
+		if !strings.HasSuffix(strings.TrimSpace(line), ",") {
+			break
 		}
-		if keep[i] {
-			for _, id := range luaIdent.FindAllString(stripLuaComments(d.text), -1) {
-				need[id] = true
-			}
+		next, ok := strings.CutPrefix(rest, "--")
+		if !ok {
+			panic(fmt.Sprintf("retrystate: %s: its needs end with a comma", name))
 		}
+		rest = next
+	}
+	for n := range strings.SplitSeq(list.String(), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			needs = append(needs, n)
+		}
+	}
+	if strings.Contains(rest, "\n"+luaNeeds) {
+		panic(fmt.Sprintf("retrystate: %s declares its needs twice", name))
+	}
+	return src[:i], needs, rest
+}
+
+// assemble returns script src (file name) with its declaration of needs
+// replaced by the helpers it needs, directly or through other helpers,
+// each after those it uses: a local is in scope only below its
+// definition. An unknown helper or a cycle is a build bug.
+func (l luaLib) assemble(name, src string) string {
+	before, needs, after := cutNeeds(name, src)
+	if needs == nil {
+		return src
 	}
 	var b strings.Builder
-	b.WriteString(c.header)
-	for i, d := range c.defs {
-		if keep[i] {
-			b.WriteString(d.text)
-			b.WriteString("\n\n")
+	b.WriteString(before)
+	done := map[string]bool{}
+	var add func(n string, path []string)
+	add = func(n string, path []string) {
+		if done[n] {
+			return
 		}
+		for _, p := range path {
+			if p == n {
+				panic(fmt.Sprintf("retrystate: %s: the helpers need each other: %s -> %s", name,
+					strings.Join(path, " -> "), n))
+			}
+		}
+		h, ok := l[n]
+		if !ok {
+			panic(fmt.Sprintf("retrystate: %s needs %s, which is no helper of lua/lib", name, n))
+		}
+		for _, d := range h.needs {
+			add(d, append(path, n))
+		}
+		done[n] = true
+		b.WriteString(h.text)
+		b.WriteString("\n")
 	}
-	b.WriteString(body)
+	for _, n := range needs {
+		add(n, nil)
+	}
+	b.WriteString(after)
 	return b.String()
-}
-
-// stripLuaComments drops "--" comments (the scripts have no "--" inside
-// strings).
-func stripLuaComments(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if code, _, ok := strings.Cut(l, "--"); ok {
-			lines[i] = code
-		}
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1096,7 +1096,7 @@ func TestScriptOperate(t *testing.T) {
 func TestScriptRestore(t *testing.T) {
 	argv := func(from string) []any { return []any{from, "root", 10000} }
 	keys := []string{runKey, tk.audit()}
-	luaTable{name: "restore", script: restoreScript, runLevel: true, keys: keys,
+	luaTable{name: "restore", script: loadScripts().restore, runLevel: true, keys: keys,
 		cases: []luaCase{
 			{name: "gone", seed: nothing(), argv: argv("a"), reply: `["gone"]`},
 			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), argv: argv("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed, cancelled or compensated) can be restored"]`},

@@ -118,7 +118,7 @@ type NewRun struct {
 	MaxRunning     int
 	// Compensate: a run that fails for good runs the compensations of its
 	// succeeded steps (on_failure: compensate). See sagas in
-	// lua/common.lua.
+	// lua/lib/fail_run.lua.
 	Compensate bool
 	// Trace is the trace context to store with the run (the W3C
 	// traceparent, then a newline and the tracestate, if any; "" for
@@ -150,7 +150,7 @@ type NewStep struct {
 	// Breaker is the step's circuit breaker (nil: none).
 	Breaker *BreakerSpec
 	// Compensation is the step's compensation (nil: none): a step record
-	// of its own, index CompBase + the step's (sagas in lua/common.lua).
+	// of its own, index CompBase + the step's (sagas in lua/lib/fail_run.lua).
 	Compensation *NewCompensation
 	// Group is the step's group ("" for none); GroupOptional: that group
 	// is optional.
@@ -170,7 +170,7 @@ type NewCompensation struct {
 
 // CompBase is the index of the step record of step 0's compensation: the
 // compensation of step i is record CompBase+i (see sagas in
-// lua/common.lua). It is part of the stored format; a workflow has fewer
+// lua/lib/fail_run.lua). It is part of the stored format; a workflow has fewer
 // steps.
 const CompBase = 1000
 

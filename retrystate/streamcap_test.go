@@ -13,17 +13,17 @@ import (
 	"github.com/cairnhq/cairn/retrystate"
 )
 
-// luaMaxLen returns the value of the string constant name of
-// lua/common.lua (NOTIFY_MAXLEN, JOURNAL_MAXLEN).
-func luaMaxLen(t *testing.T, name string) int64 {
+// luaMaxLen returns the value of the string constant name of helper file
+// (lua/lib/notify.lua's NOTIFY_MAXLEN, journal.lua's JOURNAL_MAXLEN).
+func luaMaxLen(t *testing.T, file, name string) int64 {
 	t.Helper()
-	src, err := os.ReadFile("lua/common.lua")
+	src, err := os.ReadFile("lua/lib/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^local ` + name + ` = "([0-9]+)"$`).FindSubmatch(src)
 	if m == nil {
-		t.Fatalf("lua/common.lua defines no %s", name)
+		t.Fatalf("lua/lib/%s defines no %s", file, name)
 	}
 	n, err := strconv.ParseInt(string(m[1]), 10, 64)
 	if err != nil || n <= 0 {
@@ -66,7 +66,7 @@ func TestStreamsStayBounded(t *testing.T) {
 	prefix := "cairn:{" + s.Queue() + "}:"
 	notifications, audit := prefix+"notifications", prefix+"audit"
 	t.Cleanup(func() { rdb.Del(context.Background(), notifications, audit) })
-	notifyMax := luaMaxLen(t, "NOTIFY_MAXLEN")
+	notifyMax := luaMaxLen(t, "notify.lua", "NOTIFY_MAXLEN")
 	const slack = 100 // stream-node-max-entries: approximate trimming drops whole nodes
 	bounded := func(what, key string, limit int64) {
 		t.Helper()

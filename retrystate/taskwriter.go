@@ -9,16 +9,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// putTaskScript runs common.lua's put_task alone: the code by which the
+// putTaskScript runs the helper put_task alone: the code by which the
 // state scripts write asynq's record of a task (complete.lua inlines its
 // pending branch; TestCompleteInlinesPutTask keeps the two the same).
 var putTaskScript = sync.OnceValue(func() *redis.Script {
-	return redis.NewScript(parseCommon(mustRead("lua/common.lua")).prelude(
-		"put_task(KEYS[1], KEYS[2], KEYS[3], ARGV[4], ARGV[5], ARGV[6])\nreturn 1\n"))
+	return redis.NewScript(luaHelpers().assemble("put_task", `local NOWS = ARGV[3]
+-- needs: put_task
+put_task(KEYS[1], KEYS[2], KEYS[3], ARGV[4], ARGV[5], ARGV[6])
+return 1
+`))
 })
 
 // TaskWriter writes asynq's record of one task as the state scripts write
-// the tasks that continue a run (lua/common.lua put_task). It exists for
+// the tasks that continue a run (lua/lib/put_task.lua). It exists for
 // tasks.CheckAsynqWire, which compares its record with the one asynq's own
 // client writes; Cairn's engine never calls it.
 type TaskWriter struct {

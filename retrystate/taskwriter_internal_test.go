@@ -6,15 +6,15 @@ import (
 )
 
 // TestCompleteInlinesPutTask: complete.lua writes the next step's task with
-// an inline copy of put_task's pending branch (common.lua). tasks.CheckAsynqWire
+// an inline copy of put_task's pending branch (lua/lib/put_task.lua). tasks.CheckAsynqWire
 // checks put_task against asynq's own enqueue, so the copy must be the same
 // code, with complete.lua's names for put_task's arguments.
 func TestCompleteInlinesPutTask(t *testing.T) {
 	t.Parallel()
-	common := mustRead("lua/common.lua")
+	common := mustRead("lua/lib/put_task.lua")
 	start := strings.Index(common, "local function put_task(")
 	if start < 0 {
-		t.Fatal("common.lua has no put_task")
+		t.Fatal("lua/lib/put_task.lua has no put_task")
 	}
 	body := common[start:]
 	const branch = "if due <= NOW then\n"

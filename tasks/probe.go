@@ -59,7 +59,7 @@ type WireMismatchError struct {
 
 func (e *WireMismatchError) Error() string {
 	return fmt.Sprintf("asynq %s does not store tasks as Cairn writes them (Cairn writes asynq %s's task record "+
-		"from its Lua scripts: retrystate/lua/common.lua put_task, complete.lua): %s",
+		"from its Lua scripts: retrystate/lua/lib/put_task.lua, complete.lua): %s",
 		e.AsynqVersion, AsynqFormatVersion, strings.Join(e.Diffs, "; "))
 }
 

@@ -35,7 +35,7 @@ func requireEmpty(t *testing.T, rdb *redis.Client) {
 	}
 }
 
-// TestCheckAsynqWire: Cairn's task writer (common.lua's put_task) and
+// TestCheckAsynqWire: Cairn's task writer (retrystate/lua/lib/put_task.lua) and
 // asynq's own client write the same record, and the probe deletes every key
 // it wrote, asynq:queues included.
 func TestCheckAsynqWire(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 
 // sagaProbeLease is how long a half-open breaker waits for its probe before
 // it lets another attempt probe: the charge step's timeout plus a minute
-// (common.lua's breaker "admit").
+// (retrystate/lua/lib/breaker.lua's "admit").
 const sagaProbeLease = demo.SagaChargeTimeout + time.Minute
 
 // sagaRuns is what checkSagas reads.

@@ -10,7 +10,7 @@ import (
 )
 
 // This file is the engine's part of compensations and step groups (sagas;
-// the state machine is in retrystate/lua/common.lua, fail_run): what it says
+// the state machine is in retrystate/lua/lib/fail_run.lua): what it says
 // and counts when a run's failure starts compensations, and how a
 // compensation's attempt runs.
 

@@ -425,7 +425,7 @@ func TestHandlerDropsMalformedTask(t *testing.T) {
 var queues atomic.Int64
 
 // addNotification appends a notification of type typ, of run r1, to the
-// queue's stream as the state scripts do (retrystate/lua/common.lua,
+// queue's stream as the state scripts do (retrystate/lua/lib/notify.lua,
 // notify).
 func addNotification(t *testing.T, rdb *redis.Client, queue, typ string) string {
 	t.Helper()
@@ -612,9 +612,11 @@ func TestNotifierDeliversSagaEventsByDefault(t *testing.T) {
 func TestDefaultEventsAreWritten(t *testing.T) {
 	t.Parallel()
 	scripts, err := filepath.Glob("../../retrystate/lua/*.lua")
-	if err != nil || len(scripts) == 0 {
-		t.Fatalf("no state scripts found: %v", err)
+	helpers, herr := filepath.Glob("../../retrystate/lua/lib/*.lua") // the helpers the scripts share
+	if err != nil || herr != nil || len(scripts) == 0 || len(helpers) == 0 {
+		t.Fatalf("no state scripts found: %v %v", err, herr)
 	}
+	scripts = append(scripts, helpers...)
 	written := map[string]bool{}
 	re := regexp.MustCompile(`notify\("([a-z_]+)"`)
 	for _, path := range scripts {

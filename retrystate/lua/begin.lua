@@ -1,6 +1,6 @@
 -- begin.lua: start one attempt of a step, or resume it after its worker crashed.
 -- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] task ID of this delivery
 -- ARGV[5] fence token, unique to this delivery
 -- ARGV[6] fence TTL, ms
@@ -18,7 +18,7 @@
 --   {"busy", wait_ms}         another delivery of this dispatch holds a live fence
 --   {"early", wait_ms}        the attempt is not due yet
 --   {"failed", code, reason, after}  the run failed here: deadline passed, crash budget or iteration
---                             ceiling exhausted; after says what follows (fail_run, common.lua)
+--                             ceiling exhausted; after says what follows (lib/fail_run.lua)
 --   {"deferred", until, index, name, attempt, gen, timeout_ms}  the step's circuit breaker is
 --                             open (or another attempt probes it): the attempt waits until
 --                             then under that new dispatch (the caller enqueues it), spending
@@ -35,9 +35,13 @@
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
 --    the next step's name ("" for none), its attempt counter and its timeout (ms), the run's
 --    trace context (only with ARGV[9]: "" for none), then name and output of each earlier step}
---   {"comp", ...}             the same for a compensation's attempt (sagas, common.lua), but
+--   {"comp", ...}             the same for a compensation's attempt (sagas, lib/fail_run.lua), but
 --                             for the next step's three: the run's failure code and reason,
 --                             and ""; the earlier steps end with the one it compensates
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, IDX, journal, NOW, breaker, fail_run, int, is_terminal, notify, num, set_status, sp, step_get, step_incr, task_id, timeout_limit, zero
 
 local idx = tonumber(ARGV[7])
 local token, ttl, retention = ARGV[5], num(ARGV[6]), ARGV[8]
@@ -55,7 +59,7 @@ if ARGV[9] == "1" then
   f[#f + 1] = "trace"
 end
 local NF = #f
--- A compensation (sagas, common.lua) reads the checkpoints up to the step
+-- A compensation (sagas, lib/fail_run.lua) reads the checkpoints up to the step
 -- it compensates, that step's included.
 local last = idx - 1
 if idx >= COMP_BASE then
@@ -84,7 +88,7 @@ end
 if is_terminal(run_status) then
   journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. run_status)
   -- A finished run's journal may have moved into its hash (compact_run,
-  -- common.lua): the entry starts a stream, which expires with the run.
+  -- lib/compact_run.lua): the entry starts a stream, which expires with the run.
   local ttl = redis.call("PTTL", RUN)
   if ttl > 0 then
     redis.call("PEXPIRE", JOURNAL, ttl)
@@ -198,7 +202,7 @@ else
   end
 
   if st_breaker and st_breaker ~= "" then
-    -- The step's circuit breaker (common.lua) may defer the attempt: it
+    -- The step's circuit breaker (lib/breaker.lua) may defer the attempt: it
     -- starts again when the breaker lets it, under a new dispatch, using
     -- neither its retry nor its crash budget.
     local timeout_ms = redis.call("HGET", RUN, p .. "timeout_ms")

@@ -1,10 +1,10 @@
 -- cancel.lua: cancel a run: no further attempts of any step.
 -- KEYS[1] the run record (the run's current step is found from it).
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] actor (who cancels)
 -- ARGV[5] retention, ms
 -- ARGV[6] "1": cancel and compensate: the compensations of the run's
---         succeeded steps run, last first (common.lua's sagas), and the run
+--         succeeded steps run, last first (lib/fail_run.lua's sagas), and the run
 --         ends compensated, with code "cancelled"; a failed run (which cannot
 --         be cancelled otherwise) keeps its failure. A run with nothing to
 --         compensate is cancelled as without it.
@@ -19,6 +19,10 @@
 -- written here), {"already", status} when the run was cancelled (or, with
 -- ARGV[6], set compensating) before, {"ended", status} for another terminal
 -- run, {"refused", reason}, or {"gone"}.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, IDX, journal, compact_run, expire_run, fail_run, free_probe, gate, is_terminal, notify, num, set_status, sp, step_get, step_set, zero
 
 local compensate = ARGV[6] == "1"
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow", "gated", "hold_k", "failure_code", "steps")

@@ -1,5 +1,5 @@
 -- compdone.lua: checkpoint a compensation's output and go on with the saga:
--- complete.lua's part for a compensation's step record (sagas, common.lua).
+-- complete.lua's part for a compensation's step record (sagas, lib/fail_run.lua).
 -- KEYS and ARGV as complete.lua's (ARGV[8] and ARGV[9] are not used: the
 -- next task is written here).
 -- Returns {"next", index, name, attempt, timeout_ms, "1"} (the next
@@ -8,6 +8,10 @@
 -- the run's end), {"failed", code, reason, ""} (a required group was rolled
 -- back and the run fails), {"done", run status} when this attempt's
 -- complete was applied before, or {"fenced", why}: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, IDX, NOW, breaker, fail_run, int, journal, num, sp, step_set
 
 local idx = tonumber(ARGV[5])
 local i = idx - COMP_BASE

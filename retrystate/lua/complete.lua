@@ -2,7 +2,7 @@
 -- KEYS[1] the run record
 -- KEYS[2] asynq:{q}:t:<the next step's task ID> (or any key of the slot when ARGV[8] is "")
 -- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
 -- ARGV[6] output (JSON)
@@ -28,6 +28,10 @@
 -- {"done", run status} when this attempt's complete was applied before (its
 -- reply was lost; the step's fence is left as "done:<token>"), or {"fenced",
 -- why} when this attempt no longer owns the step: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gate, int, journal, notify, num, sp, status_move, step_deadline, zero
 
 local idx = tonumber(ARGV[5])
 local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
@@ -109,7 +113,7 @@ if nxt < num(run_steps) then
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if ARGV[8] ~= "" and ARGV[8] == id then
-    -- As put_task (common.lua) writes a task due now, inline: this is the
+    -- As put_task (lib/put_task.lua) writes a task due now, inline: this is the
     -- hot path, and a helper would be a closure made on every call.
     redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
     redis.call("LPUSH", KEYS[3], id)

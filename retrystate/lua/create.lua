@@ -9,7 +9,7 @@
 -- KEYS[5] asynq:{q}:pending
 -- KEYS[6] the seed of the definition version ARGV[8] for this script (keys.go's seed), when ARGV[11]
 --         is 0 (else any key of the slot)
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4]  workflow name
 -- ARGV[5]  input (JSON)
 -- ARGV[6]  owner (the subject that started the run)
@@ -29,15 +29,15 @@
 --                  then kind ("" for a step with a body; "await", "sleep" or "sleep_until"), the
 --                  awaited signal ("" for none) and wait_ms (an await's timeout or a sleep's duration);
 --                  the last three are written only for an await or a sleep; then the step's
---                  circuit breaker spec (common.lua's breaker; "" for none)
--- ARGV[G..G+3], G = 12 + 12n: the run's gates (common.lua): ordering key ("" for none), its
+--                  circuit breaker spec (lib/breaker.lua; "" for none)
+-- ARGV[G..G+3], G = 12 + 12n: the run's gates (lib/gate.lua): ordering key ("" for none), its
 --                  concurrency, "1" when a failed run blocks its key (on_failure: block), and
 --                  the workflow's max_running (0: none)
 -- ARGV[G+4]        the asynq message (tasks.AsynqMessage) of step 0's first task, <run>_s0_a1: the
 --                  script writes that task, pending (due now), unless the run waits at a gate; ""
 --                  for none (the caller enqueues it)
 -- ARGV[G+5]        the workflow's on_failure: "compensate" for a saga, else ""
--- ARGV[G+6]        m, the number of steps with a compensation (common.lua's sagas); then per
+-- ARGV[G+6]        m, the number of steps with a compensation (lib/fail_run.lua's sagas); then per
 --                  compensation, 6 values: the step's index, the compensation's max_attempts,
 --                  max_crashes, timeout_ms, policy (JSON) and circuit breaker spec
 -- ARGV[H], H = G + 7 + 6m: k, the number of steps in a group; then per step, 3 values: its
@@ -49,6 +49,10 @@
 -- {"waiting", reason, position} when the run was created but waits in the line of one of its
 -- gates (no task: it gets one when it is admitted), {"exists", run ID of the idempotency key},
 -- or {"stale", the published version} (nothing written).
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, IDX, NOW, RUN_DEFAULTS, STEP_DEFAULTS, activation, gate, int, journal, num, sp, step_deadline, zero
 
 if ARGV[7] ~= "" then
   local existing = redis.call("GET", KEYS[2])
@@ -72,8 +76,8 @@ if sha ~= "" then
   end
 end
 -- A run of a template (n == 0) is copied from its definition's seed
--- (keys.go's seed: the template's fields and every default, common.lua's
--- RUN_DEFAULTS and STEP_DEFAULTS; the run-specific fields are written
+-- (keys.go's seed: the template's fields and every default, lib/RUN_DEFAULTS.lua
+-- and STEP_DEFAULTS.lua; the run-specific fields are written
 -- below, over them), which Redis copies without a value crossing into Lua.
 local from_template = n == 0
 if from_template then
@@ -172,7 +176,7 @@ for i = 0, (from_template and 0 or n) - 1 do
     end
   end
   if ARGV[a + 11] ~= "" then
-    -- The step's circuit breaker (common.lua's breaker).
+    -- The step's circuit breaker (lib/breaker.lua).
     f[#f + 1] = "breaker"
     f[#f + 1] = ARGV[a + 11]
   end
@@ -199,7 +203,7 @@ local on_failure, m = ARGV[G + 5] or "", num(ARGV[G + 6])
 local H = G + 7 + 6 * m
 local k = num(ARGV[H])
 if not from_template and (on_failure ~= "" or m > 0 or k > 0) then
-  -- Compensations and step groups (common.lua's sagas).
+  -- Compensations and step groups (lib/fail_run.lua's sagas).
   w[#w + 1] = "sagas"
   w[#w + 1] = "1"
   if on_failure ~= "" then
@@ -247,7 +251,7 @@ if gated then
 end
 local msg = ARGV[G + 4]
 if msg and msg ~= "" then
-  -- As put_task (common.lua) writes a task due now: the run and its first
+  -- As put_task (lib/put_task.lua) writes a task due now: the run and its first
   -- task are one atomic write.
   redis.call("HSET", KEYS[4], "msg", msg, "state", "pending", "pending_since", NOWS .. "000000")
   redis.call("LPUSH", KEYS[5], id)

@@ -3,7 +3,7 @@
 -- KEYS[2] asynq:{q}:t:<the retry's task ID> (or any key of the slot when ARGV[11] is "")
 -- KEYS[3] asynq:{q}:pending
 -- KEYS[4] asynq:{q}:scheduled
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
 -- ARGV[6] error message
@@ -25,6 +25,10 @@
 -- attempt's failure was recorded before (its reply was lost; the step's
 -- fence is left as "done:<token>"), {"failed", code, reason, after} when the run failed, or {"fenced", why}
 -- when this attempt no longer owns the step: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_id, timeout_limit, touch
 
 local idx = tonumber(ARGV[5])
 local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]

@@ -8,7 +8,7 @@
 -- KEYS[1] the run record
 -- KEYS[2] asynq:{q}:t:<the target's task ID> (or any key of the slot when ARGV[7] is "")
 -- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
 -- ARGV[6] the target step's name
@@ -22,6 +22,10 @@
 -- reply was lost; the step's fence is left as "done:<token>"),
 -- {"failed", code, reason, after} when the run failed, or {"fenced", why} when this
 -- attempt no longer owns the step: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, activate, breaker, fail_run, int, journal, num, put_task, sp, step_get, step_set, touch
 
 local idx = tonumber(ARGV[5])
 local target_name = ARGV[6]

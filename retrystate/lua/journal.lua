@@ -1,5 +1,5 @@
 -- journal.lua: read the entries of a run's journal that compact_run
--- (common.lua) moved into its hash: a DUMP of the stream, cut into the
+-- (lib/compact_run.lua) moved into its hash: a DUMP of the stream, cut into the
 -- fields j0 .. j<jn - 1>. It restores them into a temporary key of the
 -- run's slot, reads it and deletes it, in one atomic script: nothing is
 -- left behind.

@@ -9,12 +9,12 @@
 -- A step rolled back with its optional group counts as done; a compensated
 -- step (its required group was rolled back) as not done, so a recover runs
 -- the group again from its first step. A run that failed because a
--- compensation failed for good (compensation_failed; common.lua's sagas)
+-- compensation failed for good (compensation_failed; lib/fail_run.lua's sagas)
 -- is recovered, or retried by the compensation's name ("compensate:<step>"),
 -- by running that compensation again with a fresh budget: the run is
 -- compensating again, with its failure; a compensation cannot be skipped.
 -- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] action: "recover", "retry" or "skip"
 -- ARGV[5] step name ("" for recover)
 -- ARGV[6] actor
@@ -23,6 +23,10 @@
 -- {"succeeded"} (skip of the last step ended the run), {"waiting", reason,
 -- position} when the run is gated and waits in a line for a slot it gave up
 -- (it starts when admitted), {"refused", reason}, or {"gone"}.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, IDX, NOW, activate, activation, compact_run, expire_run, gate, int, is_terminal, journal, notify, num, reopen, set_status, step_get, step_set
 
 local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "current", "failure_code")

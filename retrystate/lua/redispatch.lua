@@ -4,13 +4,17 @@
 -- The attempt gets a new dispatch (the next gen), so the old task, should
 -- asynq deliver it again after its lease, is a stale duplicate.
 -- KEYS[1] the run record (the current step comes from it).
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] max automatic repairs of a run
 -- ARGV[5] retention of a run that ends here, ms
 -- Returns {"redispatched", index, name, attempt, gen, timeout_ms, crashes, workflow},
 -- {"failed", code, reason, after} when the crash budget is spent,
 -- {"attention", reason} when the run was repaired too often, or
 -- {"noop", why} when the attempt is alive or gone (the index is fixed).
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, auto_repair, breaker, fail_run, int, is_terminal, journal, notify, num, step_get, step_incr, step_set, task_id, touch
 
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
 local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
@@ -42,7 +46,7 @@ local attempt = num(st_attempt)
 local crashes = step_incr(idx, "crashes", "1")
 if st[10] and st[10] ~= "" then
   -- The dead attempt may have been its breaker's probe: free the slot for
-  -- the resumed attempt (common.lua's breaker).
+  -- the resumed attempt (lib/breaker.lua).
   breaker("crashed", st[10], RUN_ID .. ":" .. int(idx) .. ":" .. (st[9] or ""))
 end
 journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_task, "crashes", int(crashes),

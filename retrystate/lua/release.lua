@@ -7,13 +7,17 @@
 -- KEYS[1] the run record
 -- KEYS[2] asynq:{q}:t:<the new dispatch's task ID> (or any key of the slot when ARGV[6] is "")
 -- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
 -- ARGV[6] task ID the caller expects for the new dispatch, or ""
 -- ARGV[7] that task's asynq message (tasks.AsynqMessage)
 -- Returns {"released", index, name, attempt, gen, timeout_ms, enqueued (0|1)}, or
 -- {"fenced", why} when the attempt no longer owns the step: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, free_probe, int, journal, notify, put_task, step_get, step_incr, step_set, task_id, touch
 
 local idx = tonumber(ARGV[5])
 local rs = redis.call("HMGET", RUN, "status", "workflow")

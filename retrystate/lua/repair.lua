@@ -6,7 +6,7 @@
 -- waiting await or sleep; or, with "check", find out first whether the task
 -- is in trouble (the reconciler's pass, one call per run, pipelined).
 -- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] the task ID the caller found missing, archived or stalled ("" with "check")
 -- ARGV[5] "missing", "archived", "stalled" or "check"
 -- ARGV[6] max automatic repairs of a run
@@ -30,6 +30,10 @@
 -- {"recheck", at}: the step was written within the grace, look again at
 -- that time (ms); {"crashed"}: the step is running under an expired fence
 -- (for redispatch.lua, unless the caller holds such repairs back).
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: NOW, auto_repair, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_id, touch
 
 local check = ARGV[5] == "check"
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow", "updated_at")

@@ -13,13 +13,17 @@
 -- the queue's audit stream in the same atomic write.
 -- KEYS[1] the run record
 -- KEYS[2] the queue's audit stream, cairn:{q}:audit
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] from_step: the name of the first step to run again
 -- ARGV[5] actor
 -- ARGV[6] approximate maximum length of the audit stream
 -- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
 -- {"waiting", reason, position} when the run is gated and waits in a line for a
 -- slot it gave up (it starts when admitted), {"refused", reason}, or {"gone"}.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, activate, gate, int, is_terminal, journal, notify, num, rehydrate, reopen, step_get, step_set
 
 local from_name, actor = ARGV[4], ARGV[5]
 local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
@@ -32,7 +36,7 @@ if not is_terminal(status) then
     "run is %s; only a finished run (succeeded, failed, cancelled or compensated) can be restored", status)}
 end
 if not run_steps then
-  -- A compact run (common.lua's compact_run) gets its fields back first.
+  -- A compact run (lib/compact_run.lua) gets its fields back first.
   rehydrate()
   run_steps = redis.call("HGET", RUN, "steps")
 end

@@ -11,7 +11,7 @@
 -- unknown or finished run, that no step of the run awaits any more, or that
 -- would overflow the mailbox, is refused: nothing written.
 -- KEYS[1] the run record
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] signal name
 -- ARGV[5] payload (JSON)
 -- ARGV[6] signal ID ("" for none)
@@ -27,6 +27,10 @@
 --   {"full", max}: the mailbox holds max pending signals already
 --   {"ended", status}: the run has finished
 --   {"gone"}: no such run
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: COMP_BASE, MBOX, compact_run, expire_run, int, is_terminal, journal, num, sp, step_get, unwait, wait_done
 
 local name, payload, sid = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "current", "steps", "workflow")
@@ -61,7 +65,7 @@ end
 
 -- Kept for a later await: only if the current or a later step awaits it.
 -- (A compensating run goes on only after an optional group's rollback, at
--- the step after the group: common.lua's sagas.)
+-- the step after the group: lib/fail_run.lua's sagas.)
 local from = cur
 if cur >= COMP_BASE then
   local c = redis.call("HMGET", RUN, "comp_end", "comp_hi")

@@ -6,7 +6,7 @@
 -- KEYS[2] asynq:{q}:t:<the next visit's task ID> (or any key of the slot when ARGV[7] is "")
 -- KEYS[3] asynq:{q}:pending
 -- KEYS[4] asynq:{q}:scheduled
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] fence token of the attempt
 -- ARGV[5] step index
 -- ARGV[6] delay before the next visit, ms (0: due now)
@@ -27,6 +27,10 @@
 -- reply was lost; the step's fence is left as "done:<token>"),
 -- {"failed", code, reason, after} when the run failed, or {"fenced", why} when this
 -- attempt no longer owns the step: nothing written.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, breaker, fail_run, int, journal, num, put_task, step_get, step_incr, step_set, task_id, timeout_limit, touch
 
 local idx = tonumber(ARGV[5])
 local delay = num(ARGV[6])

@@ -1,10 +1,14 @@
 -- timeout.lua: fail a run that passed its deadline (the reconciler's repair;
 -- Begin and Fail also enforce the deadline when an attempt starts or fails).
 -- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4] retention, ms
 -- Returns {"failed", task ID of the current step, its status before, reason, after}
 -- or {"noop", why}.
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, NOW, fail_run, free_probe, is_terminal, journal, num, step_get, timeout_limit
 
 local rs = redis.call("HMGET", RUN, "status", "current", "deadline")
 local run_status, run_current, run_deadline = rs[1], rs[2], rs[3]

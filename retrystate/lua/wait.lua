@@ -17,7 +17,7 @@
 -- KEYS[2] asynq:{q}:t:<the wake-up's task ID> (or any key of the slot when ARGV[10] is "")
 -- KEYS[3] asynq:{q}:pending
 -- KEYS[4] asynq:{q}:scheduled
--- ARGV[1..3]: run ID, key prefix, now (common.lua)
+-- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
 -- ARGV[4]  action: "start" or "wake"
 -- ARGV[5]  step index
 -- ARGV[6]  task ID of this delivery
@@ -35,6 +35,10 @@
 --   {"failed", code, reason, after}: the run failed (signal_timeout, permanent_error)
 --   {"early", wait_ms}: a wake-up delivered before its time
 --   {"noop", why}: the state moved on (the run ended, another delivery did this): nothing written
+
+local RUN = KEYS[1]
+local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+-- needs: IDX, MBOX, NOW, compact_run, expire_run, fail_run, int, is_terminal, journal, notify, num, put_task, set_status, sp, step_get, step_set, task_id, touch, unwait, wait_done
 
 local action, idx, task = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local retention = ARGV[7]

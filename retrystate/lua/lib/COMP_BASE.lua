@@ -1,0 +1,22 @@
+-- Compensations and step groups (sagas).
+--
+-- The compensation of step i is the step record COMP_BASE + i (fields
+-- s<1000+i>.*, task IDs <run>_s<1000+i>_a<n>), so begin, fail, release,
+-- snooze, redispatch and the reconciler treat its attempts as any step's;
+-- compdone.lua is its complete. (A workflow has at most 1000 steps.)
+-- create.lua writes its name ("compensate:<step>"), policy, budgets and
+-- breaker, and comp = "1" on step i. A run with compensations or groups has
+-- sagas = "1", and on_failure = "compensate" for a saga; a grouped step has
+-- group (the group's name) and group_opt ("1": the group is optional).
+--
+-- While compensations run, the run is "compensating", with no deadline, and
+-- its current step is the compensation running; its fields say what the
+-- compensations undo and what comes next: comp_lo (the lowest step index to
+-- compensate), comp_end ("compensated": the run ends so; "failed": it fails,
+-- after a required group's rollback under on_failure stop; "continue": an
+-- optional group was rolled back and the run goes on after it, at comp_hi +
+-- 1), comp_step (the step that failed), comp_group, and comp_code and
+-- comp_reason (the failure, also the run's failure_code and
+-- failure_reason). They stay while a compensation that failed for good
+-- waits for an operator, and go when the saga ends.
+local COMP_BASE = 1000

@@ -1,0 +1,117 @@
+-- compact_run rewrites a run that has ended, succeeded or cancelled, in its
+-- compact form (definitions.go): it deletes the fixed fields its definition's
+-- template holds (create.lua copied them from it; Store.Run fills them back)
+-- and every field that holds its default ("" or "0", "none" for a retry
+-- state; a step's task ID when it is its attempt 1's, its attempts_started
+-- when it is its attempt, its attempt_started_at when it is its started_at;
+-- the run's updated_at when it is its finished_at, its deadline_base when
+-- it is its created_at: compact.go's fillCompact), and it moves the
+-- run's journal into the run hash, so that a short run keeps one small hash,
+-- which Redis can store as a listpack (at most 128 fields of at most 64
+-- bytes), and no stream. A run of the layout before templates (no def), or
+-- whose template is missing, is left as it is. The rewrite drops the hash's
+-- expiry: call it before expire_run. rehydrate undoes it when the run is
+-- reopened. Like gate(), it uses no local of the script around it.
+--
+-- The journal moves as Redis's own serialization of the stream (DUMP: its
+-- listpack, compressed), cut into fields of 64 bytes, j0, j1, ... (one
+-- field when the hash cannot be a listpack anyway), and jn, their number;
+-- Store.Journal reads it with journal.lua, which restores it into a
+-- temporary key. A journal of more than 64 entries, or a run that has moved
+-- its journal before (it was reopened), keeps its stream; so does a store
+-- that cannot DUMP a stream (miniredis).
+--
+-- (What it costs: every value that crosses between Redis and Lua costs some
+-- 2,000 instructions, so it reads the hash once, after deleting the fixed
+-- fields, and leaves the journal's entries to Redis.)
+local function compact_run()
+  local rk, rid = KEYS[1], ARGV[1]
+  local r = redis.call("HMGET", rk, "def", "steps", "jn", "finished_at", "created_at")
+  if not r[1] or not r[2] then
+    return
+  end
+  local fixed = redis.call("HKEYS", ARGV[2] .. "def:" .. r[1])
+  if #fixed == 0 then
+    return
+  end
+  for j = 1, #fixed, 1000 do
+    redis.call("HDEL", rk, unpack(fixed, j, math.min(j + 999, #fixed)))
+  end
+  -- The fields a field of the same run gives (derived: they go when they
+  -- hold that value, and stay, even "" or "0", when not). A step's empty
+  -- task stays: it was never activated, or waited in a gate's line.
+  local n = tonumber(r[2]) or 0
+  local f = {}
+  for i = 0, n - 1 do
+    local p = "s" .. i .. "."
+    f[#f + 1] = p .. "attempt"
+    f[#f + 1] = p .. "started_at"
+  end
+  local a = {}
+  if n > 0 then
+    a = redis.call("HMGET", rk, unpack(f))
+  end
+  local derived = {updated_at = r[4] or "", deadline_base = r[5] or ""}
+  local keep = {updated_at = true, deadline_base = true}
+  for i = 0, n - 1 do
+    local p = "s" .. i .. "."
+    derived[p .. "task"] = rid .. "_s" .. i .. "_a1"
+    derived[p .. "attempts_started"] = a[2 * i + 1] or "0"
+    derived[p .. "attempt_started_at"] = a[2 * i + 2] or "0"
+    keep[p .. "task"], keep[p .. "attempts_started"], keep[p .. "attempt_started_at"] = true, true, true
+  end
+  local h = redis.call("HGETALL", rk)
+  local w, gone, nw, ng, big = {}, {}, 0, 0, false
+  for i = 1, #h, 2 do
+    local k, v = h[i], h[i + 1]
+    if derived[k] == v or (not keep[k] and (v == "" or v == "0" or v == "none")) then
+      ng = ng + 1
+      gone[ng] = k
+    else
+      w[nw + 1] = k
+      w[nw + 2] = v
+      nw = nw + 2
+      if #v > 64 then
+        big = true
+      end
+    end
+  end
+  local jk = rk .. ":j"
+  local journal = nil
+  if not r[3] and redis.call("XLEN", jk) <= 64 then
+    journal = redis.pcall("DUMP", jk)
+    if type(journal) ~= "string" then
+      journal = nil
+    end
+  end
+  local jw = {}
+  if journal then
+    local size = 64
+    if big or nw / 2 + #journal / 64 + 2 > 128 then
+      size = #journal
+    end
+    local c = 0
+    for j = 1, #journal, size do
+      jw[#jw + 1] = "j" .. c
+      jw[#jw + 1] = string.sub(journal, j, j + size - 1)
+      c = c + 1
+    end
+    jw[#jw + 1] = "jn"
+    jw[#jw + 1] = tostring(c)
+  end
+  if big or nw + #jw > 256 then
+    -- The hash cannot be a listpack: delete what goes.
+    for j = 1, ng, 1000 do
+      redis.call("HDEL", rk, unpack(gone, j, math.min(j + 999, ng)))
+    end
+  else
+    -- A new hash (Redis keeps a hash that grew out of a listpack as a hash
+    -- table), which is a listpack.
+    redis.call("DEL", rk)
+    redis.call("HSET", rk, unpack(w))
+  end
+  if journal then
+    redis.call("HSET", rk, unpack(jw))
+    redis.call("DEL", jk)
+  end
+end

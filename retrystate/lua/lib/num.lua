@@ -1,0 +1,3 @@
+local function num(v)
+  return tonumber(v) or 0
+end

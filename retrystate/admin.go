@@ -23,8 +23,8 @@ const ActionRestore = "restore"
 // run and OutcomeRefused with the reason for a run or step it does not
 // apply to.
 func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.restore, []string{s.keys.run(runID), s.keys.audit()},
-		s.argv(runID, now, fromStep, actor, AuditMaxLen))
+	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(runID, now), Audit: s.keys.audit(),
+		FromStep: fromStep, Actor: actor, AuditMaxLen: AuditMaxLen})
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}

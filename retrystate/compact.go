@@ -93,7 +93,8 @@ func (s *Store) movedJournal(ctx context.Context, id, jn string) ([]Entry, error
 	if atoi(jn) <= 0 {
 		return nil, nil
 	}
-	res, err := s.scripts.journal.Run(ctx, s.rdb, []string{s.keys.run(id), s.keys.journalTemp(id)}).Result()
+	keys, _ := journalLua{Run: s.keys.run(id), Temp: s.keys.journalTemp(id)}.args()
+	res, err := s.scripts.journal.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read the journal of run %s: %w", id, err)
 	}

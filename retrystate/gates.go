@@ -132,7 +132,8 @@ func (s *Store) RepairGates(ctx context.Context, now time.Time, limit int) (Gate
 	}
 	var rep GateRepair
 	for _, g := range gates {
-		res, err := s.run(ctx, s.scripts.gate, []string{s.keys.gateWait(g)}, s.argv("", now, g))
+		res, err := s.run(ctx, s.scripts.gate, gateLua{Line: s.keys.gateWait(g), Prefix: s.keys.prefix, Now: ms(now),
+			Gate: g})
 		if err != nil {
 			return rep, fmt.Errorf("repair gate: %w", err)
 		}

@@ -149,8 +149,11 @@ func luaLex(src string) ([]luaTok, error) {
 type luaUnpack struct {
 	of    string // "KEYS" or "ARGV"
 	names []string
-	top   bool // at the chunk's top level
-	line  int
+	// from is where the read starts: "1" for unpack(ARGV) and unpack(ARGV,
+	// 1, ...), the expression's first token otherwise (a cursor: "at").
+	from string
+	top  bool // at the chunk's top level
+	line int
 }
 
 // luaScan is what scanLua finds in a chunk.
@@ -244,7 +247,12 @@ func scanLua(src string) (luaScan, error) {
 			}
 			if at(j+1).text == "=" && at(j+2).text == "unpack" && at(j+3).text == "(" &&
 				(at(j+4).text == "KEYS" || at(j+4).text == "ARGV") {
-				s.unpacks = append(s.unpacks, luaUnpack{of: at(j + 4).text, names: names, top: len(scopes) == 1, line: t.line})
+				from := "1"
+				if at(j+5).text == "," {
+					from = at(j + 6).text
+				}
+				s.unpacks = append(s.unpacks, luaUnpack{of: at(j + 4).text, names: names, from: from,
+					top: len(scopes) == 1, line: t.line})
 			}
 			for _, n := range names {
 				declare(n)

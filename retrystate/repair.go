@@ -15,8 +15,8 @@ import (
 // worker died. The crash is counted (the run fails when the step's crash
 // budget is spent) and the attempt gets a new dispatch.
 func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.redispatch, []string{s.keys.run(runID)},
-		s.argv(runID, now, maxAuto, retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.redispatch, redispatchLua{runArgs: s.runArgs(runID, now), MaxAuto: maxAuto,
+		Retention: retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("redispatch: %w", err)
 	}
@@ -47,7 +47,8 @@ const (
 // unless asynq has one under its ID already. Repair kinds: task_missing,
 // retry_task_missing, wake_task_missing, task_archived, stalled_delivery.
 func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.repair, []string{s.keys.run(runID)}, s.argv(runID, now, taskID, string(trouble), maxAuto))
+	res, err := s.run(ctx, s.scripts.repair, repairLua{runArgs: s.runArgs(runID, now), Task: taskID,
+		Trouble: string(trouble), MaxAuto: maxAuto})
 	if err != nil {
 		return Result{}, fmt.Errorf("repair task: %w", err)
 	}
@@ -124,8 +125,9 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([
 		cmds := make([]*redis.Cmd, len(todo))
 		for j, i := range todo {
 			id := runIDs[i]
-			cmds[j] = s.scripts.repair.EvalSha(ctx, pipe, []string{s.keys.run(id)},
-				s.argv(id, a.Now, "", "check", a.MaxAuto, grace)...)
+			keys, argv := repairLua{runArgs: s.runArgs(id, a.Now), Trouble: "check", MaxAuto: a.MaxAuto,
+				Grace: grace}.args()
+			cmds[j] = s.scripts.repair.EvalSha(ctx, pipe, keys, argv...)
 		}
 		_, _ = pipe.Exec(ctx) // the errors are the commands'
 		var again []int
@@ -212,7 +214,8 @@ func isNoScript(err error) bool {
 // ExpireDeadline fails a run that passed its deadline with run_timeout
 // (OutcomeRunFailed, kind deadline).
 func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.timeout, []string{s.keys.run(runID)}, s.argv(runID, now, retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.timeout, timeoutLua{runArgs: s.runArgs(runID, now),
+		Retention: retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("expire deadline: %w", err)
 	}
@@ -229,8 +232,8 @@ const (
 // Operate applies an operator action (ActionRecover, ActionRetry with a
 // step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
 func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.operate, []string{s.keys.run(runID)},
-		s.argv(runID, now, action, step, actor, retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(runID, now), Action: action,
+		StepName: step, Actor: actor, Retention: retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", action, err)
 	}
@@ -429,13 +432,15 @@ func (s *Store) TryLock(ctx context.Context, name, token string, ttl time.Durati
 
 // ExtendLock extends a lock the caller holds; false when it lost it.
 func (s *Store) ExtendLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
-	n, err := s.scripts.unlock.Run(ctx, s.rdb, []string{s.lockKey(name)}, token, ttl.Milliseconds()).Int()
+	keys, argv := unlockLua{Lock: s.lockKey(name), Token: token, TTL: ttl.Milliseconds()}.args()
+	n, err := s.scripts.unlock.Run(ctx, s.rdb, keys, argv...).Int()
 	return n == 1, err
 }
 
 // Unlock releases a lock the caller holds.
 func (s *Store) Unlock(ctx context.Context, name, token string) error {
-	return s.scripts.unlock.Run(ctx, s.rdb, []string{s.lockKey(name)}, token, 0).Err()
+	keys, argv := unlockLua{Lock: s.lockKey(name), Token: token}.args()
+	return s.scripts.unlock.Run(ctx, s.rdb, keys, argv...).Err()
 }
 
 // Current is a run's status and its current step's dispatch, as Peek reads
@@ -453,7 +458,8 @@ type Current struct {
 // Peek reads a run's status and current dispatch in one round trip. It
 // returns ErrRunNotFound for an unknown run.
 func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
-	res, err := s.scripts.peek.Run(ctx, s.rdb, []string{s.keys.run(runID)}).Result()
+	keys, _ := peekLua{Run: s.keys.run(runID)}.args()
+	res, err := s.scripts.peek.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
 		return Current{}, fmt.Errorf("peek: %w", err)
 	}

@@ -246,22 +246,22 @@ func (w *world) cancelledAt(idx int) *world {
 type luaCase struct {
 	name string
 	seed *world
-	keys []string // nil: the table's
-	// argv is the script's ARGV; for a run-level script, from ARGV[4] on
-	// (run ID, key prefix and tNow come first).
-	argv []any
+	// call is the script's KEYS and ARGV, by name (args.go); a run-level
+	// script's start with tr's.
+	call luaArgs
 	// reply is the script's whole reply, as render writes it.
 	reply string
 }
 
+// tr is the run-level KEYS and ARGV of every case: the seeded run, at tNow.
+var tr = runArgs{Run: runKey, RunID: tRun, Prefix: tk.prefix, Now: tNow}
+
 // luaTable is the cases of one script; the database each leaves is in
 // testdata/scripts/<name>.golden.
 type luaTable struct {
-	name     string
-	script   *redis.Script
-	runLevel bool
-	keys     []string
-	cases    []luaCase
+	name   string
+	script *redis.Script
+	cases  []luaCase
 }
 
 func (tb luaTable) run(t *testing.T) {
@@ -289,14 +289,7 @@ func (tb luaTable) run(t *testing.T) {
 			t.Fatalf("two cases named %q", c.name)
 		}
 		seen[c.name] = true
-		keys := c.keys
-		if keys == nil {
-			keys = tb.keys
-		}
-		argv := c.argv
-		if tb.runLevel {
-			argv = append([]any{tRun, tk.prefix, tNow}, c.argv...)
-		}
+		keys, argv := c.call.args()
 		if err := rdb.FlushDB(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -584,18 +577,29 @@ func diffDumps(before, after map[string]string) string {
 	return b.String()
 }
 
-// createArgv is create.lua's ARGV from ARGV[4] on, for steps a, b and c as
-// fresh seeds them, with the given owner, idempotency key and run limits.
-func createArgv(owner, idem string, runTimeout, maxIter int, stepRunTimeout ...int) []any {
-	argv := []any{"wf", `{"n":1}`, owner, idem, tDef, runTimeout, maxIter, 3}
+// createCall is a create of steps a, b and c as fresh seeds them, with
+// the given owner, idempotency key and run limits, without an idempotency
+// key's keys (the placeholders) or a first task.
+func createCall(owner, idem string, runTimeout int64, maxIter int, stepRunTimeout ...int64) createLua {
+	none := tk.idempotencyNone()
+	a := createLua{runArgs: tr, Idem: none, LegacyIdem: none, FirstTask: taskKey(""), Pending: tk.asynqPending(),
+		Seed: none, Workflow: "wf", Input: `{"n":1}`, Owner: owner, IdemKey: idem, Def: tDef, RunTimeout: runTimeout,
+		MaxIterations: maxIter}
 	for i, name := range []string{"a", "b", "c"} {
-		rt := 0
+		var rt int64
 		if i < len(stepRunTimeout) {
 			rt = stepRunTimeout[i]
 		}
-		argv = append(argv, name, "0", 3, 1, 60000, `{"p":"`+name+`"}`, rt, 0, "", "", 0, "")
+		a.Steps = append(a.Steps, createStepLua{Name: name, Optional: "0", MaxAttempts: 3, MaxCrashes: 1, Timeout: 60000,
+			Policy: `{"p":"` + name + `"}`, RunTimeout: rt})
 	}
-	return argv
+	return a
+}
+
+// keyed is c with the keys of idempotency keys idem and legacy.
+func keyed(c createLua, idem, legacy string) createLua {
+	c.Idem, c.LegacyIdem = idem, legacy
+	return c
 }
 
 // The seed of a fresh run is what create.lua writes: the other tables start
@@ -604,14 +608,15 @@ func TestSeedIsWhatCreateWrites(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t, nil).Client(t)
 	ctx := context.Background()
-	none := tk.idempotencyNone()
-	argv := append([]any{tRun, tk.prefix, tCreated}, createArgv("o", "", 0, 0)...)
+	call := createCall("o", "", 0, 0)
+	call.Now = tCreated
+	keys, argv := call.args()
 	for _, cmd := range nothing().template(tDef, "a", "b", "c").cmds {
 		if err := rdb.Do(ctx, cmd...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := loadScripts().create.Run(ctx, rdb, []string{runKey, none, none}, argv...).Result()
+	res, err := loadScripts().create.Run(ctx, rdb, keys, argv...).Result()
 	if got := renderReply(res, err); got != `["created" "R1_s0_a1" "1" "0"]` {
 		t.Fatalf("create: %s", got)
 	}
@@ -630,39 +635,40 @@ func TestSeedIsWhatCreateWrites(t *testing.T) {
 }
 
 func TestScriptCreate(t *testing.T) {
-	none := tk.idempotencyNone()
 	owned, legacy := tk.idempotency("o", "k"), tk.legacyIdempotency("k")
-	ownedKeys := []string{runKey, owned, legacy}
-	luaTable{name: "create", script: loadScripts().create, runLevel: true,
-		keys: []string{runKey, none, none},
+	luaTable{name: "create", script: loadScripts().create,
 		cases: []luaCase{
-			{name: "created: three steps, no limits", seed: nothing(), argv: createArgv("o", "", 0, 0),
+			{name: "created: three steps, no limits", seed: nothing(), call: createCall("o", "", 0, 0),
 				reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: a run timeout and an iteration ceiling", seed: nothing(),
-				argv: createArgv("o", "", 60000, 10), reply: `["created" "R1_s0_a1" "1" "0"]`},
+				call: createCall("o", "", 60000, 10), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: the first step's run timeout wins", seed: nothing(),
-				argv: createArgv("o", "", 60000, 0, 30000, 90000), reply: `["created" "R1_s0_a1" "1" "0"]`},
-			{name: "created: an owned idempotency key", seed: nothing(), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
-			{name: "created: an idempotency key without an owner", seed: nothing(), keys: []string{runKey, legacy, legacy},
-				argv: createArgv("", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
-			{name: "exists: the key started a run", seed: nothing().do("SET", owned, "R0"), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
+				call: createCall("o", "", 60000, 0, 30000, 90000), reply: `["created" "R1_s0_a1" "1" "0"]`},
+			{name: "created: an owned idempotency key", seed: nothing(),
+				call: keyed(createCall("o", "k", 0, 0), owned, legacy), reply: `["created" "R1_s0_a1" "1" "0"]`},
+			{name: "created: an idempotency key without an owner", seed: nothing(),
+				call: keyed(createCall("", "k", 0, 0), legacy, legacy), reply: `["created" "R1_s0_a1" "1" "0"]`},
+			{name: "exists: the key started a run", seed: nothing().do("SET", owned, "R0"),
+				call: keyed(createCall("o", "k", 0, 0), owned, legacy), reply: `["exists" "R0"]`},
 			{name: "exists: the unscoped key started a run of the same owner",
-				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "o"), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["exists" "R0"]`},
+				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "o"),
+				call: keyed(createCall("o", "k", 0, 0), owned, legacy), reply: `["exists" "R0"]`},
 			{name: "created: the unscoped key started a run of another owner",
-				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "p"), keys: ownedKeys,
-				argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
+				seed: nothing().do("SET", legacy, "R0").do("HSET", tk.run("R0"), "owner", "p"),
+				call: keyed(createCall("o", "k", 0, 0), owned, legacy), reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: the unscoped key names a run that is gone",
-				seed: nothing().do("SET", legacy, "R0"), keys: ownedKeys, argv: createArgv("o", "k", 0, 0), reply: `["created" "R1_s0_a1" "1" "0"]`},
-			{name: "error: the run ID is taken", seed: abc(), argv: createArgv("o", "", 0, 0), reply: `error: ERR cairn: run ID collision R1`},
+				seed: nothing().do("SET", legacy, "R0"), call: keyed(createCall("o", "k", 0, 0), owned, legacy), reply: `["created" "R1_s0_a1" "1" "0"]`},
+			{name: "error: the run ID is taken", seed: abc(), call: createCall("o", "", 0, 0), reply: `error: ERR cairn: run ID collision R1`},
 		},
 	}.run(t)
 }
 
-// beginArgv is begin.lua's ARGV from ARGV[4] on: a 10s fence.
-func beginArgv(idx int, task, token string) []any { return []any{task, token, 10000, idx, tKeep} }
+// beginCall is a begin of task (step idx) by token, with a 10s fence.
+//
+//nolint:unparam // each case names the token it begins with, next to the fence it seeds
+func beginCall(idx int, task, token string) beginLua {
+	return beginLua{runArgs: tr, Task: task, Token: token, FenceTTL: 10000, Index: idx, Retention: tKeep}
+}
 
 func TestScriptBegin(t *testing.T) {
 	crashed := func() *world { // attempt 1 of step 0, whose worker stopped renewing its fence
@@ -677,63 +683,63 @@ func TestScriptBegin(t *testing.T) {
 		return abc().runningAt(0, "old").step(0, "status", "pending", "fence", "", "fence_expires_at", "0",
 			"gen", "1", "task", taskID(0, 1)+"_g1", "resuming", resuming, "crashes", crashes).zrem(tk.fences(), tRun)
 	}
-	luaTable{name: "begin", script: loadScripts().begin, runLevel: true, keys: []string{runKey},
+	luaTable{name: "begin", script: loadScripts().begin,
 		cases: []luaCase{
-			{name: "gone", seed: nothing(), argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["gone"]`},
-			{name: "ended: succeeded", seed: abc().succeeded(), argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["ended" "succeeded"]`},
-			{name: "ended: cancelled", seed: abc().cancelledAt(1), argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ended" "cancelled"]`},
-			{name: "stale: an earlier step's task", seed: abc().pendingAt(1), argv: beginArgv(0, taskID(0, 1), "tok"),
+			{name: "gone", seed: nothing(), call: beginCall(0, taskID(0, 1), "tok"), reply: `["gone"]`},
+			{name: "ended: succeeded", seed: abc().succeeded(), call: beginCall(2, taskID(2, 1), "tok"), reply: `["ended" "succeeded"]`},
+			{name: "ended: cancelled", seed: abc().cancelledAt(1), call: beginCall(1, taskID(1, 1), "tok"), reply: `["ended" "cancelled"]`},
+			{name: "stale: an earlier step's task", seed: abc().pendingAt(1), call: beginCall(0, taskID(0, 1), "tok"),
 				reply: `["stale" "1" "b" "1" "0" "0" "60000"]`},
 			{name: "stale: an earlier attempt's task", seed: abc().retryAt(0, tNow-1),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["stale" "0" "a" "2" "0" "1799999999999" "60000"]`},
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["stale" "0" "a" "2" "0" "1799999999999" "60000"]`},
 			{name: "stale: the current step is running", seed: abc().runningAt(1, "t1"),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["stale"]`},
-			{name: "stale: an earlier gen's task", seed: handedBack("1", 1), argv: beginArgv(0, taskID(0, 1), "tok"),
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["stale"]`},
+			{name: "stale: an earlier gen's task", seed: handedBack("1", 1), call: beginCall(0, taskID(0, 1), "tok"),
 				reply: `["stale" "0" "a" "1" "1" "0" "60000"]`},
 			{name: "busy: another delivery's fence is live", seed: abc().runningAt(0, "other"),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["busy" "5000"]`},
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["busy" "5000"]`},
 			{name: "ok: a snoozed visit resumes its attempt", seed: snoozed(tNow - 1),
-				argv:  beginArgv(0, taskID(0, 1)+"_g1", "tok"),
+				call:  beginCall(0, taskID(0, 1)+"_g1", "tok"),
 				reply: `["ok" "1" "0" "snoozed" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "early: a snoozed visit is not due", seed: snoozed(tNow + 2000),
-				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["early" "2000"]`},
+				call: beginCall(0, taskID(0, 1)+"_g1", "tok"), reply: `["early" "2000"]`},
 			{name: "early: the retry is not due", seed: abc().retryAt(0, tNow+2000),
-				argv: beginArgv(0, taskID(0, 2), "tok"), reply: `["early" "2000"]`},
-			{name: "ok: the first attempt of a fresh run", seed: abc(), argv: beginArgv(0, taskID(0, 1), "tok"),
+				call: beginCall(0, taskID(0, 2), "tok"), reply: `["early" "2000"]`},
+			{name: "ok: the first attempt of a fresh run", seed: abc(), call: beginCall(0, taskID(0, 1), "tok"),
 				reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
-			{name: "ok: a middle step", seed: abc().pendingAt(1), argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
-			{name: "ok: the last step", seed: abc().pendingAt(2), argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"c\"}" "1" "0" "" "0" "0" "a" "{\"out\":0}" "b" "{\"out\":1}"]`},
+			{name: "ok: a middle step", seed: abc().pendingAt(1), call: beginCall(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "ok: the last step", seed: abc().pendingAt(2), call: beginCall(2, taskID(2, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"c\"}" "1" "0" "" "0" "0" "a" "{\"out\":0}" "b" "{\"out\":1}"]`},
 			{name: "ok: the same delivery asks again", seed: abc().runningAt(1, "tok"),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
-			{name: "ok: a due retry", seed: abc().retryAt(0, tNow), argv: beginArgv(0, taskID(0, 2), "tok"), reply: `["ok" "2" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "2" "0" "b" "0" "60000"]`},
-			{name: "ok: a crash found here", seed: crashed(), argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "ok: a due retry", seed: abc().retryAt(0, tNow), call: beginCall(0, taskID(0, 2), "tok"), reply: `["ok" "2" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "2" "0" "b" "0" "60000"]`},
+			{name: "ok: a crash found here", seed: crashed(), call: beginCall(0, taskID(0, 1), "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "failed: a crash past the crash budget", seed: crashed().step(0, "crashes", "1").idem(),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["failed" "crash_budget_exhausted" "step \"a\": worker crashed 2 times during attempt 1 (max_crashes 1)" ""]`},
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["failed" "crash_budget_exhausted" "step \"a\": worker crashed 2 times during attempt 1 (max_crashes 1)" ""]`},
 			{name: "ok: an attempt the reconciler re-dispatched", seed: handedBack("1", 1),
-				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+				call: beginCall(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "1" "1" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "ok: an attempt its worker handed back", seed: handedBack("interrupted", 0),
-				argv: beginArgv(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "0" "interrupted" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+				call: beginCall(0, taskID(0, 1)+"_g1", "tok"), reply: `["ok" "1" "0" "interrupted" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "ok: before the deadline",
 				seed: abc().set("run_timeout_ms", "60000", "deadline", tNow+1).zadd(tk.deadlines(), tNow+1, tRun),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "1800000000001" "b" "0" "60000"]`},
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "1800000000001" "b" "0" "60000"]`},
 			{name: "failed: the run's deadline passed",
 				seed: abc().pendingAt(1).set("run_timeout_ms", "60000", "deadline", tNow).zadd(tk.deadlines(), tNow, tRun),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 60s) before step \"b\" attempt 1" ""]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 60s) before step \"b\" attempt 1" ""]`},
 			{name: "failed: the deadline of the step's run timeout passed",
 				seed: abc().pendingAt(1).step(1, "run_timeout_ms", "1500").set("deadline", tCreated+1500).
 					zadd(tk.deadlines(), tCreated+1500, tRun),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 1500ms) before step \"b\" attempt 1" ""]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["failed" "run_timeout" "run passed its deadline (run_timeout 1500ms) before step \"b\" attempt 1" ""]`},
 			{name: "failed: the run's iteration ceiling", seed: abc().pendingAt(1).set("max_iterations", "1"),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 1 before step \"b\" attempt 1" ""]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 1 before step \"b\" attempt 1" ""]`},
 			{name: "ok: the step's iteration ceiling wins",
 				seed: abc().pendingAt(1).set("max_iterations", "1").step(1, "max_iterations", "5"),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
 			{name: "failed: the step's iteration ceiling",
 				seed: abc().pendingAt(2).set("max_iterations", "9").step(2, "max_iterations", "2"),
-				argv: beginArgv(2, taskID(2, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 2 before step \"c\" attempt 1" ""]`},
+				call: beginCall(2, taskID(2, 1), "tok"), reply: `["failed" "max_iterations_exceeded" "run reached max_iterations 2 before step \"c\" attempt 1" ""]`},
 			{name: "ok: a fresh budget after an operator's retry",
 				seed: abc().step(0, "attempt", "4", "budget_base", "3", "task", taskID(0, 4)),
-				argv: beginArgv(0, taskID(0, 4), "tok"), reply: `["ok" "4" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
+				call: beginCall(0, taskID(0, 4), "tok"), reply: `["ok" "4" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 		},
 	}.run(t)
 }
@@ -741,23 +747,29 @@ func TestScriptBegin(t *testing.T) {
 // completeCase is a complete of step idx by token, predicting the next
 // step's task next ("" for none).
 func completeCase(name string, seed *world, idx int, token, next, reply string) luaCase {
-	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
-		argv: []any{token, idx, fmt.Sprintf(`{"done":%d}`, idx), tKeep, next, "MSG"}, reply: reply}
+	return luaCase{name: name, seed: seed, call: completeCall(idx, token, next), reply: reply}
+}
+
+// completeCall is a complete of step idx by token, predicting the next
+// step's task next ("" for none).
+func completeCall(idx int, token, next string) completeLua {
+	return completeLua{runArgs: tr, NextTask: taskKey(next), Pending: tk.asynqPending(), Token: token, Index: idx,
+		Output: fmt.Sprintf(`{"done":%d}`, idx), Retention: tKeep, NextID: next, NextMsg: []byte("MSG")}
 }
 
 // inlineCase is a completeCase that asks to begin the next step inline,
 // under token "tok2" with a fence TTL of 10s.
 func inlineCase(name string, seed *world, idx int, reply string) luaCase {
-	c := completeCase(name, seed, idx, "tok", taskID(idx+1, 1), reply)
-	c.argv = append(c.argv, "tok2", 10000)
-	return c
+	call := completeCall(idx, "tok", taskID(idx+1, 1))
+	call.InlineToken, call.InlineTTL = "tok2", 10000
+	return luaCase{name: name, seed: seed, call: call, reply: reply}
 }
 
 func TestScriptComplete(t *testing.T) {
 	deadline := func(w *world, d int64) *world {
 		return w.set("run_timeout_ms", "60000", "deadline", d).zadd(tk.deadlines(), d, tRun)
 	}
-	luaTable{name: "complete", script: loadScripts().complete, runLevel: true,
+	luaTable{name: "complete", script: loadScripts().complete,
 		cases: []luaCase{
 			completeCase("next: its task written", abc().runningAt(0, "tok"), 0, "tok", taskID(1, 1), `["next" "1" "b" "1" "60000" "1"]`),
 			completeCase("next: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["next" "1" "b" "1" "60000" "0"]`),
@@ -810,13 +822,14 @@ func TestScriptComplete(t *testing.T) {
 //
 //nolint:unparam // each case names the token it fails with, next to the fence it seeds
 func failCase(name string, seed *world, idx int, token, class string, delay int, retry, reply string) luaCase {
-	return luaCase{name: name, seed: seed,
-		keys: []string{runKey, taskKey(retry), tk.asynqPending(), tk.asynqScheduled()},
-		argv: []any{token, idx, "boom " + token, class, delay, tKeep, "E1", retry, "MSG"}, reply: reply}
+	return luaCase{name: name, seed: seed, call: failLua{runArgs: tr, RetryTask: taskKey(retry),
+		Pending: tk.asynqPending(), Scheduled: tk.asynqScheduled(), Token: token, Index: idx, Message: "boom " + token,
+		Class: class, Delay: int64(delay), Retention: tKeep, Code: "E1", RetryID: retry, RetryMsg: []byte("MSG")},
+		reply: reply}
 }
 
 func TestScriptFail(t *testing.T) {
-	luaTable{name: "fail", script: loadScripts().fail, runLevel: true,
+	luaTable{name: "fail", script: loadScripts().fail,
 		cases: []luaCase{
 			failCase("retry: scheduled, its task scheduled", abc().runningAt(0, "tok"), 0, "tok", "transient", 1500,
 				taskID(0, 2), `["retry" "1800000001500" "2" "60000" "1"]`),
@@ -874,12 +887,12 @@ func TestScriptFail(t *testing.T) {
 //
 //nolint:unparam // each case names the token it releases with, next to the fence it seeds
 func releaseCase(name string, seed *world, idx int, token, next, reply string) luaCase {
-	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
-		argv: []any{token, idx, next, "MSG"}, reply: reply}
+	return luaCase{name: name, seed: seed, call: releaseLua{runArgs: tr, NextTask: taskKey(next),
+		Pending: tk.asynqPending(), Token: token, Index: idx, NextID: next, NextMsg: []byte("MSG")}, reply: reply}
 }
 
 func TestScriptRelease(t *testing.T) {
-	luaTable{name: "release", script: loadScripts().release, runLevel: true,
+	luaTable{name: "release", script: loadScripts().release,
 		cases: []luaCase{
 			releaseCase("released: its task written", abc().runningAt(0, "tok"), 0, "tok", taskID(0, 1)+"_g1", `["released" "0" "a" "1" "1" "60000" "1"]`),
 			releaseCase("released: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["released" "0" "a" "1" "1" "60000" "0"]`),
@@ -895,110 +908,114 @@ func TestScriptRelease(t *testing.T) {
 }
 
 func TestScriptCancel(t *testing.T) {
-	argv := []any{"alice", tKeep}
-	luaTable{name: "cancel", script: loadScripts().cancel, runLevel: true, keys: []string{runKey},
+	call := cancelLua{runArgs: tr, Actor: "alice", Retention: tKeep}
+	luaTable{name: "cancel", script: loadScripts().cancel,
 		cases: []luaCase{
-			{name: "cancelled: a pending run", seed: abc(), argv: argv, reply: `["cancelled" "R1_s0_a1" "pending"]`},
-			{name: "cancelled: a running step", seed: abc().runningAt(1, "tok"), argv: argv, reply: `["cancelled" "R1_s1_a1" "running"]`},
+			{name: "cancelled: a pending run", seed: abc(), call: call, reply: `["cancelled" "R1_s0_a1" "pending"]`},
+			{name: "cancelled: a running step", seed: abc().runningAt(1, "tok"), call: call, reply: `["cancelled" "R1_s1_a1" "running"]`},
 			{name: "cancelled: a scheduled retry, with a deadline and an idempotency key",
 				seed: abc().retryAt(0, tNow+1000).set("run_timeout_ms", "60000", "deadline", tCreated+60000).
 					zadd(tk.deadlines(), tCreated+60000, tRun).idem(),
-				argv: argv, reply: `["cancelled" "R1_s0_a2" "pending"]`},
-			{name: "already", seed: abc().cancelledAt(1), argv: argv, reply: `["already" "cancelled"]`},
-			{name: "ended: failed", seed: abc().failedAt(0), argv: argv, reply: `["ended" "failed"]`},
-			{name: "ended: succeeded", seed: abc().succeeded(), argv: argv, reply: `["ended" "succeeded"]`},
-			{name: "gone", seed: nothing(), argv: argv, reply: `["gone"]`},
+				call: call, reply: `["cancelled" "R1_s0_a2" "pending"]`},
+			{name: "already", seed: abc().cancelledAt(1), call: call, reply: `["already" "cancelled"]`},
+			{name: "ended: failed", seed: abc().failedAt(0), call: call, reply: `["ended" "failed"]`},
+			{name: "ended: succeeded", seed: abc().succeeded(), call: call, reply: `["ended" "succeeded"]`},
+			{name: "gone", seed: nothing(), call: call, reply: `["gone"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptRenew(t *testing.T) {
-	argv := func(token string, idx int) []any { return []any{token, tNow, 10000, tRun, idx} }
-	luaTable{name: "renew", script: loadScripts().renew, keys: []string{runKey, tk.fences()},
+	call := func(token string, idx int) renewLua {
+		return renewLua{Run: runKey, Fences: tk.fences(), Token: token, Now: tNow, TTL: 10000, RunID: tRun, Index: idx}
+	}
+	luaTable{name: "renew", script: loadScripts().renew,
 		cases: []luaCase{
-			{name: "renewed", seed: abc().runningAt(1, "tok"), argv: argv("tok", 1), reply: `1`},
+			{name: "renewed", seed: abc().runningAt(1, "tok"), call: call("tok", 1), reply: `1`},
 			{name: "renewed: an expired fence nobody took", seed: abc().runningAt(0, "tok").step(0, "fence_expires_at", tNow-1),
-				argv: argv("tok", 0), reply: `1`},
-			{name: "lost: another delivery's fence", seed: abc().runningAt(1, "other"), argv: argv("tok", 1), reply: `0`},
-			{name: "lost: the step is not running", seed: abc().pendingAt(1), argv: argv("tok", 1), reply: `0`},
-			{name: "lost: another step", seed: abc().runningAt(1, "tok"), argv: argv("tok", 0), reply: `0`},
-			{name: "stopped: run failed", seed: abc().failedAt(0), argv: argv("tok", 0), reply: `-1`},
-			{name: "stopped: run pending", seed: abc(), argv: argv("tok", 0), reply: `-1`},
-			{name: "stopped: run gone", seed: nothing(), argv: argv("tok", 0), reply: `-1`},
+				call: call("tok", 0), reply: `1`},
+			{name: "lost: another delivery's fence", seed: abc().runningAt(1, "other"), call: call("tok", 1), reply: `0`},
+			{name: "lost: the step is not running", seed: abc().pendingAt(1), call: call("tok", 1), reply: `0`},
+			{name: "lost: another step", seed: abc().runningAt(1, "tok"), call: call("tok", 0), reply: `0`},
+			{name: "stopped: run failed", seed: abc().failedAt(0), call: call("tok", 0), reply: `-1`},
+			{name: "stopped: run pending", seed: abc(), call: call("tok", 0), reply: `-1`},
+			{name: "stopped: run gone", seed: nothing(), call: call("tok", 0), reply: `-1`},
 		},
 	}.run(t)
 }
 
 func TestScriptTimeout(t *testing.T) {
-	argv := []any{tKeep}
+	call := timeoutLua{runArgs: tr, Retention: tKeep}
 	deadline := func(w *world, d int64) *world {
 		return w.set("run_timeout_ms", "60000", "deadline", d).zadd(tk.deadlines(), d, tRun)
 	}
-	luaTable{name: "timeout", script: loadScripts().timeout, runLevel: true, keys: []string{runKey},
+	luaTable{name: "timeout", script: loadScripts().timeout,
 		cases: []luaCase{
-			{name: "noop: run gone", seed: nothing().zadd(tk.deadlines(), tNow, tRun), argv: argv, reply: `["noop" "run gone"]`},
-			{name: "noop: run succeeded", seed: abc().succeeded().zadd(tk.deadlines(), tNow, tRun), argv: argv,
+			{name: "noop: run gone", seed: nothing().zadd(tk.deadlines(), tNow, tRun), call: call, reply: `["noop" "run gone"]`},
+			{name: "noop: run succeeded", seed: abc().succeeded().zadd(tk.deadlines(), tNow, tRun), call: call,
 				reply: `["noop" "run succeeded"]`},
-			{name: "noop: no deadline", seed: abc().zadd(tk.deadlines(), tNow, tRun), argv: argv, reply: `["noop" "no deadline"]`},
-			{name: "noop: not due", seed: deadline(abc(), tNow+1).zadd(tk.deadlines(), tNow, tRun), argv: argv,
+			{name: "noop: no deadline", seed: abc().zadd(tk.deadlines(), tNow, tRun), call: call, reply: `["noop" "no deadline"]`},
+			{name: "noop: not due", seed: deadline(abc(), tNow+1).zadd(tk.deadlines(), tNow, tRun), call: call,
 				reply: `["noop" "not due"]`},
-			{name: "failed: a running step", seed: deadline(abc().runningAt(1, "tok"), tNow), argv: argv, reply: `["failed" "R1_s1_a1" "running" "run passed its deadline (run_timeout 60s) during step \"b\" (attempt 1)" ""]`},
-			{name: "failed: a scheduled retry", seed: deadline(abc().retryAt(0, tNow+1000), tNow-1).idem(), argv: argv,
+			{name: "failed: a running step", seed: deadline(abc().runningAt(1, "tok"), tNow), call: call, reply: `["failed" "R1_s1_a1" "running" "run passed its deadline (run_timeout 60s) during step \"b\" (attempt 1)" ""]`},
+			{name: "failed: a scheduled retry", seed: deadline(abc().retryAt(0, tNow+1000), tNow-1).idem(), call: call,
 				reply: `["failed" "R1_s0_a2" "pending" "run passed its deadline (run_timeout 60s) during step \"a\" (attempt 2)" ""]`},
 			{name: "failed: a pending step, under the step's run timeout",
 				seed: abc().pendingAt(2).step(2, "run_timeout_ms", "2500").set("deadline", tNow-7).
 					zadd(tk.deadlines(), tNow-7, tRun),
-				argv: argv, reply: `["failed" "R1_s2_a1" "pending" "run passed its deadline (run_timeout 2500ms) during step \"c\" (attempt 1)" ""]`},
+				call: call, reply: `["failed" "R1_s2_a1" "pending" "run passed its deadline (run_timeout 2500ms) during step \"c\" (attempt 1)" ""]`},
 		},
 	}.run(t)
 }
 
 func TestScriptRedispatch(t *testing.T) {
-	argv := []any{3, tKeep}
+	call := redispatchLua{runArgs: tr, MaxAuto: 3, Retention: tKeep}
 	dead := func() *world { // attempt 1 of step 1, whose fence expired
 		return abc().runningAt(1, "old").step(1, "fence_expires_at", tNow).zadd(tk.fences(), tNow, tRun)
 	}
-	luaTable{name: "redispatch", script: loadScripts().redispatch, runLevel: true, keys: []string{runKey},
+	luaTable{name: "redispatch", script: loadScripts().redispatch,
 		cases: []luaCase{
-			{name: "noop: run gone", seed: nothing().zadd(tk.fences(), tNow, tRun), argv: argv, reply: `["noop" "run gone"]`},
-			{name: "noop: run failed", seed: abc().failedAt(1).zadd(tk.fences(), tNow, tRun), argv: argv, reply: `["noop" "run failed"]`},
-			{name: "noop: the step is not running", seed: abc().pendingAt(1).zadd(tk.fences(), tNow, tRun), argv: argv,
+			{name: "noop: run gone", seed: nothing().zadd(tk.fences(), tNow, tRun), call: call, reply: `["noop" "run gone"]`},
+			{name: "noop: run failed", seed: abc().failedAt(1).zadd(tk.fences(), tNow, tRun), call: call, reply: `["noop" "run failed"]`},
+			{name: "noop: the step is not running", seed: abc().pendingAt(1).zadd(tk.fences(), tNow, tRun), call: call,
 				reply: `["noop" "step pending"]`},
 			{name: "noop: the fence is alive", seed: abc().runningAt(1, "tok").zadd(tk.fences(), tNow, tRun),
-				argv: argv, reply: `["noop" "fence alive"]`},
-			{name: "noop: the run needs attention", seed: dead().set("needs_attention", "1"), argv: argv, reply: `["noop" "needs attention"]`},
-			{name: "redispatched", seed: dead(), argv: argv, reply: `["redispatched" "1" "b" "1" "1" "60000" "1" "wf"]`},
+				call: call, reply: `["noop" "fence alive"]`},
+			{name: "noop: the run needs attention", seed: dead().set("needs_attention", "1"), call: call, reply: `["noop" "needs attention"]`},
+			{name: "redispatched", seed: dead(), call: call, reply: `["redispatched" "1" "b" "1" "1" "60000" "1" "wf"]`},
 			{name: "redispatched: a later gen", seed: dead().step(1, "gen", "2", "task", taskID(1, 1)+"_g2"),
-				argv: argv, reply: `["redispatched" "1" "b" "1" "3" "60000" "1" "wf"]`},
-			{name: "failed: the crash budget is spent", seed: dead().step(1, "crashes", "1"), argv: argv, reply: `["failed" "crash_budget_exhausted" "step \"b\": worker crashed 2 times during attempt 1 (max_crashes 1)" ""]`},
-			{name: "attention: repaired too often", seed: dead().set("auto_recoveries", "3"), argv: argv, reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: crashed attempt)"]`},
+				call: call, reply: `["redispatched" "1" "b" "1" "3" "60000" "1" "wf"]`},
+			{name: "failed: the crash budget is spent", seed: dead().step(1, "crashes", "1"), call: call, reply: `["failed" "crash_budget_exhausted" "step \"b\": worker crashed 2 times during attempt 1 (max_crashes 1)" ""]`},
+			{name: "attention: repaired too often", seed: dead().set("auto_recoveries", "3"), call: call, reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: crashed attempt)"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptRepair(t *testing.T) {
-	argv := func(task, trouble string) []any { return []any{task, trouble, 3} }
-	luaTable{name: "repair", script: loadScripts().repair, runLevel: true, keys: []string{runKey},
+	call := func(task, trouble string) repairLua {
+		return repairLua{runArgs: tr, Task: task, Trouble: trouble, MaxAuto: 3}
+	}
+	luaTable{name: "repair", script: loadScripts().repair,
 		cases: []luaCase{
-			{name: "noop: run gone", seed: nothing(), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "run gone"]`},
-			{name: "noop: run cancelled", seed: abc().cancelledAt(0), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "run cancelled"]`},
+			{name: "noop: run gone", seed: nothing(), call: call(taskID(0, 1), "missing"), reply: `["noop" "run gone"]`},
+			{name: "noop: run cancelled", seed: abc().cancelledAt(0), call: call(taskID(0, 1), "missing"), reply: `["noop" "run cancelled"]`},
 			{name: "noop: the run needs attention", seed: abc().set("needs_attention", "1"),
-				argv: argv(taskID(0, 1), "missing"), reply: `["noop" "needs attention"]`},
-			{name: "noop: another task", seed: abc().pendingAt(1), argv: argv(taskID(0, 1), "missing"), reply: `["noop" "state moved on"]`},
-			{name: "noop: the step is running", seed: abc().runningAt(1, "tok"), argv: argv(taskID(1, 1), "stalled"),
+				call: call(taskID(0, 1), "missing"), reply: `["noop" "needs attention"]`},
+			{name: "noop: another task", seed: abc().pendingAt(1), call: call(taskID(0, 1), "missing"), reply: `["noop" "state moved on"]`},
+			{name: "noop: the step is running", seed: abc().runningAt(1, "tok"), call: call(taskID(1, 1), "stalled"),
 				reply: `["noop" "state moved on"]`},
-			{name: "repair: a missing task", seed: abc().pendingAt(1), argv: argv(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
+			{name: "repair: a missing task", seed: abc().pendingAt(1), call: call(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
 			{name: "repair: a task found missing, since written, is not written again",
 				seed: abc().pendingAt(1).do("HSET", taskKey(taskID(1, 1)), "msg", "m", "state", "pending"),
-				argv: argv(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
+				call: call(taskID(1, 1), "missing"), reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
 			{name: "repair: a missing retry task", seed: abc().retryAt(0, tNow+1000),
-				argv: argv(taskID(0, 2), "missing"), reply: `["repair" "0" "a" "2" "0" "1800000001000" "60000" "retry_task_missing" "wf"]`},
-			{name: "repair: an archived task", seed: abc(), argv: argv(taskID(0, 1), "archived"), reply: `["repair" "0" "a" "1" "1" "0" "60000" "task_archived" "wf"]`},
+				call: call(taskID(0, 2), "missing"), reply: `["repair" "0" "a" "2" "0" "1800000001000" "60000" "retry_task_missing" "wf"]`},
+			{name: "repair: an archived task", seed: abc(), call: call(taskID(0, 1), "archived"), reply: `["repair" "0" "a" "1" "1" "0" "60000" "task_archived" "wf"]`},
 			{name: "repair: a stalled delivery of a later gen",
 				seed: abc().pendingAt(2).step(2, "gen", "1", "task", taskID(2, 1)+"_g1"),
-				argv: argv(taskID(2, 1)+"_g1", "stalled"), reply: `["repair" "2" "c" "1" "2" "0" "60000" "stalled_delivery" "wf"]`},
+				call: call(taskID(2, 1)+"_g1", "stalled"), reply: `["repair" "2" "c" "1" "2" "0" "60000" "stalled_delivery" "wf"]`},
 			{name: "attention: repaired too often", seed: abc().pendingAt(1).set("auto_recoveries", "3"),
-				argv: argv(taskID(1, 1), "archived"), reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: task_archived)"]`},
+				call: call(taskID(1, 1), "archived"), reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: task_archived)"]`},
 		},
 	}.run(t)
 }
@@ -1009,117 +1026,121 @@ func TestScriptRepair(t *testing.T) {
 // task.
 func TestScriptRepairCheck(t *testing.T) {
 	const grace = 1000
-	argv := []any{"", "check", 3, grace}
+	call := repairLua{runArgs: tr, Trouble: "check", MaxAuto: 3, Grace: grace}
 	// task seeds asynq's record of a task in state.
 	task := func(w *world, id, state string) *world { return w.do("HSET", taskKey(id), "msg", "m", "state", state) }
 	retry := func() *world { return abc().retryAt(0, tNow+60_000) } // written at tAttempt+1, out of the grace
-	luaTable{name: "repair_check", script: loadScripts().repair, runLevel: true, keys: []string{runKey},
+	luaTable{name: "repair_check", script: loadScripts().repair,
 		cases: []luaCase{
-			{name: "noop: run gone", seed: nothing().zadd(tk.scheduled(), tNow, tRun), argv: argv,
+			{name: "noop: run gone", seed: nothing().zadd(tk.scheduled(), tNow, tRun), call: call,
 				reply: `["noop" "run gone"]`},
-			{name: "noop: run failed", seed: abc().failedAt(1), argv: argv, reply: `["noop" "run failed"]`},
-			{name: "noop: the run needs attention", seed: abc().pendingAt(1).set("needs_attention", "1"), argv: argv,
+			{name: "noop: run failed", seed: abc().failedAt(1), call: call, reply: `["noop" "run failed"]`},
+			{name: "noop: the run needs attention", seed: abc().pendingAt(1).set("needs_attention", "1"), call: call,
 				reply: `["noop" "needs attention"]`},
-			{name: "noop: a step without a task (waiting at a gate)", seed: abc().step(0, "task", ""), argv: argv,
+			{name: "noop: a step without a task (waiting at a gate)", seed: abc().step(0, "task", ""), call: call,
 				reply: `["noop" "no task"]`},
-			{name: "noop: a live fence", seed: abc().runningAt(1, "tok"), argv: argv, reply: `["noop" "fence alive"]`},
+			{name: "noop: a live fence", seed: abc().runningAt(1, "tok"), call: call, reply: `["noop" "fence alive"]`},
 			{name: "crashed: an expired fence", seed: abc().runningAt(1, "tok").step(1, "fence_expires_at", tNow),
-				argv: argv, reply: `["crashed"]`},
+				call: call, reply: `["crashed"]`},
 			{name: "noop: a step neither pending nor waiting", seed: abc().pendingAt(1).step(1, "status", "succeeded"),
-				argv: argv, reply: `["noop" "step succeeded"]`},
+				call: call, reply: `["noop" "step succeeded"]`},
 			{name: "recheck: written within the grace", seed: abc().pendingAt(1).set("updated_at", tNow-grace+1),
-				argv: argv, reply: `["recheck" "1800000000001"]`},
-			{name: "noop: the task is pending", seed: task(abc().pendingAt(1), taskID(1, 1), "pending"), argv: argv,
+				call: call, reply: `["recheck" "1800000000001"]`},
+			{name: "noop: the task is pending", seed: task(abc().pendingAt(1), taskID(1, 1), "pending"), call: call,
 				reply: `["noop" "task pending"]`},
-			{name: "noop: the retry's task is scheduled", seed: task(retry(), taskID(0, 2), "scheduled"), argv: argv,
+			{name: "noop: the retry's task is scheduled", seed: task(retry(), taskID(0, 2), "scheduled"), call: call,
 				reply: `["noop" "task scheduled"]`},
-			{name: "noop: the task is active", seed: task(abc().pendingAt(1), taskID(1, 1), "active"), argv: argv,
+			{name: "noop: the task is active", seed: task(abc().pendingAt(1), taskID(1, 1), "active"), call: call,
 				reply: `["noop" "task active"]`},
-			{name: "repair: a missing retry task, scheduled for its due time", seed: retry(), argv: argv,
+			{name: "repair: a missing retry task, scheduled for its due time", seed: retry(), call: call,
 				reply: `["repair" "0" "a" "2" "0" "1800000060000" "60000" "retry_task_missing" "wf"]`},
-			{name: "repair: a missing retry task already due, pending", seed: abc().retryAt(0, tNow-1), argv: argv,
+			{name: "repair: a missing retry task already due, pending", seed: abc().retryAt(0, tNow-1), call: call,
 				reply: `["repair" "0" "a" "2" "0" "1799999999999" "60000" "retry_task_missing" "wf"]`},
-			{name: "repair: a missing task of an idle run", seed: abc().pendingAt(1), argv: argv,
+			{name: "repair: a missing task of an idle run", seed: abc().pendingAt(1), call: call,
 				reply: `["repair" "1" "b" "1" "0" "0" "60000" "task_missing" "wf"]`},
 			{name: "repair: an archived task gets a new dispatch", seed: task(abc().pendingAt(1), taskID(1, 1), "archived"),
-				argv: argv, reply: `["repair" "1" "b" "1" "1" "0" "60000" "task_archived" "wf"]`},
+				call: call, reply: `["repair" "1" "b" "1" "1" "0" "60000" "task_archived" "wf"]`},
 			{name: "repair: a waiting sleep's missing wake-up",
-				seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+5000), argv: argv,
+				seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+5000), call: call,
 				reply: `["repair" "1" "b" "1" "1" "1800000005000" "60000" "wake_task_missing" "wf"]`},
-			{name: "attention: repaired too often", seed: retry().set("auto_recoveries", "3"), argv: argv,
+			{name: "attention: repaired too often", seed: retry().set("auto_recoveries", "3"), call: call,
 				reply: `["attention" "repaired automatically 3 times (max_auto_recoveries 3); left for an operator (last: retry_task_missing)"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptOperate(t *testing.T) {
-	argv := func(action, step string) []any { return []any{action, step, "alice", tKeep} }
+	call := func(action, step string) operateLua {
+		return operateLua{runArgs: tr, Action: action, StepName: step, Actor: "alice", Retention: tKeep}
+	}
 	stuck := func() *world { // running, needing attention, its attempt's fence expired
 		return abc().runningAt(1, "old").step(1, "fence_expires_at", tNow-1).
 			set("needs_attention", "1", "attention_reason", "repaired too often", "auto_recoveries", "4").
 			zadd(tk.attention(), tAttempt, tRun)
 	}
-	luaTable{name: "operate", script: loadScripts().operate, runLevel: true, keys: []string{runKey},
+	luaTable{name: "operate", script: loadScripts().operate,
 		cases: []luaCase{
-			{name: "gone", seed: nothing(), argv: argv("recover", ""), reply: `["gone"]`},
-			{name: "refused: a running run", seed: abc().runningAt(0, "tok"), argv: argv("recover", ""), reply: `["refused" "run is running; only a failed run or one needing attention can be recovered"]`},
-			{name: "refused: a succeeded run", seed: abc().succeeded(), argv: argv("retry", "c"), reply: `["refused" "run is succeeded; only a failed run or one needing attention can be retried"]`},
-			{name: "refused: a cancelled run", seed: abc().cancelledAt(1), argv: argv("skip", "b"), reply: `["refused" "run is cancelled; only a failed run or one needing attention can be skipped"]`},
-			{name: "recover: a failed run", seed: abc().failedAt(1).idem(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
-			{name: "recover: a run needing attention", seed: stuck(), argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "gone", seed: nothing(), call: call("recover", ""), reply: `["gone"]`},
+			{name: "refused: a running run", seed: abc().runningAt(0, "tok"), call: call("recover", ""), reply: `["refused" "run is running; only a failed run or one needing attention can be recovered"]`},
+			{name: "refused: a succeeded run", seed: abc().succeeded(), call: call("retry", "c"), reply: `["refused" "run is succeeded; only a failed run or one needing attention can be retried"]`},
+			{name: "refused: a cancelled run", seed: abc().cancelledAt(1), call: call("skip", "b"), reply: `["refused" "run is cancelled; only a failed run or one needing attention can be skipped"]`},
+			{name: "recover: a failed run", seed: abc().failedAt(1).idem(), call: call("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "recover: a run needing attention", seed: stuck(), call: call("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "retry: a step that failed while snoozed starts an attempt", seed: abc().failedAt(1).step(1, "resuming", "snoozed"),
-				argv: argv("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+				call: call("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "refused: its attempt's fence is live", seed: stuck().step(1, "fence_expires_at", tNow+1),
-				argv: argv("recover", ""), reply: `["refused" "step \"b\" is running"]`},
+				call: call("recover", ""), reply: `["refused" "step \"b\" is running"]`},
 			{name: "recover: a run that never started",
-				seed: abc().failedAt(0).set("started_at", "0").step(0, "started_at", "0"), argv: argv("recover", ""),
+				seed: abc().failedAt(0).set("started_at", "0").step(0, "started_at", "0"), call: call("recover", ""),
 				reply: `["dispatch" "0" "a" "2" "60000" "wf"]`},
 			{name: "recover: past its deadline",
 				seed: abc().failedAt(1).set("run_timeout_ms", "60000", "deadline", tCreated+60000),
-				argv: argv("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
-			{name: "retry: the step the run stopped at", seed: abc().failedAt(1), argv: argv("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
-			{name: "refused: retry of another step", seed: abc().failedAt(1), argv: argv("retry", "a"), reply: `["refused" "step \"a\" is succeeded; only the step the run stopped at (\"b\") can be retried"]`},
-			{name: "refused: retry of no step", seed: abc().failedAt(1), argv: argv("retry", "z"), reply: `["refused" "the run has no step \"z\""]`},
-			{name: "refused: skip of a step that is not optional", seed: abc().failedAt(1), argv: argv("skip", "b"),
+				call: call("recover", ""), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "retry: the step the run stopped at", seed: abc().failedAt(1), call: call("retry", "b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "refused: retry of another step", seed: abc().failedAt(1), call: call("retry", "a"), reply: `["refused" "step \"a\" is succeeded; only the step the run stopped at (\"b\") can be retried"]`},
+			{name: "refused: retry of no step", seed: abc().failedAt(1), call: call("retry", "z"), reply: `["refused" "the run has no step \"z\""]`},
+			{name: "refused: skip of a step that is not optional", seed: abc().failedAt(1), call: call("skip", "b"),
 				reply: `["refused" "step \"b\" is not optional; only optional steps can be skipped"]`},
-			{name: "skip: an optional step", seed: abc().failedAt(1).step(1, "optional", "1"), argv: argv("skip", "b"),
+			{name: "skip: an optional step", seed: abc().failedAt(1).step(1, "optional", "1"), call: call("skip", "b"),
 				reply: `["dispatch" "2" "c" "1" "60000" "wf"]`},
 			{name: "skip: the last step", seed: abc().failedAt(2).step(2, "optional", "1").idem(),
-				argv: argv("skip", "c"), reply: `["succeeded"]`},
+				call: call("skip", "c"), reply: `["succeeded"]`},
 			{name: "refused: every step succeeded",
-				seed: abc().succeeded().set("status", "failed").move("succeeded", "failed"), argv: argv("recover", ""),
+				seed: abc().succeeded().set("status", "failed").move("succeeded", "failed"), call: call("recover", ""),
 				reply: `["refused" "every step has already succeeded or been skipped"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptRestore(t *testing.T) {
-	argv := func(from string) []any { return []any{from, "root", 10000} }
-	keys := []string{runKey, tk.audit()}
-	luaTable{name: "restore", script: loadScripts().restore, runLevel: true, keys: keys,
+	call := func(from string) restoreLua {
+		return restoreLua{runArgs: tr, Audit: tk.audit(), FromStep: from, Actor: "root", AuditMaxLen: 10000}
+	}
+	luaTable{name: "restore", script: loadScripts().restore,
 		cases: []luaCase{
-			{name: "gone", seed: nothing(), argv: argv("a"), reply: `["gone"]`},
-			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), argv: argv("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed, cancelled or compensated) can be restored"]`},
-			{name: "refused: no such step", seed: abc().succeeded(), argv: argv("z"), reply: `["refused" "the run has no step \"z\""]`},
-			{name: "refused: an earlier step failed", seed: abc().failedAt(1), argv: argv("c"), reply: `["refused" "step \"b\" before \"c\" is failed; a run can only be restored from a step whose earlier steps all succeeded or were skipped"]`},
-			{name: "restored: a succeeded run", seed: abc().succeeded(), argv: argv("b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
-			{name: "restored: a failed run, from its failed step", seed: abc().failedAt(1).idem(), argv: argv("b"),
+			{name: "gone", seed: nothing(), call: call("a"), reply: `["gone"]`},
+			{name: "refused: a running run", seed: abc().runningAt(1, "tok"), call: call("a"), reply: `["refused" "run is running; only a finished run (succeeded, failed, cancelled or compensated) can be restored"]`},
+			{name: "refused: no such step", seed: abc().succeeded(), call: call("z"), reply: `["refused" "the run has no step \"z\""]`},
+			{name: "refused: an earlier step failed", seed: abc().failedAt(1), call: call("c"), reply: `["refused" "step \"b\" before \"c\" is failed; a run can only be restored from a step whose earlier steps all succeeded or were skipped"]`},
+			{name: "restored: a succeeded run", seed: abc().succeeded(), call: call("b"), reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
+			{name: "restored: a failed run, from its failed step", seed: abc().failedAt(1).idem(), call: call("b"),
 				reply: `["dispatch" "1" "b" "2" "60000" "wf"]`},
 			{name: "restored: past a skipped step",
-				seed: abc().succeeded().step(1, "status", "skipped", "output", ""), argv: argv("c"), reply: `["dispatch" "2" "c" "2" "60000" "wf"]`},
-			{name: "restored: a run cancelled before it started", seed: abc().cancelledAt(0), argv: argv("a"),
+				seed: abc().succeeded().step(1, "status", "skipped", "output", ""), call: call("c"), reply: `["dispatch" "2" "c" "2" "60000" "wf"]`},
+			{name: "restored: a run cancelled before it started", seed: abc().cancelledAt(0), call: call("a"),
 				reply: `["dispatch" "0" "a" "2" "60000" "wf"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptPeek(t *testing.T) {
-	luaTable{name: "peek", script: loadScripts().peek, keys: []string{runKey},
+	call := peekLua{Run: runKey}
+	luaTable{name: "peek", script: loadScripts().peek,
 		cases: []luaCase{
-			{name: "gone", seed: nothing(), reply: `[]`},
-			{name: "fresh", seed: abc(), reply: `["pending" "0" "1799999400000" "0" "a" "pending" "1" "0" "R1_s0_a1" "0" "0" "60000"]`},
-			{name: "running", seed: abc().runningAt(1, "tok"), reply: `["running" "0" "1799999995000" "1" "b" "running" "1" "0" "R1_s1_a1" "0" "1800000005000" "60000"]`},
-			{name: "a scheduled retry of a later gen", seed: abc().retryAt(2, tNow+1000).step(2, "gen", "1"),
+			{name: "gone", seed: nothing(), call: call, reply: `[]`},
+			{name: "fresh", seed: abc(), call: call, reply: `["pending" "0" "1799999400000" "0" "a" "pending" "1" "0" "R1_s0_a1" "0" "0" "60000"]`},
+			{name: "running", seed: abc().runningAt(1, "tok"), call: call, reply: `["running" "0" "1799999995000" "1" "b" "running" "1" "0" "R1_s1_a1" "0" "1800000005000" "60000"]`},
+			{name: "a scheduled retry of a later gen", seed: abc().retryAt(2, tNow+1000).step(2, "gen", "1"), call: call,
 				reply: `["running" "0" "1799999995001" "2" "c" "pending" "2" "1" "R1_s2_a2" "1800000001000" "0" "60000"]`},
 		},
 	}.run(t)
@@ -1128,12 +1149,13 @@ func TestScriptPeek(t *testing.T) {
 func TestScriptUnlock(t *testing.T) {
 	lock := tk.reconcileLock()
 	held := func() *world { return nothing().do("SET", lock, "me", "PX", 30000) }
-	luaTable{name: "unlock", script: loadScripts().unlock, keys: []string{lock},
+	call := func(token string, ttl int64) unlockLua { return unlockLua{Lock: lock, Token: token, TTL: ttl} }
+	luaTable{name: "unlock", script: loadScripts().unlock,
 		cases: []luaCase{
-			{name: "extended", seed: held(), argv: []any{"me", 60000}, reply: `1`},
-			{name: "released", seed: held(), argv: []any{"me", 0}, reply: `1`},
-			{name: "held by another", seed: held(), argv: []any{"you", 60000}, reply: `0`},
-			{name: "free", seed: nothing(), argv: []any{"me", 0}, reply: `0`},
+			{name: "extended", seed: held(), call: call("me", 60000), reply: `1`},
+			{name: "released", seed: held(), call: call("me", 0), reply: `1`},
+			{name: "held by another", seed: held(), call: call("you", 60000), reply: `0`},
+			{name: "free", seed: nothing(), call: call("me", 0), reply: `0`},
 		},
 	}.run(t)
 }
@@ -1143,13 +1165,13 @@ func TestScriptUnlock(t *testing.T) {
 //
 //nolint:unparam // each case names the token it snoozes with, next to the fence it seeds
 func snoozeCase(name string, seed *world, idx int, token string, delay int, next, reply string) luaCase {
-	return luaCase{name: name, seed: seed,
-		keys: []string{runKey, taskKey(next), tk.asynqPending(), tk.asynqScheduled()},
-		argv: []any{token, idx, delay, next, "MSG", tKeep}, reply: reply}
+	return luaCase{name: name, seed: seed, call: snoozeLua{runArgs: tr, NextTask: taskKey(next),
+		Pending: tk.asynqPending(), Scheduled: tk.asynqScheduled(), Token: token, Index: idx, Delay: int64(delay),
+		NextID: next, NextMsg: []byte("MSG"), Retention: tKeep}, reply: reply}
 }
 
 func TestScriptSnooze(t *testing.T) {
-	luaTable{name: "snooze", script: loadScripts().snooze, runLevel: true,
+	luaTable{name: "snooze", script: loadScripts().snooze,
 		cases: []luaCase{
 			snoozeCase("snoozed: its task scheduled", abc().runningAt(0, "tok"), 0, "tok", 1500, taskID(0, 1)+"_g1",
 				`["snoozed" "0" "a" "1" "1" "1800000001500" "60000" "1"]`),
@@ -1179,12 +1201,13 @@ func TestScriptSnooze(t *testing.T) {
 //
 //nolint:unparam // each case names the token it jumps with, next to the fence it seeds
 func gotoCase(name string, seed *world, idx int, token, target, next, reply string) luaCase {
-	return luaCase{name: name, seed: seed, keys: []string{runKey, taskKey(next), tk.asynqPending()},
-		argv: []any{token, idx, target, next, "MSG", tKeep}, reply: reply}
+	return luaCase{name: name, seed: seed, call: gotoLua{runArgs: tr, NextTask: taskKey(next),
+		Pending: tk.asynqPending(), Token: token, Index: idx, TargetName: target, NextID: next, NextMsg: []byte("MSG"),
+		Retention: tKeep}, reply: reply}
 }
 
 func TestScriptGoto(t *testing.T) {
-	luaTable{name: "goto", script: loadScripts().jump, runLevel: true,
+	luaTable{name: "goto", script: loadScripts().jump,
 		cases: []luaCase{
 			gotoCase("goto: an earlier step, its task written", abc().runningAt(2, "tok"), 2, "tok", "a", taskID(0, 2),
 				`["goto" "0" "a" "2" "60000" "1"]`),

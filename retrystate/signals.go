@@ -63,9 +63,10 @@ func (s *Store) Wait(ctx context.Context, a WaitArgs) (Result, error) {
 	if a.Action == WaitStart && !a.Until.IsZero() {
 		until = fmt.Sprint(ms(a.Until))
 	}
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.WakeTaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
-	res, err := s.run(ctx, s.scripts.wait, keys, s.argv(a.RunID, a.Now, string(a.Action), a.Index, a.TaskID,
-		a.Retention.Milliseconds(), until, a.UntilError, a.WakeTaskID, a.WakeMessage))
+	res, err := s.run(ctx, s.scripts.wait, waitLua{runArgs: s.runArgs(a.RunID, a.Now),
+		WakeTask: s.keys.asynqTask(a.WakeTaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
+		Action: string(a.Action), Index: a.Index, Task: a.TaskID, Retention: a.Retention.Milliseconds(), Until: until,
+		UntilError: a.UntilError, WakeID: a.WakeTaskID, WakeMsg: a.WakeMessage})
 	if err != nil {
 		return Result{}, fmt.Errorf("wait: %w", err)
 	}
@@ -90,8 +91,8 @@ type SignalArgs struct {
 // OutcomeMailboxFull or OutcomeEnded; ErrRunNotFound for an unknown run.
 // The caller checks the name, the payload and the ID (see the limits).
 func (s *Store) Signal(ctx context.Context, a SignalArgs) (Result, error) {
-	res, err := s.run(ctx, s.scripts.signal, []string{s.keys.run(a.RunID)},
-		s.argv(a.RunID, a.Now, a.Name, a.Payload, a.ID, a.Retention.Milliseconds(), MaxPendingSignals))
+	res, err := s.run(ctx, s.scripts.signal, signalLua{runArgs: s.runArgs(a.RunID, a.Now), Name: a.Name,
+		Payload: a.Payload, SignalID: a.ID, Retention: a.Retention.Milliseconds(), MaxPending: MaxPendingSignals})
 	if err != nil {
 		return Result{}, fmt.Errorf("signal: %w", err)
 	}

@@ -52,67 +52,69 @@ func (w *world) queued(name, id, payload string) *world {
 }
 
 func TestScriptCreateWaits(t *testing.T) {
-	none := tk.idempotencyNone()
-	argv := func(kinds ...[3]any) []any {
-		a := createArgv("o", "", 0, 0)
-		for i, k := range kinds {
-			at := 8 + i*12 + 8 // after the run's 8 values, step i's kind
-			a[at], a[at+1], a[at+2] = k[0], k[1], k[2]
-		}
-		return a
+	// call is a create whose step i is an await or a sleep when kinds[i]
+	// says so: its kind, signal and wait_ms.
+	type kind struct {
+		kind, signal string
+		wait         int64
 	}
-	luaTable{name: "create_waits", script: loadScripts().create, runLevel: true, keys: []string{runKey, none, none},
+	call := func(kinds ...kind) createLua {
+		c := createCall("o", "", 0, 0)
+		for i, k := range kinds {
+			c.Steps[i].Kind, c.Steps[i].Signal, c.Steps[i].Wait = k.kind, k.signal, k.wait
+		}
+		return c
+	}
+	luaTable{name: "create_waits", script: loadScripts().create,
 		cases: []luaCase{
 			{name: "created: an await and a sleep",
-				seed: nothing(), argv: argv([3]any{"", "", 0}, [3]any{"await", "approved", 172800000}, [3]any{"sleep", "", 600000}),
+				seed: nothing(), call: call(kind{"", "", 0}, kind{"await", "approved", 172800000}, kind{"sleep", "", 600000}),
 				reply: `["created" "R1_s0_a1" "1" "0"]`},
 			{name: "created: a sleep until a computed time first",
-				seed: nothing(), argv: argv([3]any{"sleep_until", "", 0}), reply: `["created" "R1_s0_a1" "1" "0"]`},
+				seed: nothing(), call: call(kind{"sleep_until", "", 0}), reply: `["created" "R1_s0_a1" "1" "0"]`},
 		},
 	}.run(t)
 }
 
 func TestScriptBeginWaits(t *testing.T) {
 	wake := taskID(1, 1) + "_g1"
-	luaTable{name: "begin_waits", script: loadScripts().begin, runLevel: true, keys: []string{runKey},
+	luaTable{name: "begin_waits", script: loadScripts().begin,
 		cases: []luaCase{
 			{name: "wait: an await is delivered", seed: abc().awaits(1, "go").pendingAt(1),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["wait" "await"]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["wait" "await"]`},
 			{name: "wait: a sleep is the first step", seed: abc().sleeps(0, "sleep"),
-				argv: beginArgv(0, taskID(0, 1), "tok"), reply: `["wait" "sleep"]`},
+				call: beginCall(0, taskID(0, 1), "tok"), reply: `["wait" "sleep"]`},
 			{name: "wake: a sleep's time came", seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow),
-				argv: beginArgv(1, wake, "tok"), reply: `["wake" "sleep"]`},
+				call: beginCall(1, wake, "tok"), reply: `["wake" "sleep"]`},
 			{name: "wake: an await's timeout came", seed: abc().awaits(1, "go").waitingAt(1, "signal", tNow-5),
-				argv: beginArgv(1, wake, "tok"), reply: `["wake" "await"]`},
+				call: beginCall(1, wake, "tok"), reply: `["wake" "await"]`},
 			{name: "early: a sleep is never woken before its time",
 				seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+1),
-				argv: beginArgv(1, wake, "tok"), reply: `["early" "1"]`},
+				call: beginCall(1, wake, "tok"), reply: `["early" "1"]`},
 			{name: "stale: the step's task from before it waited, with the wake-up to make sure of",
 				seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+1000),
-				argv: beginArgv(1, taskID(1, 1), "tok"), reply: `["stale" "1" "b" "1" "1" "1800000001000" "60000"]`},
+				call: beginCall(1, taskID(1, 1), "tok"), reply: `["stale" "1" "b" "1" "1" "1800000001000" "60000"]`},
 			{name: "stale: a step's task after its await succeeded",
-				seed: abc().awaits(1, "go").pendingAt(2), argv: beginArgv(1, wake, "tok"),
+				seed: abc().awaits(1, "go").pendingAt(2), call: beginCall(1, wake, "tok"),
 				reply: `["stale" "2" "c" "1" "0" "0" "60000"]`},
 		},
 	}.run(t)
 }
 
-// waitArgv is wait.lua's ARGV from ARGV[4] on, predicting the wake-up
-// predicted ("" for none).
-func waitArgv(action string, idx int, task, until, untilErr, predicted string) []any {
-	return []any{action, idx, task, tKeep, until, untilErr, predicted, "MSG"}
+// waitCall is a wait (action start or wake) of step idx for the delivery
+// of task, predicting the wake-up predicted ("" for none).
+func waitCall(action string, idx int, task, until, untilErr, predicted string) waitLua {
+	return waitLua{runArgs: tr, WakeTask: taskKey(predicted), Pending: tk.asynqPending(),
+		Scheduled: tk.asynqScheduled(), Action: action, Index: idx, Task: task, Retention: tKeep, Until: until,
+		UntilError: untilErr, WakeID: predicted, WakeMsg: []byte("MSG")}
 }
 
 func TestScriptWait(t *testing.T) {
 	wake1 := taskID(1, 1) + "_g1"
-	keys := func(predicted string) []string {
-		return []string{runKey, taskKey(predicted), tk.asynqPending(), tk.asynqScheduled()}
-	}
 	c := func(name string, seed *world, action string, idx int, task, until, untilErr, predicted, reply string) luaCase {
-		return luaCase{name: name, seed: seed, keys: keys(predicted),
-			argv: waitArgv(action, idx, task, until, untilErr, predicted), reply: reply}
+		return luaCase{name: name, seed: seed, call: waitCall(action, idx, task, until, untilErr, predicted), reply: reply}
 	}
-	luaTable{name: "wait", script: loadScripts().wait, runLevel: true,
+	luaTable{name: "wait", script: loadScripts().wait,
 		cases: []luaCase{
 			c("noop: run gone", nothing(), "start", 0, taskID(0, 1), "", "", "", `["noop" "run gone"]`),
 			c("noop: run cancelled", abc().awaits(1, "go").cancelledAt(1), "start", 1, taskID(1, 1), "", "", "",
@@ -161,11 +163,11 @@ func TestScriptWait(t *testing.T) {
 }
 
 func TestScriptSignal(t *testing.T) {
-	argv := func(name, payload, id string) []any { return []any{name, payload, id, tKeep, 2} }
 	c := func(name string, seed *world, sig, payload, id, reply string) luaCase {
-		return luaCase{name: name, seed: seed, argv: argv(sig, payload, id), reply: reply}
+		return luaCase{name: name, seed: seed, call: signalLua{runArgs: tr, Name: sig, Payload: payload, SignalID: id,
+			Retention: tKeep, MaxPending: 2}, reply: reply}
 	}
-	luaTable{name: "signal", script: loadScripts().signal, runLevel: true, keys: []string{runKey},
+	luaTable{name: "signal", script: loadScripts().signal,
 		cases: []luaCase{
 			c("gone", nothing(), "go", "1", "", `["gone"]`),
 			c("ended: a finished run", abc().awaits(1, "go").succeeded(), "go", "1", "", `["ended" "succeeded"]`),
@@ -192,14 +194,16 @@ func TestScriptSignal(t *testing.T) {
 }
 
 func TestScriptRepairWaits(t *testing.T) {
-	argv := func(task, trouble string) []any { return []any{task, trouble, 3} }
+	call := func(task, trouble string) repairLua {
+		return repairLua{runArgs: tr, Task: task, Trouble: trouble, MaxAuto: 3}
+	}
 	wake := taskID(1, 1) + "_g1"
-	luaTable{name: "repair_waits", script: loadScripts().repair, runLevel: true, keys: []string{runKey},
+	luaTable{name: "repair_waits", script: loadScripts().repair,
 		cases: []luaCase{
 			{name: "repair: a waiting sleep's missing wake-up", seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+5000),
-				argv: argv(wake, "missing"), reply: `["repair" "1" "b" "1" "1" "1800000005000" "60000" "wake_task_missing" "wf"]`},
+				call: call(wake, "missing"), reply: `["repair" "1" "b" "1" "1" "1800000005000" "60000" "wake_task_missing" "wf"]`},
 			{name: "repair: an await's archived wake-up", seed: abc().awaits(1, "go").waitingAt(1, "signal", tNow+5000),
-				argv: argv(wake, "archived"), reply: `["repair" "1" "b" "1" "2" "1800000005000" "60000" "task_archived" "wf"]`},
+				call: call(wake, "archived"), reply: `["repair" "1" "b" "1" "2" "1800000005000" "60000" "task_archived" "wf"]`},
 		},
 	}.run(t)
 }
@@ -211,25 +215,23 @@ func TestWaitingIndexesFollowTheStep(t *testing.T) {
 	rdb := redistest.Start(t, nil).Client(t)
 	ctx := context.Background()
 	s := loadScripts()
-	asynqKeys := []string{runKey, taskKey(""), tk.asynqPending(), tk.asynqScheduled()}
 	for _, c := range []struct {
 		name   string
 		seed   *world
 		script *redis.Script
-		keys   []string
-		argv   []any
+		call   luaArgs
 		reason WaitReason
 	}{
-		{"signal", abc().awaits(1, "go").waitingAt(1, "signal", tNow+60000), s.signal, []string{runKey},
-			[]any{"go", "1", "", tKeep, 100}, WaitSignal},
-		{"timeout", abc().awaits(1, "go").waitingAt(1, "signal", tNow), s.wait, asynqKeys,
-			waitArgv("wake", 1, taskID(1, 1)+"_g1", "", "", ""), WaitSignal},
-		{"timer", abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow), s.wait, asynqKeys,
-			waitArgv("wake", 1, taskID(1, 1)+"_g1", "", "", ""), WaitTimer},
-		{"cancel", abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+60000), s.cancel, []string{runKey},
-			[]any{"x", tKeep}, WaitTimer},
+		{"signal", abc().awaits(1, "go").waitingAt(1, "signal", tNow+60000), s.signal,
+			signalLua{runArgs: tr, Name: "go", Payload: "1", Retention: tKeep, MaxPending: 100}, WaitSignal},
+		{"timeout", abc().awaits(1, "go").waitingAt(1, "signal", tNow), s.wait,
+			waitCall("wake", 1, taskID(1, 1)+"_g1", "", "", ""), WaitSignal},
+		{"timer", abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow), s.wait,
+			waitCall("wake", 1, taskID(1, 1)+"_g1", "", "", ""), WaitTimer},
+		{"cancel", abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+60000), s.cancel,
+			cancelLua{runArgs: tr, Actor: "x", Retention: tKeep}, WaitTimer},
 		{"deadline", abc().sleeps(1, "sleep").waitingAt(1, "timer", tNow+60000).set("deadline", tNow).
-			zadd(tk.deadlines(), tNow, tRun), s.timeout, []string{runKey}, []any{tKeep}, WaitTimer},
+			zadd(tk.deadlines(), tNow, tRun), s.timeout, timeoutLua{runArgs: tr, Retention: tKeep}, WaitTimer},
 	} {
 		if err := rdb.FlushDB(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -242,8 +244,8 @@ func TestWaitingIndexesFollowTheStep(t *testing.T) {
 		if n := rdb.ZCard(ctx, tk.waiting(c.reason)).Val(); n != 1 {
 			t.Fatalf("%s: seed: %d runs wait for %s", c.name, n, c.reason)
 		}
-		argv := append([]any{tRun, tk.prefix, tNow}, c.argv...)
-		if err := c.script.Run(ctx, rdb, c.keys, argv...).Err(); err != nil {
+		keys, argv := c.call.args()
+		if err := c.script.Run(ctx, rdb, keys, argv...).Err(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		for _, idx := range []string{tk.waiting(c.reason), tk.scheduled()} {

@@ -37,12 +37,15 @@ func (s *Store) Queue() string { return s.keys.queue }
 // Redis returns the client the store uses.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
-// argv starts the ARGV of a run-level script: run ID, key prefix, now.
-func (s *Store) argv(runID string, now time.Time, rest ...any) []any {
-	return append([]any{runID, s.keys.prefix, ms(now)}, rest...)
+// runArgs returns the run-level arguments of a script acting on run runID
+// (args.go).
+func (s *Store) runArgs(runID string, now time.Time) runArgs {
+	return runArgs{Run: s.keys.run(runID), RunID: runID, Prefix: s.keys.prefix, Now: ms(now)}
 }
 
-func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv []any) ([]string, error) {
+// run runs script sc with the KEYS and ARGV of a.
+func (s *Store) run(ctx context.Context, sc *redis.Script, a luaArgs) ([]string, error) {
+	keys, argv := a.args()
 	res, err := sc.Run(ctx, s.rdb, keys, argv...).Result()
 	if err != nil {
 		return nil, err
@@ -217,11 +220,12 @@ func (s *Store) CreateRuns(ctx context.Context, rs []NewRun) ([]Result, []error)
 	}
 	calls := make([]*call, 0, len(rs))
 	for i, r := range rs {
-		keys, argv, err := s.createArgs(r)
+		a, err := s.createArgs(r)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
+		keys, argv := a.args()
 		calls = append(calls, &call{i: i, keys: keys, argv: argv})
 	}
 	for attempt := 0; len(calls) > 0 && attempt < 2; attempt++ {
@@ -270,56 +274,52 @@ func redisNoScript(err error) bool {
 }
 
 // createArgs returns create.lua's KEYS and ARGV for r.
-func (s *Store) createArgs(r NewRun) ([]string, []any, error) {
+func (s *Store) createArgs(r NewRun) (createLua, error) {
 	if len(r.Steps) == 0 {
-		return nil, nil, errors.New("retrystate: a run needs at least one step")
+		return createLua{}, errors.New("retrystate: a run needs at least one step")
 	}
 	if r.Template != nil && r.Def == "" {
-		return nil, nil, errors.New("retrystate: a run created from a template needs its version (Def)")
+		return createLua{}, errors.New("retrystate: a run created from a template needs its version (Def)")
 	}
-	var argv []any
-	if r.Template != nil {
-		argv = s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Def, 0, 0, 0)
-	} else {
-		argv = s.argv(r.ID, r.Now, r.Workflow, r.Input, r.Owner, r.IdempotencyKey, r.Def,
-			r.RunTimeout.Milliseconds(), r.MaxIterations, len(r.Steps))
-		for _, st := range r.Steps {
-			argv = append(argv, st.Name, boolArg(st.Optional), st.MaxAttempts, st.MaxCrashes,
-				st.Timeout.Milliseconds(), st.Policy, st.RunTimeout.Milliseconds(), st.MaxIterations,
-				string(st.Kind), st.Signal, st.Wait.Milliseconds(), st.Breaker.encode())
+	a := createLua{runArgs: s.runArgs(r.ID, r.Now), Workflow: r.Workflow, Input: r.Input, Owner: r.Owner,
+		IdemKey: r.IdempotencyKey, Def: r.Def,
+		OrdKey:   StoredOrderingKey(r.Owner, r.OrderingKey, r.OrderingShared),
+		OrdLimit: r.OrderingLimit, OrdBlock: boolArg(r.OrderingBlock), MaxRunning: r.MaxRunning,
+		FirstMsg: r.FirstTask, Trace: r.Trace}
+	if r.Template == nil {
+		// A run of a template takes its fixed fields from it.
+		a.RunTimeout, a.MaxIterations = r.RunTimeout.Milliseconds(), r.MaxIterations
+		for i, st := range r.Steps {
+			a.Steps = append(a.Steps, createStepLua{Name: st.Name, Optional: boolArg(st.Optional),
+				MaxAttempts: st.MaxAttempts, MaxCrashes: st.MaxCrashes, Timeout: st.Timeout.Milliseconds(),
+				Policy: st.Policy, RunTimeout: st.RunTimeout.Milliseconds(), MaxIterations: st.MaxIterations,
+				Kind: string(st.Kind), Signal: st.Signal, Wait: st.Wait.Milliseconds(), Breaker: st.Breaker.encode()})
+			if c := st.Compensation; c != nil {
+				a.Comps = append(a.Comps, createCompLua{Index: i, MaxAttempts: c.MaxAttempts, MaxCrashes: c.MaxCrashes,
+					Timeout: c.Timeout.Milliseconds(), Policy: c.Policy, Breaker: c.Breaker.encode()})
+			}
+			if st.Group != "" {
+				a.Groups = append(a.Groups, createGroupLua{Index: i, Group: st.Group, Optional: boolArg(st.GroupOptional)})
+			}
+		}
+		if r.Compensate {
+			a.OnFailure = "compensate"
 		}
 	}
-	argv = append(argv, StoredOrderingKey(r.Owner, r.OrderingKey, r.OrderingShared), r.OrderingLimit,
-		boolArg(r.OrderingBlock), r.MaxRunning)
 	task := ""
 	if r.FirstTask != nil {
 		task = r.ID + "_s0_a1"
 	}
-	var sagas []any
-	if r.Template == nil {
-		sagas = sagaArgs(r)
-	}
-	if sagas == nil && r.Trace != "" {
-		sagas = []any{"", 0, 0} // none: the trace comes after them
-	}
-	switch {
-	case sagas != nil:
-		argv = append(append(argv, string(r.FirstTask)), sagas...)
-	case r.FirstTask != nil:
-		argv = append(argv, r.FirstTask)
-	}
-	if r.Trace != "" {
-		argv = append(argv, r.Trace)
-	}
-	idem, legacy := s.keys.idempotencyNone(), s.keys.idempotencyNone()
+	a.Idem, a.LegacyIdem = s.keys.idempotencyNone(), s.keys.idempotencyNone()
 	if r.IdempotencyKey != "" {
-		idem, legacy = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
+		a.Idem, a.LegacyIdem = s.keys.idempotency(r.Owner, r.IdempotencyKey), s.keys.legacyIdempotency(r.IdempotencyKey)
 	}
-	seed := s.keys.idempotencyNone() // any key of the slot: a run without a template has no seed
+	a.FirstTask, a.Pending = s.keys.asynqTask(task), s.keys.asynqPending()
+	a.Seed = s.keys.idempotencyNone() // any key of the slot: a run without a template has no seed
 	if r.Template != nil {
-		seed = s.keys.seed(r.Def, s.scripts.create.Hash())
+		a.Seed = s.keys.seed(r.Def, s.scripts.create.Hash())
 	}
-	return []string{s.keys.run(r.ID), idem, legacy, s.keys.asynqTask(task), s.keys.asynqPending(), seed}, argv, nil
+	return a, nil
 }
 
 // createResult decodes create.lua's reply (or error) for r.
@@ -331,30 +331,6 @@ func (s *Store) createResult(r NewRun, res []string, err error) (Result, error) 
 		return Result{}, fmt.Errorf("create run: %w", err)
 	}
 	return decodeCreate(res, r.ID, r.Steps[0])
-}
-
-// sagaArgs returns create.lua's ARGV of compensations and groups, nil for
-// a run that has none.
-func sagaArgs(r NewRun) []any {
-	var comps, groups []any
-	for i, st := range r.Steps {
-		if c := st.Compensation; c != nil {
-			comps = append(comps, i, c.MaxAttempts, c.MaxCrashes, c.Timeout.Milliseconds(), c.Policy, c.Breaker.encode())
-		}
-		if st.Group != "" {
-			groups = append(groups, i, st.Group, boolArg(st.GroupOptional))
-		}
-	}
-	if !r.Compensate && comps == nil && groups == nil {
-		return nil
-	}
-	onFailure := ""
-	if r.Compensate {
-		onFailure = "compensate"
-	}
-	argv := append([]any{onFailure, len(comps) / 6}, comps...)
-	argv = append(argv, len(groups)/3)
-	return append(argv, groups...)
 }
 
 // BeginArgs identifies a delivery of a step attempt's task.
@@ -380,11 +356,12 @@ type Checkpoint struct {
 // Begin starts an attempt for a delivered task (OutcomeOK, with Started),
 // or tells the caller why not (see the Outcome constants of begin).
 func (s *Store) Begin(ctx context.Context, a BeginArgs) (Result, error) {
-	argv := s.argv(a.RunID, a.Now, a.TaskID, a.Token, a.FenceTTL.Milliseconds(), a.Index, a.Retention.Milliseconds())
+	args := beginLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID, Token: a.Token,
+		FenceTTL: a.FenceTTL.Milliseconds(), Index: a.Index, Retention: a.Retention.Milliseconds()}
 	if a.Trace {
-		argv = append(argv, "1")
+		args.Trace = "1"
 	}
-	res, err := s.run(ctx, s.scripts.begin, []string{s.keys.run(a.RunID)}, argv)
+	res, err := s.run(ctx, s.scripts.begin, args)
 	if err != nil {
 		return Result{}, fmt.Errorf("begin: %w", err)
 	}
@@ -415,16 +392,16 @@ type CompleteArgs struct {
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
 func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.NextTaskID), s.keys.asynqPending()}
 	script, decode := s.scripts.complete, decodeComplete
 	if IsCompensation(a.Index) {
 		// A compensation's complete goes on with the saga (compdone.lua);
 		// complete.lua's hot path knows nothing of sagas.
 		script, decode = s.scripts.compdone, decodeCompDone
 	}
-	res, err := s.run(ctx, script, keys,
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Output, a.Retention.Milliseconds(), a.NextTaskID, a.NextMessage,
-			a.InlineToken, a.FenceTTL.Milliseconds()))
+	res, err := s.run(ctx, script, completeLua{runArgs: s.runArgs(a.RunID, a.Now),
+		NextTask: s.keys.asynqTask(a.NextTaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
+		Output: a.Output, Retention: a.Retention.Milliseconds(), NextID: a.NextTaskID, NextMsg: a.NextMessage,
+		InlineToken: a.InlineToken, InlineTTL: a.FenceTTL.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("complete: %w", err)
 	}
@@ -454,10 +431,10 @@ type FailArgs struct {
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
 func (s *Store) Fail(ctx context.Context, a FailArgs) (Result, error) {
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.RetryTaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
-	res, err := s.run(ctx, s.scripts.fail, keys,
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Error, a.Class, a.Delay.Milliseconds(),
-			a.Retention.Milliseconds(), a.Code, a.RetryTaskID, a.RetryMessage))
+	res, err := s.run(ctx, s.scripts.fail, failLua{runArgs: s.runArgs(a.RunID, a.Now),
+		RetryTask: s.keys.asynqTask(a.RetryTaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
+		Token: a.Token, Index: a.Index, Message: a.Error, Class: a.Class, Delay: a.Delay.Milliseconds(),
+		Retention: a.Retention.Milliseconds(), Code: a.Code, RetryID: a.RetryTaskID, RetryMsg: a.RetryMessage})
 	if err != nil {
 		return Result{}, fmt.Errorf("fail: %w", err)
 	}
@@ -488,9 +465,10 @@ type SnoozeArgs struct {
 // run_timeout). Fenced by the attempt's token; a snooze applied before whose
 // reply was lost answers OutcomeDone.
 func (s *Store) Snooze(ctx context.Context, a SnoozeArgs) (Result, error) {
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending(), s.keys.asynqScheduled()}
-	res, err := s.run(ctx, s.scripts.snooze, keys,
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Delay.Milliseconds(), a.TaskID, a.Message, a.Retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.snooze, snoozeLua{runArgs: s.runArgs(a.RunID, a.Now),
+		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
+		Token: a.Token, Index: a.Index, Delay: a.Delay.Milliseconds(), NextID: a.TaskID, NextMsg: a.Message,
+		Retention: a.Retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("snooze: %w", err)
 	}
@@ -520,9 +498,9 @@ type GotoArgs struct {
 // the run (OutcomeRunFailed, invalid_goto). Fenced by the attempt's token; a
 // goto applied before whose reply was lost answers OutcomeDone.
 func (s *Store) Goto(ctx context.Context, a GotoArgs) (Result, error) {
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending()}
-	res, err := s.run(ctx, s.scripts.jump, keys,
-		s.argv(a.RunID, a.Now, a.Token, a.Index, a.Target, a.TaskID, a.Message, a.Retention.Milliseconds()))
+	res, err := s.run(ctx, s.scripts.jump, gotoLua{runArgs: s.runArgs(a.RunID, a.Now),
+		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
+		TargetName: a.Target, NextID: a.TaskID, NextMsg: a.Message, Retention: a.Retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("goto: %w", err)
 	}
@@ -549,8 +527,9 @@ type ReleaseArgs struct {
 // run is notified (run_recovered, by worker, kind interrupted_attempt).
 // Fenced by the attempt's token.
 func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
-	keys := []string{s.keys.run(a.RunID), s.keys.asynqTask(a.TaskID), s.keys.asynqPending()}
-	res, err := s.run(ctx, s.scripts.release, keys, s.argv(a.RunID, a.Now, a.Token, a.Index, a.TaskID, a.Message))
+	res, err := s.run(ctx, s.scripts.release, releaseLua{runArgs: s.runArgs(a.RunID, a.Now),
+		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
+		NextID: a.TaskID, NextMsg: a.Message})
 	if err != nil {
 		return Result{}, fmt.Errorf("release: %w", err)
 	}
@@ -561,8 +540,8 @@ func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
 // run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
 // OutcomeEnded. It returns ErrRunNotFound for an unknown run.
 func (s *Store) Cancel(ctx context.Context, runID, actor string, compensate bool, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.cancel, []string{s.keys.run(runID)},
-		s.argv(runID, now, actor, retention.Milliseconds(), boolArg(compensate)))
+	res, err := s.run(ctx, s.scripts.cancel, cancelLua{runArgs: s.runArgs(runID, now), Actor: actor,
+		Retention: retention.Milliseconds(), Compensate: boolArg(compensate)})
 	if err != nil {
 		return Result{}, fmt.Errorf("cancel: %w", err)
 	}
@@ -589,8 +568,9 @@ const (
 
 // Renew extends the fence of a running attempt to now+ttl.
 func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, ttl time.Duration, now time.Time) (Renewal, error) {
-	n, err := s.scripts.renew.Run(ctx, s.rdb, []string{s.keys.run(runID), s.keys.fences()},
-		token, ms(now), ttl.Milliseconds(), runID, idx).Int64()
+	keys, argv := renewLua{Run: s.keys.run(runID), Fences: s.keys.fences(), Token: token, Now: ms(now),
+		TTL: ttl.Milliseconds(), RunID: runID, Index: idx}.args()
+	n, err := s.scripts.renew.Run(ctx, s.rdb, keys, argv...).Int64()
 	if err != nil {
 		return FenceLost, fmt.Errorf("renew: %w", err)
 	}

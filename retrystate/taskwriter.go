@@ -13,9 +13,10 @@ import (
 // state scripts write asynq's record of a task (complete.lua inlines its
 // pending branch; TestCompleteInlinesPutTask keeps the two the same).
 var putTaskScript = sync.OnceValue(func() *redis.Script {
-	return redis.NewScript(luaHelpers().assemble("put_task", `local NOWS = ARGV[3]
+	return redis.NewScript(luaHelpers().assemble("put_task", `local task_key, pending_key, scheduled_key = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, id, msg, due_ms = unpack(ARGV)
 -- needs: put_task
-put_task(KEYS[1], KEYS[2], KEYS[3], ARGV[4], ARGV[5], ARGV[6])
+put_task(task_key, pending_key, scheduled_key, id, msg, due_ms)
 return 1
 `))
 })

@@ -24,7 +24,7 @@ func TestCompleteInlinesPutTask(t *testing.T) {
 		t.Fatalf("put_task has no pending branch of the expected shape:\n%s", body)
 	}
 	pending := body[i+len(branch) : j+1]
-	inline := strings.NewReplacer("task_key", "KEYS[2]", "pending_key", "KEYS[3]", ", msg,", ", ARGV[9],").
+	inline := strings.NewReplacer("task_key", "next_task", "pending_key", "pending", ", msg,", ", next_msg,").
 		Replace(pending)
 	if n := strings.Count(inline, "redis.call("); n != 2 {
 		t.Fatalf("put_task's pending branch makes %d calls, want the HSET and the LPUSH:\n%s", n, pending)

@@ -1,13 +1,15 @@
 -- begin.lua: start one attempt of a step, or resume it after its worker crashed.
--- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] task ID of this delivery
--- ARGV[5] fence token, unique to this delivery
--- ARGV[6] fence TTL, ms
--- ARGV[7] step index of the task
--- ARGV[8] retention of a run that ends here, ms
--- ARGV[9] "1" when the caller traces (OpenTelemetry): the "ok" reply carries the trace
---         context stored with the run (create.lua's trace); absent: it is not read
+-- KEYS
+--   RUN        the run record
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   task       the task ID of this delivery
+--   token      the fence token, unique to this delivery
+--   fence_ttl  the fence's TTL, ms
+--   index      the step index of the task (a canonical decimal, as the run's field current)
+--   retention  the retention of a run that ends here, ms
+--   trace      "1" when the caller traces (OpenTelemetry): the "ok" reply carries the
+--              trace context stored with the run (create.lua's trace); absent: it is not read
 -- Returns one of:
 --   {"gone"}                  no such run (never created, or expired): acknowledge
 --   {"ended", status}         the run is terminal: acknowledge
@@ -27,35 +29,35 @@
 --                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
 --   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
 --                             due now: the caller runs wait.lua's wake
---                             (with ARGV[9], "wait" and "wake" also carry the run's trace)
+--                             (with trace, "wait" and "wake" also carry the run's trace)
 -- A begin with the token of the attempt's live fence is this delivery asking
 -- again after its first begin's reply was lost (Redis timed out, froze or
 -- restarted): it gets "ok" again, with the fence's expiry renewed and nothing
 -- counted twice.
 --   {"ok", attempt, crashes, crashed (0|1), input, policy, attempts used in the budget, deadline,
 --    the next step's name ("" for none), its attempt counter and its timeout (ms), the run's
---    trace context (only with ARGV[9]: "" for none), then name and output of each earlier step}
+--    trace context (only with trace: "" for none), then name and output of each earlier step}
 --   {"comp", ...}             the same for a compensation's attempt (sagas, lib/fail_run.lua), but
 --                             for the next step's three: the run's failure code and reason,
 --                             and ""; the earlier steps end with the one it compensates
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, task, token, fence_ttl, index, retention, trace = unpack(ARGV)
 -- needs: COMP_BASE, IDX, journal, NOW, breaker, fail_run, int, is_terminal, notify, num, set_status, sp, step_get, step_incr, task_id, timeout_limit, zero
 
-local idx = tonumber(ARGV[7])
-local token, ttl, retention = ARGV[5], num(ARGV[6]), ARGV[8]
+local idx = tonumber(index)
+local ttl = num(fence_ttl)
 
 -- One read: the run, this step, the next step and every earlier step's checkpoint.
--- (ARGV[7] is canonical decimal, as the run's "current" field is.)
-local p, q = "s" .. ARGV[7] .. ".", sp(idx + 1)
+-- (index is canonical decimal, as the run's "current" field is.)
+local p, q = "s" .. index .. ".", sp(idx + 1)
 local f = {"status", "current", "deadline", "iterations", "max_iterations", "input",
   p .. "status", p .. "task", p .. "fence", p .. "fence_expires_at", p .. "next_attempt_at",
   p .. "attempt", p .. "name", p .. "policy", p .. "budget_base",
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
   q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind",
   p .. "breaker"}
-if ARGV[9] == "1" then
+if trace == "1" then
   f[#f + 1] = "trace"
 end
 local NF = #f
@@ -86,7 +88,7 @@ if not run_status then
   return {"gone"}
 end
 if is_terminal(run_status) then
-  journal("delivery_ignored", "task", ARGV[4], "reason", "run " .. run_status)
+  journal("delivery_ignored", "task", task, "reason", "run " .. run_status)
   -- A finished run's journal may have moved into its hash (compact_run,
   -- lib/compact_run.lua): the entry starts a stream, which expires with the run.
   local ttl = redis.call("PTTL", RUN)
@@ -96,14 +98,14 @@ if is_terminal(run_status) then
   return {"ended", run_status}
 end
 
-if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and st_status ~= "running") then
-  if st_status == "waiting" and st_task == ARGV[4] and run_current == ARGV[7] then
+if run_current ~= index or st_task ~= task or (st_status ~= "pending" and st_status ~= "running") then
+  if st_status == "waiting" and st_task == task and run_current == index then
     -- The wake-up task of a waiting step: never before its time.
     local due = num(st_next_attempt_at)
     if due > NOW then
       return {"early", int(due - NOW)}
     end
-    if ARGV[9] == "1" then
+    if trace == "1" then
       return {"wake", st_kind or "", v[NF] or ""}
     end
     return {"wake", st_kind or ""}
@@ -119,7 +121,7 @@ if run_current ~= ARGV[7] or st_task ~= ARGV[4] or (st_status ~= "pending" and s
 end
 if st_kind and st_kind ~= "" then
   -- An await or a sleep has no body: the caller starts its wait.
-  if ARGV[9] == "1" then
+  if trace == "1" then
     return {"wait", st_kind, v[NF] or ""}
   end
   return {"wait", st_kind}
@@ -151,10 +153,10 @@ if st_status == "running" and not again then
   if st_breaker and st_breaker ~= "" then
     -- A probe that died frees the breaker's probe slot (this attempt may
     -- take it below).
-    breaker("crashed", st_breaker, RUN_ID .. ":" .. ARGV[7] .. ":" .. st_fence)
+    breaker("crashed", st_breaker, RUN_ID .. ":" .. index .. ":" .. st_fence)
   end
   local max_crashes = num(redis.call("HGET", RUN, p .. "max_crashes"))
-  journal("attempt_crashed", "step", st_name, "attempt", st_attempt, "task", ARGV[4], "crashes", int(crashes))
+  journal("attempt_crashed", "step", st_name, "attempt", st_attempt, "task", task, "crashes", int(crashes))
   if crashes > max_crashes then
     local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
       st_name, crashes, num(st_attempt), max_crashes)
@@ -206,7 +208,7 @@ else
     -- starts again when the breaker lets it, under a new dispatch, using
     -- neither its retry nor its crash budget.
     local timeout_ms = redis.call("HGET", RUN, p .. "timeout_ms")
-    local until_ms = breaker("admit", st_breaker, RUN_ID .. ":" .. ARGV[7] .. ":" .. token, timeout_ms)
+    local until_ms = breaker("admit", st_breaker, RUN_ID .. ":" .. index .. ":" .. token, timeout_ms)
     if until_ms then
       local bname = string.match(st_breaker, "^(.*)|%d+|%d+|%d+|%d+$")
       if deadline > 0 and until_ms >= deadline then
@@ -268,7 +270,7 @@ else
     redis.call("ZREM", IDX.scheduled, RUN_ID)
   end
   redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
-  journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", ARGV[4], "resumed", resumed)
+  journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", task, "resumed", resumed)
   if crashes then
     -- This delivery found the crash (the reconciler's re-dispatch notifies
     -- of its own).
@@ -283,7 +285,7 @@ if st_budget_base ~= "0" then
 end
 local out = {"ok", st_attempt, "0", resumed, run_input, st_policy or "{}", used, run_deadline or "0", nx_name or "",
   nx_attempt or "0", nx_timeout_ms or "0"}
-if ARGV[9] == "1" then
+if trace == "1" then
   out[#out + 1] = v[NF] or ""
 end
 if crashed == 1 then

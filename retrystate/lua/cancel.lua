@@ -1,13 +1,15 @@
 -- cancel.lua: cancel a run: no further attempts of any step.
--- KEYS[1] the run record (the run's current step is found from it).
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] actor (who cancels)
--- ARGV[5] retention, ms
--- ARGV[6] "1": cancel and compensate: the compensations of the run's
---         succeeded steps run, last first (lib/fail_run.lua's sagas), and the run
---         ends compensated, with code "cancelled"; a failed run (which cannot
---         be cancelled otherwise) keeps its failure. A run with nothing to
---         compensate is cancelled as without it.
+-- KEYS
+--   RUN         the run record (the run's current step is found from it)
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   actor       who cancels
+--   retention   the retention, ms
+--   compensate  "1": cancel and compensate: the compensations of the run's
+--               succeeded steps run, last first (lib/fail_run.lua's sagas), and the run
+--               ends compensated, with code "cancelled"; a failed run (which cannot
+--               be cancelled otherwise) keeps its failure. A run with nothing to
+--               compensate is cancelled as without it.
 -- A failed run that still holds its ordering key (on_failure: block) can be
 -- cancelled too: that gives up the run and frees the key. A gated run frees
 -- its slots, or leaves the line it waits in; the runs that lets through
@@ -17,14 +19,14 @@
 -- waiting in a line), that step's status before}, {"compensating", the same
 -- two} when the run compensates now (its first compensation's task is
 -- written here), {"already", status} when the run was cancelled (or, with
--- ARGV[6], set compensating) before, {"ended", status} for another terminal
+-- compensate, set compensating) before, {"ended", status} for another terminal
 -- run, {"refused", reason}, or {"gone"}.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, actor, retention, compensate = unpack(ARGV)
 -- needs: COMP_BASE, IDX, journal, compact_run, expire_run, fail_run, free_probe, gate, is_terminal, notify, num, set_status, sp, step_get, step_set, zero
 
-local compensate = ARGV[6] == "1"
+compensate = compensate == "1"
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow", "gated", "hold_k", "failure_code", "steps")
 local run_status, run_current, run_workflow, run_gated, run_hold_k = rs[1], rs[2], rs[3], rs[4], rs[5]
 if not run_status then
@@ -50,7 +52,7 @@ if compensate and (run_status == "failed" or not is_terminal(run_status)) then
   if any then
     free_probe(cur)
     local st = step_get(cur, "status", "task", "name", "attempt")
-    local code, reason = "cancelled", "cancelled by " .. ARGV[4]
+    local code, reason = "cancelled", "cancelled by " .. actor
     local w = {}
     if run_status == "failed" then
       -- The failed run is live again while its compensations run.
@@ -69,9 +71,9 @@ if compensate and (run_status == "failed" or not is_terminal(run_status)) then
       -- outside the gates.
       gate("release", RUN_ID, false)
     end
-    journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", ARGV[4], "compensate", "1")
-    notify("run_cancelled", run_workflow, "step", st[3], "actor", ARGV[4], "compensate", "1")
-    fail_run("saga").start("compensated", 0, cur, cur, "", code, reason, ARGV[5], w)
+    journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", actor, "compensate", "1")
+    notify("run_cancelled", run_workflow, "step", st[3], "actor", actor, "compensate", "1")
+    fail_run("saga").start("compensated", 0, cur, cur, "", code, reason, retention, w)
     return {"compensating", st[2] or "", st[1] or ""}
   end
 end
@@ -81,7 +83,7 @@ end
 local st = step_get(cur, "status", "task", "name", "attempt")
 local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
 free_probe(cur)
-set_status(run_status, "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. ARGV[4])
+set_status(run_status, "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. actor)
 if run_status == "failed" then
   -- The run failed before: its step keeps its failed status and record.
   redis.call("ZREM", IDX.attention, RUN_ID)
@@ -96,8 +98,8 @@ end
 if run_gated == "1" then
   gate("release", RUN_ID, false)
 end
-journal("run_cancelled", "step", st_name, "attempt", st_attempt, "actor", ARGV[4])
-notify("run_cancelled", run_workflow, "step", st_name, "actor", ARGV[4])
+journal("run_cancelled", "step", st_name, "attempt", st_attempt, "actor", actor)
+notify("run_cancelled", run_workflow, "step", st_name, "actor", actor)
 compact_run()
-expire_run(ARGV[5])
+expire_run(retention)
 return {"cancelled", st_task or "", st_status or ""}

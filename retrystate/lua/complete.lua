@@ -1,26 +1,29 @@
 -- complete.lua: checkpoint a step's output and advance the run.
--- KEYS[1] the run record
--- KEYS[2] asynq:{q}:t:<the next step's task ID> (or any key of the slot when ARGV[8] is "")
--- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] fence token of the attempt
--- ARGV[5] step index
--- ARGV[6] output (JSON)
--- ARGV[7] retention of a run that ends here, ms
--- ARGV[8] task ID the caller expects for the next step's first dispatch, or ""
--- ARGV[9] that task's asynq message (tasks.AsynqMessage)
--- ARGV[10] inline continuation (Definition.Inline): the fence token with which
---          this delivery begins the next step itself, or "" (see below)
--- ARGV[11] the fence TTL of that begin, ms
+-- KEYS
+--   RUN           the run record
+--   next_task     asynq:{q}:t:<the next step's task ID> (or any key of the slot when
+--                 next_id is "")
+--   pending       asynq:{q}:pending
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   token         the fence token of the attempt
+--   index         the step index
+--   output        the step's output (JSON)
+--   retention     the retention of a run that ends here, ms
+--   next_id       the task ID the caller expects for the next step's first dispatch, or ""
+--   next_msg      that task's asynq message (tasks.AsynqMessage)
+--   inline_token  inline continuation (Definition.Inline): the fence token with which
+--                 this delivery begins the next step itself, or "" (see below)
+--   inline_ttl    the fence TTL of that begin, ms
 -- When the next step's task is the one expected, the script creates it as
 -- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
 -- as the checkpoint.
--- With ARGV[10], the next step is begun here instead, under that token, as
+-- With inline_token, the next step is begun here instead, under that token, as
 -- begin.lua would begin its first attempt (fence, iteration, journal), and
 -- no task is written for it: unless the next step is an await or a sleep,
 -- is behind a circuit breaker, or a begin would refuse it (the run's
 -- deadline passed, its iteration ceiling reached), in which case the task
--- is written as without ARGV[10] and begin.lua decides.
+-- is written as without inline_token and begin.lua decides.
 -- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
 -- next step is due now, {"inline", index, name, attempt, timeout_ms, policy,
 -- deadline, the step after it's name ("" for none), its attempt counter and
@@ -29,12 +32,13 @@
 -- reply was lost; the step's fence is left as "done:<token>"), or {"fenced",
 -- why} when this attempt no longer owns the step: nothing written.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, next_task, pending = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl =
+  unpack(ARGV)
 -- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gate, int, journal, notify, num, sp, status_move, step_deadline, zero
 
-local idx = tonumber(ARGV[5])
-local p, q = "s" .. ARGV[5] .. ".", sp(idx + 1)
+local idx = tonumber(index)
+local p, q = "s" .. index .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
@@ -45,8 +49,8 @@ local run_status, run_steps, run_workflow, run_created_at, run_idempotency_key =
 local st_status, st_fence, st_name, st_attempt, st_attempt_started_at = v[6], v[7], v[8], v[9], v[10]
 local nx_attempt, nx_name, nx_timeout_ms, nx_run_timeout_ms = v[11], v[12], v[13], v[14]
 local run_deadline_base, run_timeout_ms, run_deadline, run_gated, st_breaker = v[15], v[16], v[17], v[18], v[19]
-if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
-  if st_fence == "done:" .. ARGV[4] then
+if run_status ~= "running" or st_status ~= "running" or st_fence ~= token then
+  if st_fence == "done:" .. token then
     -- This attempt's own complete, applied before: its reply was lost.
     return {"done", run_status}
   end
@@ -61,14 +65,14 @@ end
 
 redis.call("ZREM", IDX.fences, RUN_ID)
 if st_breaker and st_breaker ~= "" then
-  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+  breaker("success", st_breaker, RUN_ID .. ":" .. index .. ":" .. token)
 end
 journal("attempt_succeeded", "step", st_name, "attempt", st_attempt,
   "duration_ms", int(NOW - num(st_attempt_started_at)))
 -- (Begin left retry_state "none" and next_attempt_at "0", and only this
 -- attempt, holding the fence, could have changed them since.)
-local done = {p .. "status", "succeeded", p .. "output", ARGV[6], p .. "finished_at", NOWS,
-  p .. "fence", "done:" .. ARGV[4], p .. "fence_expires_at", "0"}
+local done = {p .. "status", "succeeded", p .. "output", output, p .. "finished_at", NOWS,
+  p .. "fence", "done:" .. token, p .. "fence_expires_at", "0"}
 
 local nxt = idx + 1
 if nxt < num(run_steps) then
@@ -77,7 +81,7 @@ if nxt < num(run_steps) then
   for i = 1, #done do
     w[#w + 1] = done[i]
   end
-  if ARGV[10] and ARGV[10] ~= "" then
+  if inline_token and inline_token ~= "" then
     -- Inline continuation: begin the next step here (begin.lua's checks of
     -- a fresh attempt; anything else falls through to its task).
     local r = sp(nxt + 1)
@@ -91,8 +95,8 @@ if nxt < num(run_steps) then
     local iterations = num(x[7])
     if not x[1] and (not x[2] or x[2] == "") and (deadline == 0 or NOW < deadline) and
       (max_iter == 0 or iterations < max_iter) then
-      local fence_expires = int(NOW + num(ARGV[11]))
-      local b = {q .. "status", "running", q .. "fence", ARGV[10], q .. "fence_expires_at", fence_expires,
+      local fence_expires = int(NOW + num(inline_ttl))
+      local b = {q .. "status", "running", q .. "fence", inline_token, q .. "fence_expires_at", fence_expires,
         q .. "attempt_started_at", NOWS, q .. "attempts_started", int(num(x[5]) + 1), "iterations", int(iterations + 1)}
       for i = 1, #b do
         w[#w + 1] = b[i]
@@ -112,11 +116,11 @@ if nxt < num(run_steps) then
   redis.call("HSET", RUN, unpack(w))
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
-  if ARGV[8] ~= "" and ARGV[8] == id then
+  if next_id ~= "" and next_id == id then
     -- As put_task (lib/put_task.lua) writes a task due now, inline: this is the
     -- hot path, and a helper would be a closure made on every call.
-    redis.call("HSET", KEYS[2], "msg", ARGV[9], "state", "pending", "pending_since", NOWS .. "000000")
-    redis.call("LPUSH", KEYS[3], id)
+    redis.call("HSET", next_task, "msg", next_msg, "state", "pending", "pending_since", NOWS .. "000000")
+    redis.call("LPUSH", pending, id)
     return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "1"}
   end
   return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "0"}
@@ -141,5 +145,5 @@ if run_idempotency_key and run_idempotency_key ~= "" then
   idem = nil
 end
 compact_run()
-expire_run(ARGV[7], idem)
+expire_run(retention, idem)
 return {"succeeded"}

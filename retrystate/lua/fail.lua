@@ -1,18 +1,20 @@
 -- fail.lua: record a failed attempt; schedule the next one or fail the run.
--- KEYS[1] the run record
--- KEYS[2] asynq:{q}:t:<the retry's task ID> (or any key of the slot when ARGV[11] is "")
--- KEYS[3] asynq:{q}:pending
--- KEYS[4] asynq:{q}:scheduled
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] fence token of the attempt
--- ARGV[5] step index
--- ARGV[6] error message
--- ARGV[7] error class: "transient" or "permanent"
--- ARGV[8] delay before the next attempt, ms (used when one is scheduled)
--- ARGV[9] retention of a run that ends here, ms
--- ARGV[10] error code, "" for none
--- ARGV[11] task ID the caller expects for the retry, or ""
--- ARGV[12] that task's asynq message (tasks.AsynqMessage)
+-- KEYS
+--   RUN         the run record
+--   retry_task  asynq:{q}:t:<the retry's task ID> (or any key of the slot when retry_id is "")
+--   pending     asynq:{q}:pending
+--   scheduled   asynq:{q}:scheduled
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   token       the fence token of the attempt
+--   index       the step index
+--   message     the error's message
+--   class       the error's class: "transient" or "permanent"
+--   delay_ms    the delay before the next attempt, ms (used when one is scheduled)
+--   retention   the retention of a run that ends here, ms
+--   code        the error's code, "" for none
+--   retry_id    the task ID the caller expects for the retry, or ""
+--   retry_msg   that task's asynq message (tasks.AsynqMessage)
 -- When the retry's task is the one expected, the script writes it (pending
 -- or scheduled for its due time) in the same atomic write as the retry, as
 -- complete.lua does for the next step: no crash or lost reply between the
@@ -26,21 +28,22 @@
 -- fence is left as "done:<token>"), {"failed", code, reason, after} when the run failed, or {"fenced", why}
 -- when this attempt no longer owns the step: nothing written.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, retry_task, pending, scheduled = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, message, class, delay_ms, retention, code, retry_id, retry_msg =
+  unpack(ARGV)
 -- needs: IDX, NOW, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_id, timeout_limit, touch
 
-local idx = tonumber(ARGV[5])
-local msg, class, delay, code = ARGV[6], ARGV[7], num(ARGV[8]), ARGV[10]
+local idx = tonumber(index)
+local delay = num(delay_ms)
 -- DONE marks the step's fence once this attempt's failure is recorded.
-local DONE = "done:" .. ARGV[4]
+local DONE = "done:" .. token
 local rs = redis.call("HMGET", RUN, "status", "deadline", "workflow", "failure_code")
 local run_status, run_deadline, run_workflow, run_failure_code = rs[1], rs[2], rs[3], rs[4]
 local st = step_get(idx, "status", "fence", "name", "attempt", "budget_base", "max_attempts",
   "timeout_ms", "attempt_started_at")
 local st_status, st_fence, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local st_budget_base, st_max_attempts, st_timeout_ms, st_attempt_started_at = st[5], st[6], st[7], st[8]
-if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "running" or st_fence ~= ARGV[4] then
+if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "running" or st_fence ~= token then
   if st_fence == DONE then
     -- This attempt's own fail, applied before: its reply was lost.
     return {"done", run_status, run_failure_code or ""}
@@ -61,18 +64,18 @@ local deadline = num(run_deadline)
 local due = NOW + delay
 
 redis.call("ZREM", IDX.fences, RUN_ID)
-local st_breaker = redis.call("HGET", RUN, "s" .. ARGV[5] .. ".breaker")
+local st_breaker = redis.call("HGET", RUN, "s" .. index .. ".breaker")
 if st_breaker and st_breaker ~= "" then
   -- Only transient failures count against the step's circuit breaker.
   local op = "failure"
   if class == "permanent" then
     op = "permanent"
   end
-  breaker(op, st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+  breaker(op, st_breaker, RUN_ID .. ":" .. index .. ":" .. token)
 end
-step_set(idx, "last_error", msg, "last_error_class", class, "last_error_code", code,
+step_set(idx, "last_error", message, "last_error_class", class, "last_error_code", code,
   "last_error_at", NOWS, "fence", DONE, "fence_expires_at", "0")
-journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", class, "code", code, "error", msg,
+journal("attempt_failed", "step", st_name, "attempt", int(attempt), "class", class, "code", code, "error", message,
   "duration_ms", int(NOW - num(st_attempt_started_at)))
 
 -- Reasons name the step's attempt as the journal, its task ID and the
@@ -94,25 +97,25 @@ if base > 0 then
 end
 
 if class == "permanent" then
-  local reason = string.format("step %q failed with a permanent error on attempt %d%s: %s", st_name, attempt, again, msg)
-  local after, f_code, f_reason = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", ARGV[9], DONE)
+  local reason = string.format("step %q failed with a permanent error on attempt %d%s: %s", st_name, attempt, again, message)
+  local after, f_code, f_reason = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", retention, DONE)
   return {"failed", f_code, f_reason, after}
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
   local reason = string.format("step %q failed after %d attempts (max_attempts %d): %s", st_name, used, max_attempts,
-    msg)
+    message)
   if base > 0 then
     reason = string.format("step %q failed after %d attempts since it was started again, attempts %d to %d "
-      .. "(max_attempts %d): %s", st_name, used, base + 1, attempt, max_attempts, msg)
+      .. "(max_attempts %d): %s", st_name, used, base + 1, attempt, max_attempts, message)
   end
-  local after, f_code, f_reason = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", ARGV[9], DONE)
+  local after, f_code, f_reason = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", retention, DONE)
   return {"failed", f_code, f_reason, after}
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d%s and its next attempt would start after the run's deadline (%s): %s",
-    st_name, attempt, again, timeout_limit(idx), msg)
-  local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", ARGV[9], DONE)
+    st_name, attempt, again, timeout_limit(idx), message)
+  local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", retention, DONE)
   return {"failed", f_code, f_reason, after}
 end
 
@@ -127,10 +130,10 @@ touch()
 journal("retry_scheduled", "step", st_name, "attempt", int(next_attempt), "task", id, "due_at", int(due),
   "delay_ms", int(delay))
 notify("retry_scheduled", run_workflow, "step", st_name, "attempt", int(next_attempt), "due_at", int(due),
-  "delay_ms", int(delay), "error", msg)
+  "delay_ms", int(delay), "error", message)
 local enqueued = "0"
-if ARGV[11] ~= "" and ARGV[11] == id then
-  put_task(KEYS[2], KEYS[3], KEYS[4], id, ARGV[12], int(due))
+if retry_id ~= "" and retry_id == id then
+  put_task(retry_task, pending, scheduled, id, retry_msg, int(due))
   enqueued = "1"
 end
 return {"retry", int(due), int(next_attempt), int(st_timeout_ms), enqueued}

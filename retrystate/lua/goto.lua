@@ -5,16 +5,18 @@
 -- attempt number and a fresh retry budget (activation), due now, as
 -- complete.lua activates the next step. Begin counts each visit against
 -- max_iterations, as it counts every begin.
--- KEYS[1] the run record
--- KEYS[2] asynq:{q}:t:<the target's task ID> (or any key of the slot when ARGV[7] is "")
--- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] fence token of the attempt
--- ARGV[5] step index
--- ARGV[6] the target step's name
--- ARGV[7] task ID the caller expects for the target's dispatch, or ""
--- ARGV[8] that task's asynq message (tasks.AsynqMessage)
--- ARGV[9] retention of a run that ends here, ms
+-- KEYS
+--   RUN          the run record
+--   next_task    asynq:{q}:t:<the target's task ID> (or any key of the slot when next_id is "")
+--   pending      asynq:{q}:pending
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   token        the fence token of the attempt
+--   index        the step index
+--   target_name  the target step's name
+--   next_id      the task ID the caller expects for the target's dispatch, or ""
+--   next_msg     that task's asynq message (tasks.AsynqMessage)
+--   retention    the retention of a run that ends here, ms
 -- A target that is not this step or an earlier one of the run (unknown, or
 -- later) fails the run with invalid_goto.
 -- Returns {"goto", index, name, attempt, timeout_ms, enqueued (0|1)},
@@ -23,18 +25,17 @@
 -- {"failed", code, reason, after} when the run failed, or {"fenced", why} when this
 -- attempt no longer owns the step: nothing written.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, next_task, pending = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, target_name, next_id, next_msg, retention = unpack(ARGV)
 -- needs: IDX, NOW, activate, breaker, fail_run, int, journal, num, put_task, sp, step_get, step_set, touch
 
-local idx = tonumber(ARGV[5])
-local target_name = ARGV[6]
-local DONE = "done:" .. ARGV[4]
+local idx = tonumber(index)
+local DONE = "done:" .. token
 local rs = redis.call("HMGET", RUN, "status", "workflow")
 local run_status, run_workflow = rs[1], rs[2]
 local st = step_get(idx, "status", "fence", "name", "attempt", "attempt_started_at", "output")
 local st_status, st_fence, st_name, st_attempt, st_attempt_started_at = st[1], st[2], st[3], st[4], st[5]
-if run_status ~= "running" or st_status ~= "running" or st_fence ~= ARGV[4] then
+if run_status ~= "running" or st_status ~= "running" or st_fence ~= token then
   if st_fence == DONE then
     return {"done", run_status}
   end
@@ -63,15 +64,15 @@ end
 redis.call("ZREM", IDX.fences, RUN_ID)
 -- The body ran without an error: for the step's circuit breaker, the
 -- dependency answered (a probe that jumps closes the breaker).
-local st_breaker = redis.call("HGET", RUN, "s" .. ARGV[5] .. ".breaker")
+local st_breaker = redis.call("HGET", RUN, "s" .. index .. ".breaker")
 if st_breaker and st_breaker ~= "" then
-  breaker("success", st_breaker, RUN_ID .. ":" .. ARGV[5] .. ":" .. ARGV[4])
+  breaker("success", st_breaker, RUN_ID .. ":" .. index .. ":" .. token)
 end
 if not target then
   local reason = string.format("step %q: goto %q: no such step at or before it", st_name, target_name)
   journal("attempt_failed", "step", st_name, "attempt", st_attempt, "class", "permanent", "code", "invalid_goto",
     "error", reason, "duration_ms", int(NOW - num(st_attempt_started_at)))
-  local after, f_code, f_reason = fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", ARGV[9], DONE)
+  local after, f_code, f_reason = fail_run(idx, "invalid_goto", reason, "step asked to go to an unknown or later step", retention, DONE)
   return {"failed", f_code, f_reason, after}
 end
 
@@ -97,8 +98,8 @@ if target == idx then
 end
 touch()
 local enqueued = "0"
-if ARGV[7] ~= "" and ARGV[7] == id then
-  put_task(KEYS[2], KEYS[3], nil, id, ARGV[8], NOWS)
+if next_id ~= "" and next_id == id then
+  put_task(next_task, pending, nil, id, next_msg, NOWS)
   enqueued = "1"
 end
 return {"goto", int(target), name, int(attempt), int(timeout_ms), enqueued}

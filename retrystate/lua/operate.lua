@@ -13,22 +13,23 @@
 -- is recovered, or retried by the compensation's name ("compensate:<step>"),
 -- by running that compensation again with a fresh budget: the run is
 -- compensating again, with its failure; a compensation cannot be skipped.
--- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] action: "recover", "retry" or "skip"
--- ARGV[5] step name ("" for recover)
--- ARGV[6] actor
--- ARGV[7] retention of a run that ends here (skip of the last step), ms
+-- KEYS
+--   RUN        the run record
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   action     "recover", "retry" or "skip"
+--   step_name  the step's name ("" for recover)
+--   actor      who acts
+--   retention  the retention of a run that ends here (skip of the last step), ms
 -- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
 -- {"succeeded"} (skip of the last step ended the run), {"waiting", reason,
 -- position} when the run is gated and waits in a line for a slot it gave up
 -- (it starts when admitted), {"refused", reason}, or {"gone"}.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, action, step_name, actor, retention = unpack(ARGV)
 -- needs: COMP_BASE, IDX, NOW, activate, activation, compact_run, expire_run, gate, int, is_terminal, journal, notify, num, reopen, set_status, step_get, step_set
 
-local action, step_name, actor = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "current", "failure_code")
 local status, run_needs_attention, run_steps, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not status then
@@ -128,7 +129,7 @@ if action == "skip" then
       gate("release", RUN_ID, false)
     end
     compact_run()
-    expire_run(ARGV[7])
+    expire_run(retention)
     return {"succeeded"}
   end
 else

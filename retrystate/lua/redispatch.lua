@@ -3,17 +3,19 @@
 -- crash, which consumes the step's crash budget and never its retry budget.
 -- The attempt gets a new dispatch (the next gen), so the old task, should
 -- asynq deliver it again after its lease, is a stale duplicate.
--- KEYS[1] the run record (the current step comes from it).
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] max automatic repairs of a run
--- ARGV[5] retention of a run that ends here, ms
+-- KEYS
+--   RUN        the run record (the current step comes from it)
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   max_auto   the most automatic repairs of a run
+--   retention  the retention of a run that ends here, ms
 -- Returns {"redispatched", index, name, attempt, gen, timeout_ms, crashes, workflow},
 -- {"failed", code, reason, after} when the crash budget is spent,
 -- {"attention", reason} when the run was repaired too often, or
 -- {"noop", why} when the attempt is alive or gone (the index is fixed).
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, max_auto, retention = unpack(ARGV)
 -- needs: IDX, NOW, auto_repair, breaker, fail_run, int, is_terminal, journal, notify, num, step_get, step_incr, step_set, task_id, touch
 
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
@@ -54,14 +56,14 @@ journal("attempt_crashed", "step", st_name, "attempt", int(attempt), "task", st_
 if crashes > num(st_max_crashes) then
   local reason = string.format("step %q: worker crashed %d times during attempt %d (max_crashes %d)",
     st_name, crashes, attempt, num(st_max_crashes))
-  local after, f_code, f_reason = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", ARGV[5])
+  local after, f_code, f_reason = fail_run(idx, "crash_budget_exhausted", reason, "step crashed too often", retention)
   return {"failed", f_code, f_reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(idx, attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "1")
 touch()
-local ok, why = auto_repair(ARGV[4], "crashed attempt")
+local ok, why = auto_repair(max_auto, "crashed attempt")
 if not ok then
   return {"attention", why}
 end

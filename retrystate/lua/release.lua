@@ -4,22 +4,24 @@
 -- a crash, and the step did not fail: no budget is spent. The attempt gets a
 -- new dispatch (the next gen), due now, whose task is written here; it
 -- resumes the same attempt (same attempt number and idempotency key).
--- KEYS[1] the run record
--- KEYS[2] asynq:{q}:t:<the new dispatch's task ID> (or any key of the slot when ARGV[6] is "")
--- KEYS[3] asynq:{q}:pending
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] fence token of the attempt
--- ARGV[5] step index
--- ARGV[6] task ID the caller expects for the new dispatch, or ""
--- ARGV[7] that task's asynq message (tasks.AsynqMessage)
+-- KEYS
+--   RUN        the run record
+--   next_task  asynq:{q}:t:<the new dispatch's task ID> (or any key of the slot when next_id is "")
+--   pending    asynq:{q}:pending
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   token      the fence token of the attempt
+--   index      the step index
+--   next_id    the task ID the caller expects for the new dispatch, or ""
+--   next_msg   that task's asynq message (tasks.AsynqMessage)
 -- Returns {"released", index, name, attempt, gen, timeout_ms, enqueued (0|1)}, or
 -- {"fenced", why} when the attempt no longer owns the step: nothing written.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, next_task, pending = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, next_id, next_msg = unpack(ARGV)
 -- needs: IDX, free_probe, int, journal, notify, put_task, step_get, step_incr, step_set, task_id, touch
 
-local idx = tonumber(ARGV[5])
+local idx = tonumber(index)
 local rs = redis.call("HMGET", RUN, "status", "workflow")
 local run_status, run_workflow = rs[1], rs[2]
 if not run_status then
@@ -30,7 +32,7 @@ if run_status ~= "running" and run_status ~= "compensating" then
 end
 local st = step_get(idx, "status", "fence", "name", "attempt", "timeout_ms")
 local st_status, st_fence, st_name, st_attempt, st_timeout_ms = st[1], st[2], st[3], st[4], st[5]
-if st_status ~= "running" or st_fence ~= ARGV[4] then
+if st_status ~= "running" or st_fence ~= token then
   return {"fenced", "fence lost"}
 end
 free_probe(idx) -- the resumed attempt may probe the step's breaker at once
@@ -44,8 +46,8 @@ journal("attempt_interrupted", "step", st_name, "attempt", st_attempt, "task", i
 notify("run_recovered", run_workflow, "by", "worker", "kind", "interrupted_attempt", "step", st_name,
   "attempt", st_attempt)
 local enqueued = "0"
-if ARGV[6] ~= "" and ARGV[6] == id then
-  put_task(KEYS[2], KEYS[3], nil, id, ARGV[7], "0")
+if next_id ~= "" and next_id == id then
+  put_task(next_task, pending, nil, id, next_msg, "0")
   enqueued = "1"
 end
 return {"released", int(idx), st_name, int(st_attempt), int(gen), int(st_timeout_ms), enqueued}

@@ -5,14 +5,16 @@
 -- being extended, and the step was never begun), or the wake-up task of a
 -- waiting await or sleep; or, with "check", find out first whether the task
 -- is in trouble (the reconciler's pass, one call per run, pipelined).
--- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] the task ID the caller found missing, archived or stalled ("" with "check")
--- ARGV[5] "missing", "archived", "stalled" or "check"
--- ARGV[6] max automatic repairs of a run
--- ARGV[7] ("check") the grace, ms: a pending or waiting step written less
---         than this long ago is left to the engine, which may be about to
---         enqueue its task
+-- KEYS
+--   RUN        the run record
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   task       the task ID the caller found missing, archived or stalled ("" with "check")
+--   trouble    "missing", "archived", "stalled" or "check"
+--   max_auto   the most automatic repairs of a run
+--   grace_ms   ("check") the grace, ms: a pending or waiting step written less
+--              than this long ago is left to the engine, which may be about to
+--              enqueue its task
 -- "check" reads the run's current step and, when it is pending or waiting
 -- and out of its grace, its task in asynq's record asynq:{q}:t:<task> (in
 -- the queue's slot): a missing task is repaired as "missing", an archived
@@ -31,11 +33,11 @@
 -- that time (ms); {"crashed"}: the step is running under an expired fence
 -- (for redispatch.lua, unless the caller holds such repairs back).
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, task, trouble, max_auto, grace_ms = unpack(ARGV)
 -- needs: NOW, auto_repair, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_id, touch
 
-local check = ARGV[5] == "check"
+local check = trouble == "check"
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow", "updated_at")
 local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not run_status or is_terminal(run_status) then
@@ -52,7 +54,6 @@ local st_gen, st_next_attempt_at, st_timeout_ms = st[5], st[6], st[7]
 -- TASK is the prefix of asynq's task records of the queue (cairn:{q}: ->
 -- asynq:{q}:t:).
 local TASK = "asynq:{" .. string.sub(PREFIX, 8, -3) .. "}:t:"
-local trouble, task = ARGV[5], ARGV[4]
 if check then
   task = st_task
   if not st_task or st_task == "" then
@@ -67,7 +68,7 @@ if check then
   if st_status ~= "pending" and st_status ~= "waiting" then
     return {"noop", "step " .. (st_status or "gone")}
   end
-  local grace = num(ARGV[7])
+  local grace = num(grace_ms)
   if num(rs[5]) > NOW - grace then
     return {"recheck", int(num(rs[5]) + grace)}
   end
@@ -96,7 +97,7 @@ if trouble == "archived" then
 elseif trouble == "stalled" then
   kind = "stalled_delivery"
 end
-local ok, why = auto_repair(ARGV[6], kind)
+local ok, why = auto_repair(max_auto, kind)
 if not ok then
   return {"attention", why}
 end

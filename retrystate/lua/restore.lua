@@ -11,21 +11,22 @@
 -- passed) and iteration count start afresh. The restore is journaled as
 -- run_recovered (action "restore") with its actor, notified, and recorded in
 -- the queue's audit stream in the same atomic write.
--- KEYS[1] the run record
--- KEYS[2] the queue's audit stream, cairn:{q}:audit
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] from_step: the name of the first step to run again
--- ARGV[5] actor
--- ARGV[6] approximate maximum length of the audit stream
+-- KEYS
+--   RUN           the run record
+--   audit         the queue's audit stream, cairn:{q}:audit
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   from_step     the name of the first step to run again
+--   actor         who restores
+--   audit_maxlen  the approximate maximum length of the audit stream
 -- Returns {"dispatch", index, name, attempt, timeout_ms, workflow} (enqueue it),
 -- {"waiting", reason, position} when the run is gated and waits in a line for a
 -- slot it gave up (it starts when admitted), {"refused", reason}, or {"gone"}.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, audit = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, from_step, actor, audit_maxlen = unpack(ARGV)
 -- needs: COMP_BASE, activate, gate, int, is_terminal, journal, notify, num, rehydrate, reopen, step_get, step_set
 
-local from_name, actor = ARGV[4], ARGV[5]
 local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
 local status, run_steps, run_workflow, run_owner = rs[1], rs[2], rs[3], rs[4]
 if not status then
@@ -44,20 +45,20 @@ local n = num(run_steps)
 local from = -1
 for i = 0, n - 1 do
   local s_name = step_get(i, "name")[1]
-  if s_name == from_name then
+  if s_name == from_step then
     from = i
     break
   end
 end
 if from < 0 then
-  return {"refused", string.format("the run has no step %q", from_name)}
+  return {"refused", string.format("the run has no step %q", from_step)}
 end
 for i = 0, from - 1 do
   local s = step_get(i, "name", "status")
   local s_name, s_status = s[1], s[2]
   if s_status ~= "succeeded" and s_status ~= "skipped" and s_status ~= "rolled_back" then
     return {"refused", string.format("step %q before %q is %s; a run can only be restored from a step whose earlier steps all succeeded or were skipped",
-      s_name, from_name, s_status)}
+      s_name, from_step, s_status)}
   end
 end
 -- A saga's state goes (a compensated run, or one whose compensation failed),
@@ -80,10 +81,10 @@ for i = from, n - 1 do
 end
 
 reopen(status)
-journal("run_recovered", "action", "restore", "step", from_name, "actor", actor, "from_status", status)
-notify("run_recovered", run_workflow, "action", "restore", "step", from_name, "actor", actor)
-redis.call("XADD", KEYS[2], "MAXLEN", "~", ARGV[6], "*", "at", NOWS, "actor", actor, "action", "restore",
-  "run", RUN_ID, "workflow", run_workflow, "owner", run_owner or "", "step", from_name,
+journal("run_recovered", "action", "restore", "step", from_step, "actor", actor, "from_status", status)
+notify("run_recovered", run_workflow, "action", "restore", "step", from_step, "actor", actor)
+redis.call("XADD", audit, "MAXLEN", "~", audit_maxlen, "*", "at", NOWS, "actor", actor, "action", "restore",
+  "run", RUN_ID, "workflow", run_workflow, "owner", run_owner or "", "step", from_step,
   "detail", "restored a " .. status .. " run")
 
 local _, attempt, name, timeout = activate(from)

@@ -5,18 +5,20 @@
 --   current, due now (the caller enqueues its task; the reconciler
 --   re-creates it if that is lost), in this one script.
 --   Otherwise, when the current or a later step awaits this signal, it is
---   kept in the run's mailbox (at most ARGV[8] pending signals), and the
+--   kept in the run's mailbox (at most max_pending signals), and the
 --   await consumes it when it is reached (wait.lua).
 -- A signal with an ID the run received before is a no-op. A signal to an
 -- unknown or finished run, that no step of the run awaits any more, or that
 -- would overflow the mailbox, is refused: nothing written.
--- KEYS[1] the run record
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] signal name
--- ARGV[5] payload (JSON)
--- ARGV[6] signal ID ("" for none)
--- ARGV[7] retention of a run that ends here, ms
--- ARGV[8] the most pending signals the mailbox holds
+-- KEYS
+--   RUN          the run record
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   name         the signal's name
+--   payload      its payload (JSON)
+--   signal_id    its ID ("" for none)
+--   retention    the retention of a run that ends here, ms
+--   max_pending  the most pending signals the mailbox holds
 -- Returns
 --   {"delivered", step, wake-up task, index, name, attempt, timeout_ms, workflow}: the waiting step
 --     succeeded; enqueue the next step's dispatch (and the wake-up task may go)
@@ -28,11 +30,10 @@
 --   {"ended", status}: the run has finished
 --   {"gone"}: no such run
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, name, payload, signal_id, retention, max_pending = unpack(ARGV)
 -- needs: COMP_BASE, MBOX, compact_run, expire_run, int, is_terminal, journal, num, sp, step_get, unwait, wait_done
 
-local name, payload, sid = ARGV[4], ARGV[5], ARGV[6]
 local rs = redis.call("HMGET", RUN, "status", "current", "steps", "workflow")
 local run_status, run_current, run_steps, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not run_status then
@@ -41,23 +42,23 @@ end
 if is_terminal(run_status) then
   return {"ended", run_status}
 end
-local seen = "sig:" .. sid
-if sid ~= "" and redis.call("HEXISTS", RUN, seen) == 1 then
+local seen = "sig:" .. signal_id
+if signal_id ~= "" and redis.call("HEXISTS", RUN, seen) == 1 then
   return {"duplicate"}
 end
 local cur = num(run_current)
 local st = step_get(cur, "status", "kind", "signal", "name", "task")
 local st_status, st_kind, st_signal, st_name, st_task = st[1], st[2], st[3], st[4], st[5]
 if st_status == "waiting" and st_kind == "await" and st_signal == name then
-  if sid ~= "" then
+  if signal_id ~= "" then
     redis.call("HSET", RUN, seen, NOWS)
   end
   unwait("signal")
-  journal("signal_received", "step", st_name, "signal", name, "id", sid)
+  journal("signal_received", "step", st_name, "signal", name, "id", signal_id)
   local nx_idx, nx_name, nx_attempt, nx_timeout = wait_done(cur, payload)
   if not nx_idx then
     compact_run()
-    expire_run(ARGV[7])
+    expire_run(retention)
     return {"succeeded", st_name, st_task}
   end
   return {"delivered", st_name, st_task, nx_idx, nx_name, nx_attempt, nx_timeout, run_workflow}
@@ -92,14 +93,14 @@ if not awaited then
   return {"refused", string.format("no step of the run awaits signal %q from step %q on", name, st_name or "")}
 end
 local pending = redis.call("XLEN", MBOX)
-if pending >= num(ARGV[8]) then
-  return {"full", int(ARGV[8])}
+if pending >= num(max_pending) then
+  return {"full", int(max_pending)}
 end
-redis.call("XADD", MBOX, "*", "name", name, "id", sid, "payload", payload, "at", NOWS)
+redis.call("XADD", MBOX, "*", "name", name, "id", signal_id, "payload", payload, "at", NOWS)
 -- A restored run's mailbox may still carry the expiry of its earlier end.
 redis.call("PERSIST", MBOX)
-if sid ~= "" then
+if signal_id ~= "" then
   redis.call("HSET", RUN, seen, NOWS)
 end
-journal("signal_received", "signal", name, "id", sid, "queued", "1")
+journal("signal_received", "signal", name, "id", signal_id, "queued", "1")
 return {"queued", int(pending + 1)}

@@ -1,13 +1,15 @@
 -- timeout.lua: fail a run that passed its deadline (the reconciler's repair;
 -- Begin and Fail also enforce the deadline when an attempt starts or fails).
--- KEYS[1] the run record.
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4] retention, ms
+-- KEYS
+--   RUN        the run record
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   retention  the retention, ms
 -- Returns {"failed", task ID of the current step, its status before, reason, after}
 -- or {"noop", why}.
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, retention = unpack(ARGV)
 -- needs: IDX, NOW, fail_run, free_probe, is_terminal, journal, num, step_get, timeout_limit
 
 local rs = redis.call("HMGET", RUN, "status", "current", "deadline")
@@ -32,5 +34,5 @@ local reason = string.format("run passed its deadline (%s) during step %q (attem
   num(st_attempt))
 journal("repair", "kind", "deadline", "step", st_name, "attempt", st_attempt)
 free_probe(cur)
-local after = fail_run(cur, "run_timeout", reason, "run timed out", ARGV[4])
+local after = fail_run(cur, "run_timeout", reason, "run timed out", retention)
 return {"failed", st_task or "", st_status or "", reason, after}

@@ -13,20 +13,22 @@
 --          the run fails with code signal_timeout, needing attention.
 -- A step that succeeds here activates the next step, due now, whose task
 -- the caller enqueues (the reconciler re-creates it if that is lost).
--- KEYS[1] the run record
--- KEYS[2] asynq:{q}:t:<the wake-up's task ID> (or any key of the slot when ARGV[10] is "")
--- KEYS[3] asynq:{q}:pending
--- KEYS[4] asynq:{q}:scheduled
--- ARGV[1..3]: run ID, key prefix, now (lua/README.md)
--- ARGV[4]  action: "start" or "wake"
--- ARGV[5]  step index
--- ARGV[6]  task ID of this delivery
--- ARGV[7]  retention of a run that ends here, ms
--- ARGV[8]  start of a sleep_until step: the time to sleep until, ms ("" otherwise)
--- ARGV[9]  start of a sleep_until step: why that time could not be computed ("" when it
---          could); the step then fails with a permanent error
--- ARGV[10] the wake-up's task ID as the caller predicts it, or ""
--- ARGV[11] that task's asynq message (tasks.AsynqMessage)
+-- KEYS
+--   RUN          the run record
+--   wake_task    asynq:{q}:t:<the wake-up's task ID> (or any key of the slot when wake_id is "")
+--   pending      asynq:{q}:pending
+--   scheduled    asynq:{q}:scheduled
+-- ARGV
+--   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
+--   action       "start" or "wake"
+--   index        the step index
+--   task         the task ID of this delivery
+--   retention    the retention of a run that ends here, ms
+--   until_ms     start of a sleep_until step: the time to sleep until, ms ("" otherwise)
+--   until_error  start of a sleep_until step: why that time could not be computed ("" when it
+--                could); the step then fails with a permanent error
+--   wake_id      the wake-up's task ID as the caller predicts it, or ""
+--   wake_msg     that task's asynq message (tasks.AsynqMessage)
 -- Returns
 --   {"waiting", reason, until, index, name, attempt, gen, timeout_ms, enqueued (0|1)}: the step waits
 --     (reason "signal" or "timer") until then; that dispatch is its wake-up
@@ -36,12 +38,12 @@
 --   {"early", wait_ms}: a wake-up delivered before its time
 --   {"noop", why}: the state moved on (the run ended, another delivery did this): nothing written
 
-local RUN = KEYS[1]
-local RUN_ID, PREFIX, NOWS = ARGV[1], ARGV[2], ARGV[3]
+local RUN, wake_task, pending, scheduled = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, action, index, task, retention, until_ms, until_error, wake_id, wake_msg =
+  unpack(ARGV)
 -- needs: IDX, MBOX, NOW, compact_run, expire_run, fail_run, int, is_terminal, journal, notify, num, put_task, set_status, sp, step_get, step_set, task_id, touch, unwait, wait_done
 
-local action, idx, task = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local retention = ARGV[7]
+local idx = tonumber(index)
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow")
 local run_status, run_current, run_workflow = rs[1], rs[2], rs[3]
 if not run_status then
@@ -55,7 +57,7 @@ local st = step_get(idx, "status", "task", "kind", "signal", "wait_ms", "name", 
 local st_status, st_task, st_kind, st_signal, st_wait_ms = st[1], st[2], st[3], st[4], st[5]
 local st_name, st_attempt, st_gen, st_next_attempt_at, st_timeout_ms, st_started_at = st[6], st[7], st[8], st[9],
   st[10], st[11]
-if run_current ~= ARGV[5] or st_task ~= task or not st_kind or st_kind == "" then
+if run_current ~= index or st_task ~= task or not st_kind or st_kind == "" then
   return {"noop", "state moved on"}
 end
 local reason = "timer"
@@ -119,16 +121,16 @@ elseif #w > 0 then
   redis.call("HSET", RUN, unpack(w))
 end
 
-if ARGV[9] ~= "" then
-  local why = string.format("step %q: cannot tell when to sleep until: %s", st_name, ARGV[9])
-  step_set(idx, "last_error", ARGV[9], "last_error_class", "permanent", "last_error_code", "", "last_error_at", NOWS)
+if until_error ~= "" then
+  local why = string.format("step %q: cannot tell when to sleep until: %s", st_name, until_error)
+  step_set(idx, "last_error", until_error, "last_error_class", "permanent", "last_error_code", "", "last_error_at", NOWS)
   local after, f_code, f_reason = fail_run(idx, "permanent_error", why, "step failed with a permanent error", retention)
   return {"failed", f_code, f_reason, after}
 end
 
 local due = NOW + num(st_wait_ms)
 if st_kind == "sleep_until" then
-  due = num(ARGV[8])
+  due = num(until_ms)
 end
 if reason == "signal" then
   -- The oldest signal of this name in the mailbox, if any, is consumed now.
@@ -173,8 +175,8 @@ else
   notify("run_waiting", run_workflow, "reason", reason, "step", st_name, "until", int(due))
 end
 local enqueued = "0"
-if ARGV[10] ~= "" and ARGV[10] == id then
-  put_task(KEYS[2], KEYS[3], KEYS[4], id, ARGV[11], int(due))
+if wake_id ~= "" and wake_id == id then
+  put_task(wake_task, pending, scheduled, id, wake_msg, int(due))
   enqueued = "1"
 end
 return {"waiting", reason, int(due), int(idx), st_name, int(st_attempt), int(gen), int(st_timeout_ms), enqueued}

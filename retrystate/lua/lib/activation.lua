@@ -4,14 +4,16 @@
 -- its own) and records activity on the run (ZADD IDX.active). Returns the
 -- pairs, the task ID (task_id's) and the new attempt number.
 -- Like step_deadline below, it captures no local of the script around it
--- (it reads ARGV itself): a closure's creation cost grows with what it
+-- (it reads the run-level arguments itself, lua/README.md): a closure's
+-- creation cost grows with what it
 -- captures, and complete.lua, and begin.lua through saga(), include both.
 local function activation(idx, attempt_before)
+  local RUN_ID, _, NOWS = unpack(ARGV, 1, 3)
   local attempt = math.floor(tonumber(attempt_before) or 0) + 1
-  local id = string.format("%s_s%d_a%d", ARGV[1], idx, attempt)
+  local id = string.format("%s_s%d_a%d", RUN_ID, idx, attempt)
   local p = string.format("s%d.", idx)
   local w = {p .. "attempt", string.format("%d", attempt), p .. "status", "pending", p .. "task", id,
-    "current", string.format("%d", idx), "updated_at", ARGV[3]}
+    "current", string.format("%d", idx), "updated_at", NOWS}
   if attempt > 1 then
     -- A step that never had an attempt still has the values create gave
     -- it (a skip leaves them too); only a step activated before needs

@@ -10,7 +10,7 @@
 --
 -- breaker(op, spec, who, arg) is one breaker operation; like gate() it
 -- captures no local of the script around it (begin.lua and complete.lua
--- include it), so it reads ARGV itself:
+-- include it), so it reads the run-level arguments itself:
 --   breaker("admit", spec, who, timeout_ms) (begin): nil when the attempt
 --     may start (as the probe when the cooldown is over), else the time (ms)
 --     to defer it to;
@@ -26,7 +26,8 @@
 --     probe at once rather than wait out the probe's lease.
 -- who identifies the attempt: "<run>:<step index>:<fence token>".
 local function breaker(op, spec, who, arg)
-  local PREFIX, NOW, NOWS = ARGV[2], tonumber(ARGV[3]), ARGV[3]
+  local _, PREFIX, NOWS = unpack(ARGV, 1, 3)
+  local NOW = tonumber(NOWS)
   local name, threshold, window, base, maxc = string.match(spec, "^(.*)|(%d+)|(%d+)|(%d+)|(%d+)$")
   if not name then
     return nil

@@ -11,7 +11,8 @@
 -- bytes), and no stream. A run of the layout before templates (no def), or
 -- whose template is missing, is left as it is. The rewrite drops the hash's
 -- expiry: call it before expire_run. rehydrate undoes it when the run is
--- reopened. Like gate(), it uses no local of the script around it.
+-- reopened. Like gate(), it uses no local of the script around it (it reads
+-- the run-level arguments itself).
 --
 -- The journal moves as Redis's own serialization of the stream (DUMP: its
 -- listpack, compressed), cut into fields of 64 bytes, j0, j1, ... (one
@@ -25,17 +26,18 @@
 -- 2,000 instructions, so it reads the hash once, after deleting the fixed
 -- fields, and leaves the journal's entries to Redis.)
 local function compact_run()
-  local rk, rid = KEYS[1], ARGV[1]
-  local r = redis.call("HMGET", rk, "def", "steps", "jn", "finished_at", "created_at")
+  local RUN = unpack(KEYS)
+  local RUN_ID, PREFIX = unpack(ARGV, 1, 2)
+  local r = redis.call("HMGET", RUN, "def", "steps", "jn", "finished_at", "created_at")
   if not r[1] or not r[2] then
     return
   end
-  local fixed = redis.call("HKEYS", ARGV[2] .. "def:" .. r[1])
+  local fixed = redis.call("HKEYS", PREFIX .. "def:" .. r[1])
   if #fixed == 0 then
     return
   end
   for j = 1, #fixed, 1000 do
-    redis.call("HDEL", rk, unpack(fixed, j, math.min(j + 999, #fixed)))
+    redis.call("HDEL", RUN, unpack(fixed, j, math.min(j + 999, #fixed)))
   end
   -- The fields a field of the same run gives (derived: they go when they
   -- hold that value, and stay, even "" or "0", when not). A step's empty
@@ -49,18 +51,18 @@ local function compact_run()
   end
   local a = {}
   if n > 0 then
-    a = redis.call("HMGET", rk, unpack(f))
+    a = redis.call("HMGET", RUN, unpack(f))
   end
   local derived = {updated_at = r[4] or "", deadline_base = r[5] or ""}
   local keep = {updated_at = true, deadline_base = true}
   for i = 0, n - 1 do
     local p = "s" .. i .. "."
-    derived[p .. "task"] = rid .. "_s" .. i .. "_a1"
+    derived[p .. "task"] = RUN_ID .. "_s" .. i .. "_a1"
     derived[p .. "attempts_started"] = a[2 * i + 1] or "0"
     derived[p .. "attempt_started_at"] = a[2 * i + 2] or "0"
     keep[p .. "task"], keep[p .. "attempts_started"], keep[p .. "attempt_started_at"] = true, true, true
   end
-  local h = redis.call("HGETALL", rk)
+  local h = redis.call("HGETALL", RUN)
   local w, gone, nw, ng, big = {}, {}, 0, 0, false
   for i = 1, #h, 2 do
     local k, v = h[i], h[i + 1]
@@ -76,7 +78,7 @@ local function compact_run()
       end
     end
   end
-  local jk = rk .. ":j"
+  local jk = RUN .. ":j"
   local journal = nil
   if not r[3] and redis.call("XLEN", jk) <= 64 then
     journal = redis.pcall("DUMP", jk)
@@ -102,16 +104,16 @@ local function compact_run()
   if big or nw + #jw > 256 then
     -- The hash cannot be a listpack: delete what goes.
     for j = 1, ng, 1000 do
-      redis.call("HDEL", rk, unpack(gone, j, math.min(j + 999, ng)))
+      redis.call("HDEL", RUN, unpack(gone, j, math.min(j + 999, ng)))
     end
   else
     -- A new hash (Redis keeps a hash that grew out of a listpack as a hash
     -- table), which is a listpack.
-    redis.call("DEL", rk)
-    redis.call("HSET", rk, unpack(w))
+    redis.call("DEL", RUN)
+    redis.call("HSET", RUN, unpack(w))
   end
   if journal then
-    redis.call("HSET", rk, unpack(jw))
+    redis.call("HSET", RUN, unpack(jw))
     redis.call("DEL", jk)
   end
 end

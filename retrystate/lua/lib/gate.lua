@@ -22,9 +22,11 @@
 local function gate(op, rid, arg)
   -- gate uses no local of the script around it: a closure's cost grows
   -- with the locals it captures, and begin.lua and complete.lua include
-  -- this one on every call. It reads ARGV itself and has its own copies
+  -- this one on every call. It reads the run-level arguments itself
+  -- (lua/README.md) and has its own copies
   -- of the few helpers it needs (as above).
-  local PREFIX, NOW, NOWS = ARGV[2], tonumber(ARGV[3]), ARGV[3]
+  local _, PREFIX, NOWS = unpack(ARGV, 1, 3)
+  local NOW = tonumber(NOWS)
   local JOURNAL_MAXLEN = "10000"
   local function int(n)
     return string.format("%d", math.floor(tonumber(n) or 0))

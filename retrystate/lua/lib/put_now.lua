@@ -9,9 +9,9 @@
 -- tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
 -- and TestRepairedTaskMatchesAsynq check byte for byte against Go's.
 local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, due_ms)
-  local prefix, nows = ARGV[2], ARGV[3]
-  -- queue is the queue's name, from the prefix cairn:{<queue>}:.
-  local queue = string.sub(prefix, 8, -3)
+  local _, PREFIX, NOWS = unpack(ARGV, 1, 3)
+  -- queue is the queue's name, from PREFIX, cairn:{<queue>}:.
+  local queue = string.sub(PREFIX, 8, -3)
   local char = string.char
   -- varint encodes protobuf's varint (one byte below 128, as lengths are).
   local function varint(n)
@@ -42,12 +42,12 @@ local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, d
   local msg = "\10\10cairn:step\18" .. varint(#payload) .. payload .. "\26" .. varint(#id) .. id .. "\34" ..
     varint(#queue) .. queue .. "\40\25\64" .. varint(secs)
   local due = tonumber(due_ms) or 0
-  if due > tonumber(nows) then
+  if due > tonumber(NOWS) then
     redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "scheduled")
     redis.call("ZADD", "asynq:{" .. queue .. "}:scheduled", string.format("%d", math.floor((due + 999) / 1000)), id)
     return
   end
   redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "pending", "pending_since",
-    nows .. "000000")
+    NOWS .. "000000")
   redis.call("LPUSH", "asynq:{" .. queue .. "}:pending", id)
 end

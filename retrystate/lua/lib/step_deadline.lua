@@ -20,10 +20,11 @@ local function step_deadline(w, base, rt_ms, run_ms, old)
   local ds = string.format("%d", math.floor(d))
   w[#w + 1] = "deadline"
   w[#w + 1] = ds
+  local RUN_ID, PREFIX = unpack(ARGV, 1, 2)
   if d > 0 then
-    redis.call("ZADD", ARGV[2] .. "idx:deadlines", ds, ARGV[1])
+    redis.call("ZADD", PREFIX .. "idx:deadlines", ds, RUN_ID)
   else
-    redis.call("ZREM", ARGV[2] .. "idx:deadlines", ARGV[1])
+    redis.call("ZREM", PREFIX .. "idx:deadlines", RUN_ID)
   end
   return d
 end

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Admission gates (lua/lib/gate.lua) hold back runs that would exceed a
+// Admission gates (lua/lib/gates.lua) hold back runs that would exceed a
 // limit: an ordering key's concurrency (runs with the same key, in a queue,
 // start in start order, at most that many at once) and a workflow's
 // max_running. A gate is a line of waiting runs and the set of runs it

@@ -151,7 +151,7 @@ func (k keys) asynqLease() string { return tasks.QueueKeys(k.queue).Lease() }
 
 // gateWait is the line of runs waiting at gate g ("k:<ordering key>" or
 // "w:<workflow>"), by start sequence; gateAdmitted the runs it admitted, by
-// admission time (lua/lib/gate.lua). The key or workflow may hold any
+// admission time (lua/lib/gates.lua). The key or workflow may hold any
 // bytes: the suffix tells the two sets apart.
 func (k keys) gateWait(g string) string     { return k.prefix + "gate:" + g + ":wait" }
 func (k keys) gateAdmitted(g string) string { return k.prefix + "gate:" + g + ":admitted" }

@@ -95,7 +95,7 @@ func TestAssembleKeepsWhatAScriptNeeds(t *testing.T) {
 	// A helper comes after those it needs: a local is in scope only below
 	// its definition.
 	for _, pair := range [][2]string{{"local function sp(", "local function step_get("},
-		{"local function gate(", "local function fail_run("}, {"local JOURNAL =", "local function journal("}} {
+		{"local function gates(", "local function fail_run("}, {"local JOURNAL =", "local function journal("}} {
 		if i, j := strings.Index(src, pair[0]), strings.Index(src, pair[1]); i < 0 || j < 0 || i > j {
 			t.Errorf("the assembled begin.lua: %q at %d, %q at %d; want both, in this order", pair[0], i, pair[1], j)
 		}

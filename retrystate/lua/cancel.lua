@@ -24,7 +24,7 @@
 
 local RUN = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, actor, retention, compensate = unpack(ARGV)
--- needs: COMP_BASE, IDX, journal, compact_run, expire_run, fail_run, free_probe, gate, is_terminal, notify, num, set_status, sp, step_get, step_set, zero
+-- needs: COMP_BASE, IDX, journal, compact_run, expire_run, fail_run, free_probe, gates, is_terminal, notify, num, set_status, sp, step_get, step_set, zero
 
 compensate = compensate == "1"
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow", "gated", "hold_k", "failure_code", "steps")
@@ -69,7 +69,7 @@ if compensate and (run_status == "failed" or not is_terminal(run_status)) then
     if run_gated == "1" and not zero(redis.call("HGET", RUN, "waiting")) then
       -- A run waiting in a gate's line leaves it: its compensations run
       -- outside the gates.
-      gate("release", RUN_ID, false)
+      gates().release(RUN_ID, false)
     end
     journal("run_cancelled", "step", st[3], "attempt", st[4], "actor", actor, "compensate", "1")
     notify("run_cancelled", run_workflow, "step", st[3], "actor", actor, "compensate", "1")
@@ -96,7 +96,7 @@ if run_status == "compensating" then
   redis.call("HDEL", RUN, "comp_end", "comp_step", "comp_hi", "comp_group", "comp_code", "comp_reason", "comp_lo")
 end
 if run_gated == "1" then
-  gate("release", RUN_ID, false)
+  gates().release(RUN_ID, false)
 end
 journal("run_cancelled", "step", st_name, "attempt", st_attempt, "actor", actor)
 notify("run_cancelled", run_workflow, "step", st_name, "actor", actor)

@@ -35,7 +35,7 @@
 local RUN, next_task, pending = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl =
   unpack(ARGV)
--- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gate, int, journal, notify, num, sp, status_move, step_deadline, zero
+-- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, sp, status_move, step_deadline, zero
 
 local idx = tonumber(index)
 local p, q = "s" .. index .. ".", sp(idx + 1)
@@ -138,7 +138,7 @@ notify("run_succeeded", run_workflow)
 if run_gated == "1" then
   -- The run frees its ordering key's and its workflow's slots: the next
   -- runs in their lines start, their tasks written here.
-  gate("release", RUN_ID, false)
+  gates().release(RUN_ID, false)
 end
 local idem = false -- no idempotency key: expire_run has nothing more to read
 if run_idempotency_key and run_idempotency_key ~= "" then

@@ -42,7 +42,7 @@
 --   .signal          the awaited signal ("" for none)
 --   .wait_ms         an await's timeout or a sleep's duration, ms
 --   .breaker         its circuit breaker's spec (lib/breaker.lua; "" for none)
---   ord_key          the run's gates (lib/gate.lua): its ordering key ("" for none),
+--   ord_key          the run's gates (lib/gates.lua): its ordering key ("" for none),
 --   ord_limit        the key's concurrency,
 --   ord_block        "1" when a failed run blocks its key (on_failure: block),
 --   max_running      and the workflow's max_running (0: none)
@@ -75,7 +75,7 @@
 local RUN, idem, legacy_idem, first_task, pending, seed = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, workflow, input, owner, idempotency_key, def, run_timeout, max_iterations, steps =
   unpack(ARGV, 1, 11)
--- needs: COMP_BASE, IDX, NOW, RUN_DEFAULTS, STEP_DEFAULTS, activation, gate, int, journal, num, sp, step_deadline, zero
+-- needs: COMP_BASE, IDX, NOW, RUN_DEFAULTS, STEP_DEFAULTS, activation, gates, int, journal, num, sp, step_deadline, zero
 
 if idempotency_key ~= "" then
   local existing = redis.call("GET", idem)
@@ -282,7 +282,7 @@ redis.call("ZADD", IDX["status:pending"], NOWS, RUN_ID)
 redis.call("ZADD", IDX.active, NOWS, RUN_ID)
 journal("run_started", "workflow", workflow, "owner", owner, "task", id)
 if gated then
-  local ok, reason, pos = gate("pass", RUN_ID)
+  local ok, reason, pos = gates().admit(RUN_ID)
   if not ok then
     return {"waiting", reason, pos}
   end

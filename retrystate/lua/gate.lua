@@ -1,4 +1,4 @@
--- gate.lua: the reconciler's repair of an admission gate (lib/gate.lua):
+-- gate.lua: the reconciler's repair of an admission gate (lib/gates.lua):
 -- drop the admitted runs that no longer hold a slot (ended, gone), then admit waiting runs while the gate has free slots; the runs that pass
 -- all their gates start (their tasks written here). Scripts keep gates right
 -- as they go; this repairs what they cannot (a run's hash deleted).
@@ -11,7 +11,7 @@
 
 local line = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, G = unpack(ARGV)
--- needs: gate, int
+-- needs: gates, int
 
-local dropped, started = gate("repair", nil, G)
+local dropped, started = gates().repair(G)
 return {"gate", int(dropped), int(started)}

@@ -28,7 +28,7 @@
 
 local RUN = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, action, step_name, actor, retention = unpack(ARGV)
--- needs: COMP_BASE, IDX, NOW, activate, activation, compact_run, expire_run, gate, int, is_terminal, journal, notify, num, reopen, set_status, step_get, step_set
+-- needs: COMP_BASE, IDX, NOW, activate, activation, compact_run, expire_run, gates, int, is_terminal, journal, notify, num, reopen, set_status, step_get, step_set
 
 local rs = redis.call("HMGET", RUN, "status", "needs_attention", "steps", "workflow", "current", "failure_code")
 local status, run_needs_attention, run_steps, run_workflow = rs[1], rs[2], rs[3], rs[4]
@@ -64,7 +64,7 @@ if cur >= COMP_BASE then
   redis.call("HSET", RUN, unpack(w))
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   if redis.call("HGET", RUN, "gated") == "1" then
-    local ok, reason, pos = gate("pass", RUN_ID)
+    local ok, reason, pos = gates().admit(RUN_ID)
     if not ok then
       return {"waiting", reason, pos}
     end
@@ -126,7 +126,7 @@ if action == "skip" then
     journal("run_succeeded")
     notify("run_succeeded", run_workflow)
     if redis.call("HGET", RUN, "gated") == "1" then
-      gate("release", RUN_ID, false)
+      gates().release(RUN_ID, false)
     end
     compact_run()
     expire_run(retention)
@@ -139,7 +139,7 @@ local _, attempt, name, timeout = activate(target)
 if redis.call("HGET", RUN, "gated") == "1" then
   -- A run that gave up a slot when it failed takes its place in the line
   -- again (by its start order) and starts when it is admitted.
-  local ok, reason, pos = gate("pass", RUN_ID)
+  local ok, reason, pos = gates().admit(RUN_ID)
   if not ok then
     return {"waiting", reason, pos}
   end

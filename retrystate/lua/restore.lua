@@ -25,7 +25,7 @@
 
 local RUN, audit = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, from_step, actor, audit_maxlen = unpack(ARGV)
--- needs: COMP_BASE, activate, gate, int, is_terminal, journal, notify, num, rehydrate, reopen, step_get, step_set
+-- needs: COMP_BASE, activate, gates, int, is_terminal, journal, notify, num, rehydrate, reopen, step_get, step_set
 
 local rs = redis.call("HMGET", RUN, "status", "steps", "workflow", "owner")
 local status, run_steps, run_workflow, run_owner = rs[1], rs[2], rs[3], rs[4]
@@ -91,7 +91,7 @@ local _, attempt, name, timeout = activate(from)
 if redis.call("HGET", RUN, "gated") == "1" then
   -- A run that gave up a slot when it failed takes its place in the line
   -- again (by its start order) and starts when it is admitted.
-  local ok, reason, pos = gate("pass", RUN_ID)
+  local ok, reason, pos = gates().admit(RUN_ID)
   if not ok then
     return {"waiting", reason, pos}
   end

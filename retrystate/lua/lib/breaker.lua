@@ -8,7 +8,7 @@
 -- half-open, and when its lease ends), opened and deferred (totals), and the
 -- spec last seen. idx:breakers lists the breakers by last change.
 --
--- breaker(op, spec, who, arg) is one breaker operation; like gate() it
+-- breaker(op, spec, who, arg) is one breaker operation; like gates() it
 -- captures no local of the script around it (begin.lua and complete.lua
 -- include it), so it reads the run-level arguments itself:
 --   breaker("admit", spec, who, timeout_ms) (begin): nil when the attempt

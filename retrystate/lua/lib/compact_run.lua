@@ -11,7 +11,7 @@
 -- bytes), and no stream. A run of the layout before templates (no def), or
 -- whose template is missing, is left as it is. The rewrite drops the hash's
 -- expiry: call it before expire_run. rehydrate undoes it when the run is
--- reopened. Like gate(), it uses no local of the script around it (it reads
+-- reopened. Like gates(), it uses no local of the script around it (it reads
 -- the run-level arguments itself).
 --
 -- The journal moves as Redis's own serialization of the stream (DUMP: its

@@ -1,4 +1,4 @@
--- needs: COMP_BASE, IDX, activation, compact_run, expire_run, gate, int, journal, notify, num, put_now, set_status, sp, status_move, step_deadline, step_get, step_set
+-- needs: COMP_BASE, IDX, activation, compact_run, expire_run, gates, int, journal, notify, num, put_now, set_status, sp, status_move, step_deadline, step_get, step_set
 -- fail_run ends the run as failed, needing attention, because of step idx;
 -- or, for a run with compensations or step groups (sagas = "1"), or when
 -- idx is a compensation's, starts what the failure calls for. fence is what
@@ -53,7 +53,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
         journal("run_compensated", "code", c_code, "reason", c_reason)
         notify("run_compensated", workflow, "code", c_code, "reason", c_reason)
         if gated then
-          gate("release", RUN_ID, false)
+          gates().release(RUN_ID, false)
         end
         expire_run(ret)
         return {"compensated", c_code}
@@ -80,7 +80,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
         journal("run_succeeded")
         notify("run_succeeded", workflow)
         if gated then
-          gate("release", RUN_ID, false)
+          gates().release(RUN_ID, false)
         end
         compact_run()
         expire_run(ret)
@@ -199,7 +199,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
   if redis.call("HGET", RUN, "gated") == "1" then
     local g = redis.call("HMGET", RUN, "ord_block", "hold_k")
     block = g[1] == "1" and g[2] == "1"
-    gate("release", RUN_ID, block)
+    gates().release(RUN_ID, block)
   end
   journal("run_failed", "step", st_name, "attempt", st_attempt, "code", code, "reason", reason, "message", message)
   notify("step_failed", run_workflow, "step", st_name, "attempt", st_attempt, "optional", st_optional or "0",

@@ -1,4 +1,4 @@
--- needs: IDX, activation, gate, int, journal, notify, num, sp, status_move, step_deadline, step_get
+-- needs: IDX, activation, gates, int, journal, notify, num, sp, status_move, step_deadline, step_get
 -- wait_done ends an await or a sleep, step idx: it succeeds with output
 -- (JSON) and the next step becomes current, due now. Returns the next
 -- step's index, name, attempt and timeout (ms), as decimal strings (the
@@ -30,7 +30,7 @@ local function wait_done(idx, output)
   journal("run_succeeded")
   notify("run_succeeded", run_workflow)
   if redis.call("HGET", RUN, "gated") == "1" then
-    gate("release", RUN_ID, false) -- the next runs of its lines start
+    gates().release(RUN_ID, false) -- the next runs of its lines start
   end
   return nil
 end

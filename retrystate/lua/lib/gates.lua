@@ -12,19 +12,20 @@
 -- gates in one order, key then workflow, so no two runs wait for each
 -- other; each line admits in start order only.
 --
--- gate(op, rid, arg) does one gate operation, so that the scripts which
--- may need one create its helpers only when they call it (a local function
--- is a closure made on every call of a script that includes it, and the
--- hot path's complete.lua includes this one):
---   gate("pass", rid): gate_pass below;
---   gate("release", rid, keep_key): gate_release below;
---   gate("repair", nil, g): the reconciler's repair of gate g (gate.lua).
-local function gate(op, rid, arg)
-  -- gate uses no local of the script around it: a closure's cost grows
+-- gates() builds the gate functions and returns them, by name:
+--   admit(rid): takes run rid through its gates (admit below);
+--   release(rid, keep_key): run rid gives up its slots (release below);
+--   repair(g): the reconciler's repair of gate g (repair below, gate.lua).
+-- A script calls it when it needs one, gates().release(RUN_ID, false), so
+-- that only a gated run's call creates them: every local function of a
+-- script is a closure made on each of its calls, and the hot path's
+-- complete.lua includes this one (so a run without a gate pays for one
+-- closure, gates itself).
+local function gates()
+  -- gates uses no local of the script around it: a closure's cost grows
   -- with the locals it captures, and begin.lua and complete.lua include
   -- this one on every call. It reads the run-level arguments itself
-  -- (lua/README.md) and has its own copies
-  -- of the few helpers it needs (as above).
+  -- (lua/README.md) and has its own copies of the few helpers it needs.
   local _, PREFIX, NOWS = unpack(ARGV, 1, 3)
   local NOW = tonumber(NOWS)
   local JOURNAL_MAXLEN = "10000"
@@ -63,10 +64,10 @@ local function gate(op, rid, arg)
     end
     return gs, rk
   end
-  -- gate_fill admits the heads of gate g's line while it has free slots; a
+  -- fill admits the heads of gate g's line while it has free slots; a
   -- head whose run ended or is gone leaves the line. Returns the run IDs
   -- admitted: each holds g now and must still pass its later gates.
-  local function gate_fill(g)
+  local function fill(g)
     local wk, ak = gate_key(g, "wait"), gate_key(g, "admitted")
     local out = {}
     while true do
@@ -164,12 +165,12 @@ local function gate(op, rid, arg)
       "task", id)
     put_now(rid, workflow, cur, s[1], s[2], gen, id, s[4])
   end
-  -- gate_pass takes run rid through the gates it does not hold yet. Returns
+  -- admit takes run rid through the gates it does not hold yet. Returns
   -- true when it holds them all; else it waits in the line of the first gate
-  -- it could not pass (run_wait) and gate_pass returns false, the wait reason
+  -- it could not pass (run_wait) and admit returns false, the wait reason
   -- and its position. Runs that other runs' admission lets through start
   -- (run_go); this script's own run (RUN_ID) is left to the caller.
-  local function gate_pass(rid)
+  local function admit(rid)
     local gs, rk = gates_of(rid)
     for i = 1, #gs do
       local g = gs[i]
@@ -180,11 +181,11 @@ local function gate(op, rid, arg)
           redis.call("ZADD", idx("gates"), NOWS, g[1])
         end
         local held = false
-        local admitted = gate_fill(g[1])
+        local admitted = fill(g[1])
         for j = 1, #admitted do
           if admitted[j] == rid then
             held = true
-          elseif gate_pass(admitted[j]) then
+          elseif admit(admitted[j]) then
             run_go(admitted[j])
           end
         end
@@ -195,9 +196,9 @@ local function gate(op, rid, arg)
     end
     return true
   end
-  -- gate_release gives up the gates run rid holds (all but its ordering key
+  -- release gives up the gates run rid holds (all but its ordering key
   -- when keep_key) or the line it waits in, and admits the runs that frees.
-  local function gate_release(rid, keep_key)
+  local function release(rid, keep_key)
     local gs, rk = gates_of(rid)
     local waiting = redis.call("HGET", rk, "waiting")
     if waiting and waiting ~= "" then
@@ -212,9 +213,9 @@ local function gate(op, rid, arg)
           redis.call("ZREM", gate_key(g[1], "admitted"), rid)
           redis.call("HSET", rk, g[3], "0")
         end
-        local admitted = gate_fill(g[1])
+        local admitted = fill(g[1])
         for j = 1, #admitted do
-          if gate_pass(admitted[j]) then
+          if admit(admitted[j]) then
             run_go(admitted[j])
           end
         end
@@ -224,46 +225,44 @@ local function gate(op, rid, arg)
       end
     end
   end
-  if op == "pass" then
-    return gate_pass(rid)
-  elseif op == "release" then
-    return gate_release(rid, arg)
-  end
-  -- repair: drop the admitted runs that hold no slot any more (ended,
-  -- gone), then admit waiting runs while there are free slots.
-  local g = arg
-  local ak = gate_key(g, "admitted")
-  local dropped = 0
-  local members = redis.call("ZRANGE", ak, 0, -1)
-  for i = 1, #members do
-    local m = members[i]
-    local gs, rk = gates_of(m)
-    local r = redis.call("HMGET", rk, "status", "ord_block")
-    local holds = false
-    for j = 1, #gs do
-      if gs[j][1] == g and gs[j][4] then
-        holds = true
+  -- repair drops the admitted runs of gate g that hold no slot any more
+  -- (ended, gone), then admits waiting runs while there are free slots.
+  -- Returns the runs dropped and the runs started.
+  local function repair(g)
+    local ak = gate_key(g, "admitted")
+    local dropped = 0
+    local members = redis.call("ZRANGE", ak, 0, -1)
+    for i = 1, #members do
+      local m = members[i]
+      local gs, rk = gates_of(m)
+      local r = redis.call("HMGET", rk, "status", "ord_block")
+      local holds = false
+      for j = 1, #gs do
+        if gs[j][1] == g and gs[j][4] then
+          holds = true
+        end
+      end
+      if holds and r[1] and is_terminal(r[1]) then
+        -- Only a failed run keeps a slot: its ordering key's, when it blocks it.
+        holds = r[1] == "failed" and r[2] == "1" and string.sub(g, 1, 2) == "k:"
+      end
+      if not r[1] or not holds then
+        redis.call("ZREM", ak, m)
+        dropped = dropped + 1
       end
     end
-    if holds and r[1] and is_terminal(r[1]) then
-      -- Only a failed run keeps a slot: its ordering key's, when it blocks it.
-      holds = r[1] == "failed" and r[2] == "1" and string.sub(g, 1, 2) == "k:"
+    local admitted = fill(g)
+    local started = 0
+    for j = 1, #admitted do
+      if admit(admitted[j]) then
+        run_go(admitted[j])
+        started = started + 1
+      end
     end
-    if not r[1] or not holds then
-      redis.call("ZREM", ak, m)
-      dropped = dropped + 1
+    if redis.call("EXISTS", gate_key(g, "wait"), ak) == 0 then
+      redis.call("ZREM", idx("gates"), g)
     end
+    return dropped, started
   end
-  local admitted = gate_fill(g)
-  local started = 0
-  for j = 1, #admitted do
-    if gate_pass(admitted[j]) then
-      run_go(admitted[j])
-      started = started + 1
-    end
-  end
-  if redis.call("EXISTS", gate_key(g, "wait"), ak) == 0 then
-    redis.call("ZREM", idx("gates"), g)
-  end
-  return dropped, started
+  return {admit = admit, release = release, repair = repair}
 end

@@ -8,10 +8,12 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cairnhq/cairn/tasks"
 )
 
-// The scripts (lua/*.lua) and the helpers they share (lua/lib/*.lua): see
-// lua/README.md.
+// The scripts (lua/*.lua) and the helpers they share (lua/lib/*.lua, and
+// the functions of asynq's task records, tasks.Lua): see lua/README.md.
 //
 //go:embed lua/*.lua lua/lib/*.lua
 var luaFS embed.FS
@@ -71,9 +73,9 @@ func mustRead(name string) string {
 	return string(b)
 }
 
-// luaLib is the helpers the scripts share, by name: lib/<name>.lua defines
-// the local <name> (a function or a value), after a line "-- needs: a, b"
-// naming the helpers it uses, if any.
+// luaLib is the helpers the scripts share, by name: lib/<name>.lua (or
+// tasks' lua/<name>.lua) defines the local <name> (a function or a value),
+// after a line "-- needs: a, b" naming the helpers it uses, if any.
 //
 // Redis runs a script's whole body on every call, and each "local
 // function" in it is a closure created anew each time (some 400
@@ -89,13 +91,15 @@ type luaHelper struct {
 	text  string
 }
 
-// luaHelpers returns the helpers of lua/lib.
+// luaHelpers returns the helpers of lua/lib and the functions by which
+// the scripts write and read asynq's task records, which package tasks
+// owns (tasks.Lua: the only code that knows asynq's layout).
 func luaHelpers() luaLib {
-	sub, err := fs.Sub(luaFS, "lua/lib")
+	lib, err := fs.Sub(luaFS, "lua/lib")
 	if err != nil {
 		panic("retrystate: " + err.Error())
 	}
-	return mustReadLuaLib(sub)
+	return mustReadLuaLib(lib, tasks.Lua())
 }
 
 // mustReadLuaLib reads the helpers, the *.lua files at the root of each of

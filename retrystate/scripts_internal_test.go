@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairnhq/cairn/tasks"
 )
 
 // scriptBodies returns the scripts that need helpers (lua/lib) by file name.
@@ -234,6 +236,49 @@ func TestLuaNeedsAreUses(t *testing.T) {
 						name, n, r)
 				}
 			}
+		}
+	}
+}
+
+// TestOnlyTasksSpellsAsynqsLayout: retrystate's Lua writes and reads
+// asynq's task records only through the functions of package tasks
+// (tasks.Lua: put_task, put_now, task_state, task_exists, task_id), which
+// tasks.CheckAsynqWire checks against asynq at every worker's start: no
+// string of its scripts or helpers names an asynq key, a field only
+// asynq's records have, or the task ID's format. (asynq's keys that a
+// script declares come in its KEYS, from Go.)
+func TestOnlyTasksSpellsAsynqsLayout(t *testing.T) {
+	t.Parallel()
+	for path, src := range luaSources(t) {
+		toks, err := luaLex(src)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, tok := range toks {
+			if tok.kind != 's' {
+				continue
+			}
+			for _, bad := range []string{"asynq:", "pending_since", "_s%d", "_a%d", "_g%d", `"_s"`, `"_a"`} {
+				if strings.Contains(tok.text, bad) {
+					t.Errorf("%s:%d: %s spells asynq's layout (%s); use tasks' Lua", path, tok.line, tok.text, bad)
+				}
+			}
+		}
+	}
+	lib := luaHelpers()
+	for _, n := range []string{"put_task", "put_now", "task_state", "task_exists", "task_id"} {
+		want, err := fs.ReadFile(tasks.Lua(), n+".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lib[n].text != string(want) {
+			t.Errorf("the helper %s is not tasks' lua/%s.lua", n, n)
+		}
+	}
+	for _, name := range []string{"complete.lua", "create.lua", "fail.lua", "repair.lua"} {
+		src := lib.assemble(name, mustRead("lua/"+name))
+		if !strings.Contains(src, "local function put_task(") && !strings.Contains(src, "local function put_now(") {
+			t.Errorf("the assembled %s writes no task through tasks' Lua", name)
 		}
 	}
 }

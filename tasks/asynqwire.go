@@ -10,12 +10,12 @@ import (
 // checkpoints the step before it (retrystate/lua/complete.lua), so that the
 // checkpoint and the task that continues the run are written at once (no
 // crash can fall between them) and in one round trip. That script writes the
-// record asynq's own enqueue writes, at the pinned asynq version (v0.26): a
-// hash asynq:{queue}:t:<id> holding the protobuf TaskMessage under "msg"
-// (encoded here), and the ID pushed on asynq:{queue}:pending (named in
-// retrystate/keys.go). TestDirectEnqueueMatchesAsynq checks both against
-// asynq itself, and the worker checks them at start (CheckAsynqWire,
-// probe.go).
+// record asynq's own enqueue writes, at the pinned asynq version (v0.26),
+// with this package's Lua (lua.go: put_task): a hash asynq:{queue}:t:<id>
+// holding the protobuf TaskMessage under "msg" (encoded here, or by
+// put_now in Lua), and the ID pushed on asynq:{queue}:pending.
+// TestDirectEnqueueMatchesAsynq checks both against asynq itself, and the
+// worker checks them at start (CheckAsynqWire, probe.go).
 
 // AsynqLeaseDuration is the lease asynq (v0.26, internal/rdb.LeaseDuration)
 // gives a worker on a task it dequeues: the task's entry in

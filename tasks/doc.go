@@ -1,6 +1,8 @@
 // Package tasks is the contract between Cairn and asynq: the task type name
 // of a step attempt, its payload encoding, the deterministic task ID of each
-// attempt, and the asynq options an attempt is enqueued with.
+// attempt, the asynq options an attempt is enqueued with, and the Lua by
+// which Cairn's state scripts write asynq's task records themselves
+// (Lua; CheckAsynqWire checks it against asynq at every worker's start).
 //
 // Every step attempt is one asynq task. Its ID is derived from the run ID, the
 // step index, the attempt number and a dispatch generation, so enqueueing the

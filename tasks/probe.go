@@ -22,7 +22,7 @@ import (
 )
 
 // AsynqFormatVersion is the asynq release whose internal task record
-// Cairn's Lua scripts write (see asynqwire.go). go.mod pins asynq to it: an
+// Cairn's Lua scripts write (see asynqwire.go and lua.go). go.mod pins asynq to it: an
 // upgrade is a data-format change until CheckAsynqWire and the tests pass on
 // the new release.
 const AsynqFormatVersion = "v0.26.0"
@@ -41,10 +41,15 @@ const asynqTaskMessage = "asynq.TaskMessage"
 const pendingSinceSlack = time.Minute
 
 // TaskWriter writes asynq's record of a task as Cairn's state scripts do
-// (retrystate.TaskWriter): pending when due is zero or not after now, else
+// (LuaTaskWriter): pending when due is zero or not after now, else
 // scheduled for due.
 type TaskWriter interface {
+	// WriteTask writes task id with the message msg, which Go encoded
+	// (Step.AsynqMessage), as put_task does.
 	WriteTask(ctx context.Context, queue, id string, msg []byte, due, now time.Time) error
+	// WriteStepTask writes the task of attempt s, encoding its message in
+	// Lua, as put_now does.
+	WriteStepTask(ctx context.Context, queue string, s Step, stepTimeout time.Duration, due, now time.Time) error
 }
 
 // WireMismatchError is CheckAsynqWire's finding that Cairn's writer and
@@ -59,7 +64,7 @@ type WireMismatchError struct {
 
 func (e *WireMismatchError) Error() string {
 	return fmt.Sprintf("asynq %s does not store tasks as Cairn writes them (Cairn writes asynq %s's task record "+
-		"from its Lua scripts: retrystate/lua/lib/put_task.lua, complete.lua): %s",
+		"from its Lua scripts: tasks/lua/put_task.lua and put_now.lua): %s",
 		e.AsynqVersion, AsynqFormatVersion, strings.Join(e.Diffs, "; "))
 }
 
@@ -116,15 +121,19 @@ type taskRecord struct {
 }
 
 // CheckAsynqWire checks that write (Cairn's writer of the tasks that
-// continue a run) and asynq's own client store the same record of a task.
-// For each case (a pending task, a pending re-dispatch, a scheduled retry)
-// it enqueues a step attempt's task with asynq's client, as the engine does
+// continue a run: LuaTaskWriter runs the Lua that the state scripts write
+// them with) and asynq's own client store the same record of a task. For
+// each case (a pending task, a pending re-dispatch, a scheduled retry) it
+// enqueues a step attempt's task with asynq's client, as the engine does
 // (Options), reads asynq's record (the task hash, the queue's pending list
-// and scheduled set), deletes it, writes the same task with write and reads
-// that record. The records must be the same: every hash field (the "msg"
-// field decoded with asynq's own protobuf type, compared field by field;
-// pending_since, the time of the write, within a minute) and the lists'
-// contents. The check runs in a scratch queue of its own (ProbeQueuePrefix)
+// and scheduled set) and deletes it; then it writes the same task with
+// write's WriteTask (put_task: the message encoded in Go), reads that
+// record and deletes it, and again with WriteStepTask (put_now: the
+// message encoded in Lua). Each record must be asynq's: every hash field
+// (the "msg" field decoded with asynq's own protobuf type, compared field
+// by field; pending_since, the time of the write, within a minute) and the
+// lists' contents. A difference of the second write is named "<case>,
+// message encoded in Lua". The check runs in a scratch queue of its own (ProbeQueuePrefix)
 // and deletes every key it wrote, also when it fails. now is the clock the
 // engine enqueues by.
 //
@@ -150,9 +159,7 @@ func CheckAsynqWire(ctx context.Context, rdb redis.UniversalClient, write TaskWr
 		if err != nil {
 			return fmt.Errorf("asynq probe, %s: %w", c.name, err)
 		}
-		for _, s := range d {
-			diffs = append(diffs, c.name+": "+s)
-		}
+		diffs = append(diffs, d...)
 	}
 	if len(diffs) > 0 {
 		return &WireMismatchError{AsynqVersion: LinkedAsynqVersion(), Diffs: diffs}
@@ -184,17 +191,33 @@ func probeOne(ctx context.Context, rdb redis.UniversalClient, write TaskWriter, 
 	if err := deleteTaskKeys(ctx, rdb, queue, id); err != nil {
 		return nil, err
 	}
-	if err := write.WriteTask(ctx, queue, id, c.step.AsynqMessage(queue, c.timeout), due, now()); err != nil {
-		return nil, fmt.Errorf("write with Cairn's writer: %w", err)
+	var diffs []string
+	for _, w := range []struct {
+		name  string
+		write func() error
+	}{
+		{c.name, func() error {
+			return write.WriteTask(ctx, queue, id, c.step.AsynqMessage(queue, c.timeout), due, now())
+		}},
+		{c.name + ", message encoded in Lua", func() error {
+			return write.WriteStepTask(ctx, queue, c.step, c.timeout, due, now())
+		}},
+	} {
+		if err := w.write(); err != nil {
+			return nil, fmt.Errorf("write with Cairn's writer (%s): %w", w.name, err)
+		}
+		ours, err := readRecord(ctx, rdb, queue, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := deleteTaskKeys(ctx, rdb, queue, id); err != nil {
+			return nil, err
+		}
+		for _, d := range compareRecords(theirs, ours) {
+			diffs = append(diffs, w.name+": "+d)
+		}
 	}
-	ours, err := readRecord(ctx, rdb, queue, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := deleteTaskKeys(ctx, rdb, queue, id); err != nil {
-		return nil, err
-	}
-	return compareRecords(theirs, ours), nil
+	return diffs, nil
 }
 
 // asynqKeys are the keys of asynq v0.26 (internal/base) that an enqueue of

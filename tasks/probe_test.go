@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/cairnhq/cairn/internal/redistest"
-	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -35,13 +34,14 @@ func requireEmpty(t *testing.T, rdb *redis.Client) {
 	}
 }
 
-// TestCheckAsynqWire: Cairn's task writer (retrystate/lua/lib/put_task.lua) and
-// asynq's own client write the same record, and the probe deletes every key
-// it wrote, asynq:queues included.
+// TestCheckAsynqWire: Cairn's task writers (tasks/lua/put_task.lua, and
+// put_now.lua, which encodes the message in Lua) and asynq's own client
+// write the same record, and the probe deletes every key it wrote,
+// asynq:queues included.
 func TestCheckAsynqWire(t *testing.T) {
 	t.Parallel()
 	rdb := probeRedis(t)
-	if err := tasks.CheckAsynqWire(context.Background(), rdb, retrystate.NewTaskWriter(rdb), time.Now); err != nil {
+	if err := tasks.CheckAsynqWire(context.Background(), rdb, tasks.NewLuaTaskWriter(rdb), time.Now); err != nil {
 		t.Fatal(err)
 	}
 	requireEmpty(t, rdb)
@@ -54,10 +54,19 @@ type corruptWriter struct {
 }
 
 func (w corruptWriter) WriteTask(ctx context.Context, queue, id string, msg []byte, due, now time.Time) error {
-	if err := retrystate.NewTaskWriter(w.rdb).WriteTask(ctx, queue, id, msg, due, now); err != nil {
+	if err := tasks.NewLuaTaskWriter(w.rdb).WriteTask(ctx, queue, id, msg, due, now); err != nil {
 		return err
 	}
 	return w.mutate(ctx, w.rdb, "asynq:{"+queue+"}:t:"+id, "asynq:{"+queue+"}:pending", id, msg)
+}
+
+func (w corruptWriter) WriteStepTask(ctx context.Context, queue string, s tasks.Step, timeout time.Duration,
+	due, now time.Time) error {
+	if err := tasks.NewLuaTaskWriter(w.rdb).WriteStepTask(ctx, queue, s, timeout, due, now); err != nil {
+		return err
+	}
+	return w.mutate(ctx, w.rdb, "asynq:{"+queue+"}:t:"+s.ID(), "asynq:{"+queue+"}:pending", s.ID(),
+		s.AsynqMessage(queue, timeout))
 }
 
 // setMsg replaces the task's message with msg followed by extra.
@@ -139,7 +148,7 @@ func TestCheckAsynqWireFindsDifferences(t *testing.T) {
 func TestCheckAsynqWireScheduledScore(t *testing.T) {
 	t.Parallel()
 	rdb := probeRedis(t)
-	w := laterWriter{retrystate.NewTaskWriter(rdb)}
+	w := laterWriter{tasks.NewLuaTaskWriter(rdb)}
 	err := tasks.CheckAsynqWire(context.Background(), rdb, w, time.Now)
 	if err == nil || !strings.Contains(err.Error(), "scheduled retry: scheduled set (asynq:{queue}:scheduled)") ||
 		strings.Contains(err.Error(), "pending task:") {
@@ -148,13 +157,21 @@ func TestCheckAsynqWireScheduledScore(t *testing.T) {
 	requireEmpty(t, rdb)
 }
 
-type laterWriter struct{ w retrystate.TaskWriter }
+type laterWriter struct{ w tasks.LuaTaskWriter }
 
 func (l laterWriter) WriteTask(ctx context.Context, queue, id string, msg []byte, due, now time.Time) error {
 	if !due.IsZero() {
 		due = due.Add(time.Second)
 	}
 	return l.w.WriteTask(ctx, queue, id, msg, due, now)
+}
+
+func (l laterWriter) WriteStepTask(ctx context.Context, queue string, s tasks.Step, timeout time.Duration,
+	due, now time.Time) error {
+	if !due.IsZero() {
+		due = due.Add(time.Second)
+	}
+	return l.w.WriteStepTask(ctx, queue, s, timeout, due, now)
 }
 
 // TestCheckAsynqWireRedisError: when Redis cannot be used the probe returns
@@ -165,7 +182,7 @@ func TestCheckAsynqWireRedisError(t *testing.T) {
 	if err := rdb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err := tasks.CheckAsynqWire(context.Background(), rdb, retrystate.NewTaskWriter(rdb), time.Now)
+	err := tasks.CheckAsynqWire(context.Background(), rdb, tasks.NewLuaTaskWriter(rdb), time.Now)
 	var mm *tasks.WireMismatchError
 	if !errors.Is(err, redis.ErrClosed) || errors.As(err, &mm) {
 		t.Fatalf("got %v, want Redis's error", err)
@@ -183,8 +200,39 @@ func TestCheckAsynqWireSubMillisecondClock(t *testing.T) {
 	// Now, moved within its second to .500000500: the retry, due 1h1.5s
 	// later, is then due at a whole second and 500ns.
 	at := func() time.Time { return time.Now().Truncate(time.Second).Add(500*time.Millisecond + 500) }
-	if err := tasks.CheckAsynqWire(context.Background(), rdb, retrystate.NewTaskWriter(rdb), at); err != nil {
+	if err := tasks.CheckAsynqWire(context.Background(), rdb, tasks.NewLuaTaskWriter(rdb), at); err != nil {
 		t.Fatal(err)
+	}
+	requireEmpty(t, rdb)
+}
+
+// luaTimeoutWriter writes as Cairn does, but for the tasks whose message
+// it encodes in Lua (put_now), which it gives another timeout.
+type luaTimeoutWriter struct{ tasks.LuaTaskWriter }
+
+func (w luaTimeoutWriter) WriteStepTask(ctx context.Context, queue string, s tasks.Step, timeout time.Duration,
+	due, now time.Time) error {
+	return w.LuaTaskWriter.WriteStepTask(ctx, queue, s, timeout+time.Hour, due, now)
+}
+
+// TestCheckAsynqWireChecksTheLuaEncoder: the probe writes each task a
+// second time as the scripts write the tasks no Go code encoded (gate
+// admissions, compensations, repairs: put_now, which encodes the message
+// in Lua), so a difference there alone fails it, naming those writes.
+func TestCheckAsynqWireChecksTheLuaEncoder(t *testing.T) {
+	t.Parallel()
+	rdb := probeRedis(t)
+	err := tasks.CheckAsynqWire(context.Background(), rdb, luaTimeoutWriter{tasks.NewLuaTaskWriter(rdb)}, time.Now)
+	if _, ok := errors.AsType[*tasks.WireMismatchError](err); !ok {
+		t.Fatalf("got %v, want a WireMismatchError", err)
+	}
+	for _, c := range []string{"pending task", "pending re-dispatch", "scheduled retry"} {
+		if !strings.Contains(err.Error(), c+", message encoded in Lua: msg.timeout: asynq ") {
+			t.Errorf("the error does not name %s's Lua-encoded timeout:\n%v", c, err)
+		}
+		if strings.Contains(err.Error(), c+": ") {
+			t.Errorf("the error names %s's write with the message Go encoded, which is asynq's:\n%v", c, err)
+		}
 	}
 	requireEmpty(t, rdb)
 }

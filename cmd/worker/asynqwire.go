@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -32,7 +31,7 @@ func checkAsynqWire(ctx context.Context, rdb redis.UniversalClient, log *slog.Lo
 	check := func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, asynqWireTimeout)
 		defer cancel()
-		err := tasks.CheckAsynqWire(ctx, rdb, retrystate.NewTaskWriter(rdb), workflow.SystemClock.Now)
+		err := tasks.CheckAsynqWire(ctx, rdb, tasks.NewLuaTaskWriter(rdb), workflow.SystemClock.Now)
 		var mm *tasks.WireMismatchError
 		switch {
 		case err == nil:

@@ -218,7 +218,7 @@ else
         return {"failed", f_code, f_reason, after}
       end
       local gen = step_incr(idx, "gen", "1")
-      local id = task_id(idx, num(st_attempt), gen)
+      local id = task_id(RUN_ID, idx, num(st_attempt), gen)
       local w = {p .. "status", "pending", p .. "task", id, p .. "next_attempt_at", int(until_ms),
         p .. "fence", "", p .. "fence_expires_at", "0", "warning", "breaker_open", "updated_at", NOWS}
       if crashed == 1 then

@@ -16,7 +16,7 @@
 --                 this delivery begins the next step itself, or "" (see below)
 --   inline_ttl    the fence TTL of that begin, ms
 -- When the next step's task is the one expected, the script creates it as
--- asynq's enqueue would (see tasks/asynqwire.go), in the same atomic write
+-- asynq's enqueue would (tasks/lua/put_task.lua), in the same atomic write
 -- as the checkpoint.
 -- With inline_token, the next step is begun here instead, under that token, as
 -- begin.lua would begin its first attempt (fence, iteration, journal), and
@@ -35,7 +35,7 @@
 local RUN, next_task, pending = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl =
   unpack(ARGV)
--- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, sp, status_move, step_deadline, zero
+-- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, zero
 
 local idx = tonumber(index)
 local p, q = "s" .. index .. ".", sp(idx + 1)
@@ -117,10 +117,7 @@ if nxt < num(run_steps) then
   redis.call("ZADD", IDX.active, NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if next_id ~= "" and next_id == id then
-    -- As put_task (lib/put_task.lua) writes a task due now, inline: this is the
-    -- hot path, and a helper would be a closure made on every call.
-    redis.call("HSET", next_task, "msg", next_msg, "state", "pending", "pending_since", NOWS .. "000000")
-    redis.call("LPUSH", pending, id)
+    put_task(next_task, pending, nil, id, next_msg, NOWS)
     return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "1"}
   end
   return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "0"}

@@ -75,7 +75,7 @@
 local RUN, idem, legacy_idem, first_task, pending, seed = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, workflow, input, owner, idempotency_key, def, run_timeout, max_iterations, steps =
   unpack(ARGV, 1, 11)
--- needs: COMP_BASE, IDX, NOW, RUN_DEFAULTS, STEP_DEFAULTS, activation, gates, int, journal, num, sp, step_deadline, zero
+-- needs: COMP_BASE, IDX, NOW, RUN_DEFAULTS, STEP_DEFAULTS, activation, gates, int, journal, num, put_task, sp, step_deadline, zero
 
 if idempotency_key ~= "" then
   local existing = redis.call("GET", idem)
@@ -288,10 +288,8 @@ if gated then
   end
 end
 if first_msg and first_msg ~= "" then
-  -- As put_task (lib/put_task.lua) writes a task due now: the run and its first
-  -- task are one atomic write.
-  redis.call("HSET", first_task, "msg", first_msg, "state", "pending", "pending_since", NOWS .. "000000")
-  redis.call("LPUSH", pending, id)
+  -- The run and its first task are one atomic write.
+  put_task(first_task, pending, nil, id, first_msg, NOWS)
   return {"created", id, int(attempt), "1"}
 end
 return {"created", id, int(attempt), "0"}

@@ -120,7 +120,7 @@ if deadline > 0 and due >= deadline then
 end
 
 local next_attempt = step_incr(idx, "attempt", "1")
-local id = task_id(idx, next_attempt, 0)
+local id = task_id(RUN_ID, idx, next_attempt, 0)
 step_incr(idx, "retry_attempts", "1")
 step_set(idx, "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
   "task", id, "gen", "0")
@@ -133,7 +133,7 @@ notify("retry_scheduled", run_workflow, "step", st_name, "attempt", int(next_att
   "delay_ms", int(delay), "error", message)
 local enqueued = "0"
 if retry_id ~= "" and retry_id == id then
-  put_task(retry_task, pending, scheduled, id, retry_msg, int(due))
+  put_task(retry_task, pending, scheduled, id, retry_msg, NOWS, due, NOW)
   enqueued = "1"
 end
 return {"retry", int(due), int(next_attempt), int(st_timeout_ms), enqueued}

@@ -60,7 +60,7 @@ if crashes > num(st_max_crashes) then
   return {"failed", f_code, f_reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
-local id = task_id(idx, attempt, gen)
+local id = task_id(RUN_ID, idx, attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "1")
 touch()
 local ok, why = auto_repair(max_auto, "crashed attempt")

@@ -37,7 +37,7 @@ if st_status ~= "running" or st_fence ~= token then
 end
 free_probe(idx) -- the resumed attempt may probe the step's breaker at once
 local gen = step_incr(idx, "gen", "1")
-local id = task_id(idx, st_attempt, gen)
+local id = task_id(RUN_ID, idx, st_attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "interrupted")
 redis.call("ZREM", IDX.fences, RUN_ID)
 touch()
@@ -47,7 +47,7 @@ notify("run_recovered", run_workflow, "by", "worker", "kind", "interrupted_attem
   "attempt", st_attempt)
 local enqueued = "0"
 if next_id ~= "" and next_id == id then
-  put_task(next_task, pending, nil, id, next_msg, "0")
+  put_task(next_task, pending, nil, id, next_msg, NOWS)
   enqueued = "1"
 end
 return {"released", int(idx), st_name, int(st_attempt), int(gen), int(st_timeout_ms), enqueued}

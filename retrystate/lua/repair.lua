@@ -35,7 +35,7 @@
 
 local RUN = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, task, trouble, max_auto, grace_ms = unpack(ARGV)
--- needs: NOW, auto_repair, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_id, touch
+-- needs: NOW, auto_repair, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_exists, task_id, task_state, touch
 
 local check = trouble == "check"
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow", "updated_at")
@@ -51,9 +51,8 @@ local st = step_get(idx, "status", "task", "name", "attempt", "gen", "next_attem
   "fence_expires_at")
 local st_status, st_task, st_name, st_attempt = st[1], st[2], st[3], st[4]
 local st_gen, st_next_attempt_at, st_timeout_ms = st[5], st[6], st[7]
--- TASK is the prefix of asynq's task records of the queue (cairn:{q}: ->
--- asynq:{q}:t:).
-local TASK = "asynq:{" .. string.sub(PREFIX, 8, -3) .. "}:t:"
+-- QUEUE is the queue's name, from the prefix cairn:{<queue>}:.
+local QUEUE = string.sub(PREFIX, 8, -3)
 if check then
   task = st_task
   if not st_task or st_task == "" then
@@ -72,7 +71,7 @@ if check then
   if num(rs[5]) > NOW - grace then
     return {"recheck", int(num(rs[5]) + grace)}
   end
-  local state = redis.call("HGET", TASK .. st_task, "state")
+  local state = task_state(QUEUE, st_task)
   if state == "archived" then
     trouble = "archived"
   elseif state then
@@ -106,15 +105,15 @@ end
 local gen, id = st_gen or "0", st_task
 if trouble ~= "missing" then
   gen = int(step_incr(idx, "gen", "1"))
-  id = task_id(idx, st_attempt, gen)
+  id = task_id(RUN_ID, idx, st_attempt, gen)
   step_set(idx, "task", id)
 end
 touch()
 journal("repair", "kind", kind, "step", st_name, "attempt", st_attempt, "task", id)
 notify("run_recovered", run_workflow, "by", "reconciler", "kind", kind, "step", st_name, "attempt", st_attempt)
 -- ("check" found the missing task missing a moment ago, in this script.)
-if (check and trouble == "missing") or redis.call("EXISTS", TASK .. id) == 0 then
-  put_now(RUN_ID, run_workflow, idx, st_name, st_attempt, gen, id, st_timeout_ms, st_next_attempt_at)
+if (check and trouble == "missing") or not task_exists(QUEUE, id) then
+  put_now(QUEUE, NOWS, RUN_ID, run_workflow, idx, st_name, st_attempt, gen, id, st_timeout_ms, st_next_attempt_at)
 end
 return {"repair", run_current or "0", st_name, st_attempt or "0", gen, st_next_attempt_at or "0",
   st_timeout_ms or "0", kind, run_workflow}

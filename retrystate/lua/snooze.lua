@@ -74,7 +74,7 @@ if deadline > 0 and due >= deadline then
   return {"failed", f_code, f_reason, after}
 end
 local gen = step_incr(idx, "gen", "1")
-local id = task_id(idx, st_attempt, gen)
+local id = task_id(RUN_ID, idx, st_attempt, gen)
 local snoozes = step_incr(idx, "snoozes", "1")
 step_set(idx, "status", "pending", "fence", DONE, "fence_expires_at", "0", "task", id,
   "resuming", "snoozed", "retry_state", "scheduled", "next_attempt_at", int(due))
@@ -84,7 +84,7 @@ journal("step_snoozed", "step", st_name, "attempt", st_attempt, "task", id, "del
   "due_at", int(due), "snoozes", int(snoozes), "duration_ms", int(NOW - num(st_attempt_started_at)))
 local enqueued = "0"
 if next_id ~= "" and next_id == id then
-  put_task(next_task, pending, scheduled, id, next_msg, int(due))
+  put_task(next_task, pending, scheduled, id, next_msg, NOWS, due, NOW)
   enqueued = "1"
 end
 return {"snoozed", int(idx), st_name, int(st_attempt), int(gen), int(due), int(st_timeout_ms), enqueued}

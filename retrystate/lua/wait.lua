@@ -162,7 +162,7 @@ elseif due <= NOW then
 end
 
 local gen = num(st_gen) + 1
-local id = task_id(idx, st_attempt, gen)
+local id = task_id(RUN_ID, idx, st_attempt, gen)
 step_set(idx, "status", "waiting", "next_attempt_at", int(due), "task", id, "gen", int(gen))
 redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
 redis.call("ZADD", IDX["waiting:" .. reason], NOWS, RUN_ID)
@@ -176,7 +176,7 @@ else
 end
 local enqueued = "0"
 if wake_id ~= "" and wake_id == id then
-  put_task(wake_task, pending, scheduled, id, wake_msg, int(due))
+  put_task(wake_task, pending, scheduled, id, wake_msg, NOWS, due, NOW)
   enqueued = "1"
 end
 return {"waiting", reason, int(due), int(idx), st_name, int(st_attempt), int(gen), int(st_timeout_ms), enqueued}

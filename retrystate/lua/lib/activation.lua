@@ -1,16 +1,18 @@
+-- needs: task_id
 -- activation returns the field/value pairs that make step idx, whose
 -- attempt counter is attempt_before, the run's current step, due now, with a
 -- new attempt number and a fresh retry budget; the caller writes them (with
 -- its own) and records activity on the run (ZADD IDX.active). Returns the
 -- pairs, the task ID (task_id's) and the new attempt number.
 -- Like step_deadline below, it captures no local of the script around it
+-- (but the helper task_id)
 -- (it reads the run-level arguments itself, lua/README.md): a closure's
 -- creation cost grows with what it
 -- captures, and complete.lua, and begin.lua through saga(), include both.
 local function activation(idx, attempt_before)
   local RUN_ID, _, NOWS = unpack(ARGV, 1, 3)
   local attempt = math.floor(tonumber(attempt_before) or 0) + 1
-  local id = string.format("%s_s%d_a%d", RUN_ID, idx, attempt)
+  local id = task_id(RUN_ID, idx, attempt)
   local p = string.format("s%d.", idx)
   local w = {p .. "attempt", string.format("%d", attempt), p .. "status", "pending", p .. "task", id,
     "current", string.format("%d", idx), "updated_at", NOWS}

@@ -1,3 +1,4 @@
+-- needs: task_id
 -- compact_run rewrites a run that has ended, succeeded or cancelled, in its
 -- compact form (definitions.go): it deletes the fixed fields its definition's
 -- template holds (create.lua copied them from it; Store.Run fills them back)
@@ -57,7 +58,7 @@ local function compact_run()
   local keep = {updated_at = true, deadline_base = true}
   for i = 0, n - 1 do
     local p = "s" .. i .. "."
-    derived[p .. "task"] = RUN_ID .. "_s" .. i .. "_a1"
+    derived[p .. "task"] = task_id(RUN_ID, i, 1)
     derived[p .. "attempts_started"] = a[2 * i + 1] or "0"
     derived[p .. "attempt_started_at"] = a[2 * i + 2] or "0"
     keep[p .. "task"], keep[p .. "attempts_started"], keep[p .. "attempt_started_at"] = true, true, true

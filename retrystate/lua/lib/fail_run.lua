@@ -39,6 +39,10 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
     end
   end
   if idx == "saga" or (not plain and (idx >= COMP_BASE or redis.call("HGET", RUN, "sagas") == "1")) then
+    -- QUEUE is the queue's name, from the prefix cairn:{<queue>}:, read
+    -- here: fail_run captures no PREFIX (begin.lua creates it on every call).
+    local _, PREFIX = unpack(ARGV, 1, 2)
+    local QUEUE = string.sub(PREFIX, 8, -3)
     -- saga_end ends a saga whose compensations are all done (comp_end).
     local function saga_end(ret)
       local r = redis.call("HMGET", RUN, "comp_end", "comp_step", "comp_hi", "comp_group", "comp_code",
@@ -92,7 +96,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
       local aw, id, attempt = activation(nxt, s[1])
       step_deadline(aw, d[1] or d[3], s[4], d[2], nil)
       redis.call("HSET", RUN, unpack(aw))
-      put_now(RUN_ID, workflow, nxt, s[2], attempt, 0, id, s[3])
+      put_now(QUEUE, NOWS, RUN_ID, workflow, nxt, s[2], attempt, 0, id, s[3])
       return {"next", int(nxt), s[2], int(attempt), int(num(s[3])), "1"}
     end
     -- saga_next starts the compensation of the run's last succeeded step
@@ -109,7 +113,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
           redis.call("HSET", RUN, unpack(aw))
           redis.call("ZADD", IDX.active, NOWS, RUN_ID)
           journal("compensation_started", "step", s[3], "attempt", int(attempt), "task", id)
-          put_now(RUN_ID, r[2], c, cs[2], attempt, 0, id, cs[3])
+          put_now(QUEUE, NOWS, RUN_ID, r[2], c, cs[2], attempt, 0, id, cs[3])
           return {"next", int(c), cs[2], int(attempt), int(num(cs[3])), "1"}
         end
       end

@@ -1,4 +1,4 @@
--- needs: put_now
+-- needs: put_now, task_id
 -- Admission gates: ordering keys and max_running.
 -- A gate G is "k:<ordering key>" or "w:<workflow>" (max_running). Its line
 -- of waiting runs is gate:<G>:wait (a sorted set of run IDs by start
@@ -139,10 +139,7 @@ local function gates()
     local p = sp(cur)
     local s = redis.call("HMGET", rk, p .. "name", p .. "attempt", p .. "gen", p .. "timeout_ms", p .. "run_timeout_ms")
     local gen = num(s[3])
-    local id = string.format("%s_s%d_a%d", rid, cur, num(s[2]))
-    if gen > 0 then
-      id = id .. string.format("_g%d", gen)
-    end
+    local id = task_id(rid, cur, num(s[2]), gen)
     local rt = num(s[5])
     if rt == 0 then
       rt = num(r[4])
@@ -163,7 +160,8 @@ local function gates()
     redis.call("ZADD", idx("active"), NOWS, rid)
     redis.call("XADD", rk .. ":j", "MAXLEN", "~", JOURNAL_MAXLEN, "*", "type", "run_admitted", "at", NOWS,
       "task", id)
-    put_now(rid, workflow, cur, s[1], s[2], gen, id, s[4])
+    -- (The queue's name is in the prefix, cairn:{<queue>}:.)
+    put_now(string.sub(PREFIX, 8, -3), NOWS, rid, workflow, cur, s[1], s[2], gen, id, s[4])
   end
   -- admit takes run rid through the gates it does not hold yet. Returns
   -- true when it holds them all; else it waits in the line of the first gate

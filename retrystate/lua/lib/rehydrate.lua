@@ -51,7 +51,7 @@ local function rehydrate()
     end
     if a ~= "0" then
       -- (Before the defaults: their empty task is a step never activated.)
-      add(p .. "task", task_id(i, num(a), num(m[p .. "gen"])))
+      add(p .. "task", task_id(RUN_ID, i, num(a), num(m[p .. "gen"])))
     end
     for j = 1, #STEP_DEFAULTS, 2 do
       add(p .. STEP_DEFAULTS[j], STEP_DEFAULTS[j + 1])

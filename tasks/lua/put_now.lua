@@ -1,17 +1,16 @@
 -- put_now writes to asynq, pending (due now), the task id of step idx
--- (name, attempt, gen, timeout_ms) of run rid, as asynq's enqueue would
--- (tasks/asynqwire.go): the task that continues a run written by the
--- script that changes the run (gate admission, compensations). Given
+-- (name, attempt, gen, timeout_ms) of run rid of workflow, in queue, as
+-- asynq's enqueue would (tasks/asynqwire.go), now being Unix ms (a decimal
+-- string: it is written as is): the task that continues a run, written by
+-- the script that changes the run (gate admission, compensations). Given
 -- due_ms (Unix ms) after now, the task is scheduled instead, for due_ms
 -- rounded up to the whole second, as asynq's schedule would (put_task; the
--- reconciler's repair of a retry or wake-up, repair.lua). It uses no local
--- of the script around it (see gate below) and encodes the message itself:
--- tasks.Step.AsynqMessage in Lua, which TestGateAdmissionWritesAsynqTask
--- and TestRepairedTaskMatchesAsynq check byte for byte against Go's.
-local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, due_ms)
-  local _, PREFIX, NOWS = unpack(ARGV, 1, 3)
-  -- queue is the queue's name, from PREFIX, cairn:{<queue>}:.
-  local queue = string.sub(PREFIX, 8, -3)
+-- reconciler's repair of a retry or wake-up, repair.lua). It encodes the
+-- message itself: tasks.Step.AsynqMessage in Lua, which tasks.CheckAsynqWire
+-- compares with asynq's own client's at every worker's start (as do
+-- TestGateAdmissionWritesAsynqTask and TestRepairedTaskMatchesAsynq, byte
+-- for byte against Go's, in the scripts that call it).
+local function put_now(queue, now, rid, workflow, idx, name, attempt, gen, id, timeout_ms, due_ms)
   local char = string.char
   -- varint encodes protobuf's varint (one byte below 128, as lengths are).
   local function varint(n)
@@ -42,12 +41,12 @@ local function put_now(rid, workflow, idx, name, attempt, gen, id, timeout_ms, d
   local msg = "\10\10cairn:step\18" .. varint(#payload) .. payload .. "\26" .. varint(#id) .. id .. "\34" ..
     varint(#queue) .. queue .. "\40\25\64" .. varint(secs)
   local due = tonumber(due_ms) or 0
-  if due > tonumber(NOWS) then
+  if due > tonumber(now) then
     redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "scheduled")
     redis.call("ZADD", "asynq:{" .. queue .. "}:scheduled", string.format("%d", math.floor((due + 999) / 1000)), id)
     return
   end
   redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "pending", "pending_since",
-    NOWS .. "000000")
+    now .. "000000")
   redis.call("LPUSH", "asynq:{" .. queue .. "}:pending", id)
 end

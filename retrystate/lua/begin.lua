@@ -174,7 +174,7 @@ end
 if again then
   local fence_expires = int(NOW + ttl)
   redis.call("HSET", RUN, p .. "fence_expires_at", fence_expires)
-  redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+  redis.call("ZADD", IDX("fences"), fence_expires, RUN_ID)
 else
   -- "0" (the common case) needs no number conversion.
   local due = st_next_attempt_at ~= "0" and num(st_next_attempt_at) or 0
@@ -226,9 +226,9 @@ else
         w[#w + 1] = "1"
       end
       redis.call("HSET", RUN, unpack(w))
-      redis.call("ZREM", IDX.fences, RUN_ID)
-      redis.call("ZADD", IDX.scheduled, int(until_ms), RUN_ID)
-      redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+      redis.call("ZREM", IDX("fences"), RUN_ID)
+      redis.call("ZADD", IDX("scheduled"), int(until_ms), RUN_ID)
+      redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
       journal("attempt_deferred", "step", st_name, "attempt", st_attempt, "breaker", bname, "until", int(until_ms))
       return {"deferred", int(until_ms), int(idx), st_name, st_attempt, int(gen), int(timeout_ms)}
     end
@@ -267,9 +267,9 @@ else
     redis.call("HSET", RUN, unpack(w))
   end
   if st_retry_state == "scheduled" then
-    redis.call("ZREM", IDX.scheduled, RUN_ID)
+    redis.call("ZREM", IDX("scheduled"), RUN_ID)
   end
-  redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+  redis.call("ZADD", IDX("fences"), fence_expires, RUN_ID)
   journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", task, "resumed", resumed)
   if crashes then
     -- This delivery found the crash (the reconciler's re-dispatch notifies

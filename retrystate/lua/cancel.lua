@@ -57,7 +57,7 @@ if compensate and (run_status == "failed" or not is_terminal(run_status)) then
     if run_status == "failed" then
       -- The failed run is live again while its compensations run.
       code, reason = rs[6] or "", redis.call("HGET", RUN, "failure_reason") or ""
-      redis.call("ZREM", IDX.attention, RUN_ID)
+      redis.call("ZREM", IDX("attention"), RUN_ID)
       redis.call("PERSIST", RUN)
       redis.call("PERSIST", JOURNAL)
       w = {"needs_attention", "0", "finished_at", "0"}
@@ -86,7 +86,7 @@ free_probe(cur)
 set_status(run_status, "cancelled", nil, "failure_code", "cancelled", "failure_reason", "cancelled by " .. actor)
 if run_status == "failed" then
   -- The run failed before: its step keeps its failed status and record.
-  redis.call("ZREM", IDX.attention, RUN_ID)
+  redis.call("ZREM", IDX("attention"), RUN_ID)
   redis.call("HSET", RUN, "needs_attention", "0")
 else
   step_set(cur, "status", "cancelled", "retry_state", "none", "next_attempt_at", "0",

@@ -49,7 +49,7 @@ if run_status ~= "compensating" or st_status ~= "running" or st_fence ~= token t
   end
   return {"fenced", "fence lost"}
 end
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 if st_breaker and st_breaker ~= "" then
   breaker("success", st_breaker, RUN_ID .. ":" .. index .. ":" .. token)
 end

@@ -63,7 +63,7 @@ if run_status ~= "running" or st_status ~= "running" or st_fence ~= token then
   return {"fenced", "fence lost"}
 end
 
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 if st_breaker and st_breaker ~= "" then
   breaker("success", st_breaker, RUN_ID .. ":" .. index .. ":" .. token)
 end
@@ -106,15 +106,15 @@ if nxt < num(run_steps) then
         w[#w + 1] = NOWS
       end
       redis.call("HSET", RUN, unpack(w))
-      redis.call("ZADD", IDX.active, NOWS, RUN_ID)
-      redis.call("ZADD", IDX.fences, fence_expires, RUN_ID)
+      redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
+      redis.call("ZADD", IDX("fences"), fence_expires, RUN_ID)
       journal("attempt_started", "step", nx_name, "attempt", int(attempt), "task", id, "resumed", "0", "inline", "1")
       return {"inline", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), x[3] or "{}", int(deadline), x[9] or "",
         x[10] or "0", x[11] or "0"}
     end
   end
   redis.call("HSET", RUN, unpack(w))
-  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+  redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if next_id ~= "" and next_id == id then
     put_task(next_task, pending, nil, id, next_msg, NOWS)

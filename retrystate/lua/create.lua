@@ -277,9 +277,9 @@ for j = 1, #act do
   w[#w + 1] = act[j]
 end
 redis.call("HSET", RUN, unpack(w))
-redis.call("ZADD", IDX.all, NOWS, RUN_ID)
-redis.call("ZADD", IDX["status:pending"], NOWS, RUN_ID)
-redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+redis.call("ZADD", IDX("all"), NOWS, RUN_ID)
+redis.call("ZADD", IDX("status:pending"), NOWS, RUN_ID)
+redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
 journal("run_started", "workflow", workflow, "owner", owner, "task", id)
 if gated then
   local ok, reason, pos = gates().admit(RUN_ID)

@@ -63,7 +63,7 @@ local max_attempts = num(st_max_attempts)
 local deadline = num(run_deadline)
 local due = NOW + delay
 
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 local st_breaker = redis.call("HGET", RUN, "s" .. index .. ".breaker")
 if st_breaker and st_breaker ~= "" then
   -- Only transient failures count against the step's circuit breaker.
@@ -124,7 +124,7 @@ local id = task_id(RUN_ID, idx, next_attempt, 0)
 step_incr(idx, "retry_attempts", "1")
 step_set(idx, "status", "pending", "retry_state", "scheduled", "next_attempt_at", int(due),
   "task", id, "gen", "0")
-redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
+redis.call("ZADD", IDX("scheduled"), int(due), RUN_ID)
 redis.call("HSET", RUN, "warning", "retry_pending")
 touch()
 journal("retry_scheduled", "step", st_name, "attempt", int(next_attempt), "task", id, "due_at", int(due),

@@ -61,7 +61,7 @@ for i = idx, 0, -1 do
     break
   end
 end
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 -- The body ran without an error: for the step's circuit breaker, the
 -- dependency answered (a probe that jumps closes the breaker).
 local st_breaker = redis.call("HGET", RUN, "s" .. index .. ".breaker")

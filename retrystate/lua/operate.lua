@@ -62,7 +62,7 @@ if cur >= COMP_BASE then
   notify("run_recovered", run_workflow, "action", action, "step", c[1], "actor", actor)
   local w, _, attempt = activation(cur, c[3])
   redis.call("HSET", RUN, unpack(w))
-  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+  redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
   if redis.call("HGET", RUN, "gated") == "1" then
     local ok, reason, pos = gates().admit(RUN_ID)
     if not ok then

@@ -21,7 +21,7 @@ local RUN_ID, PREFIX, NOWS, max_auto, retention = unpack(ARGV)
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow")
 local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
 if not run_status or is_terminal(run_status) then
-  redis.call("ZREM", IDX.fences, RUN_ID)
+  redis.call("ZREM", IDX("fences"), RUN_ID)
   return {"noop", "run " .. (run_status or "gone")}
 end
 local idx = num(run_current)
@@ -31,15 +31,15 @@ local st = step_get(idx, "status", "fence_expires_at", "crashes", "max_crashes",
 local st_status, st_fence_expires_at, st_crashes, st_max_crashes = st[1], st[2], st[3], st[4]
 local st_name, st_attempt, st_timeout_ms, st_task = st[5], st[6], st[7], st[8]
 if st_status ~= "running" then
-  redis.call("ZREM", IDX.fences, RUN_ID)
+  redis.call("ZREM", IDX("fences"), RUN_ID)
   return {"noop", "step " .. (st_status or "gone")}
 end
 local expires = num(st_fence_expires_at)
 if expires > NOW then
-  redis.call("ZADD", IDX.fences, st_fence_expires_at, RUN_ID)
+  redis.call("ZADD", IDX("fences"), st_fence_expires_at, RUN_ID)
   return {"noop", "fence alive"}
 end
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 if run_needs_attention == "1" then
   return {"noop", "needs attention"}
 end

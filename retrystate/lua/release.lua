@@ -39,7 +39,7 @@ free_probe(idx) -- the resumed attempt may probe the step's breaker at once
 local gen = step_incr(idx, "gen", "1")
 local id = task_id(RUN_ID, idx, st_attempt, gen)
 step_set(idx, "status", "pending", "fence", "", "fence_expires_at", "0", "task", id, "resuming", "interrupted")
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 touch()
 journal("attempt_interrupted", "step", st_name, "attempt", st_attempt, "task", id,
   "reason", "its worker could not renew the attempt's fence (Redis unreachable) and stopped it")

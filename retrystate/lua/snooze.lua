@@ -60,7 +60,7 @@ end
 local due = NOW + delay
 local deadline = num(run_deadline)
 
-redis.call("ZREM", IDX.fences, RUN_ID)
+redis.call("ZREM", IDX("fences"), RUN_ID)
 -- The body ran without an error: for the step's circuit breaker, the
 -- dependency answered (a probe that snoozes closes the breaker).
 local st_breaker = redis.call("HGET", RUN, "s" .. index .. ".breaker")
@@ -78,7 +78,7 @@ local id = task_id(RUN_ID, idx, st_attempt, gen)
 local snoozes = step_incr(idx, "snoozes", "1")
 step_set(idx, "status", "pending", "fence", DONE, "fence_expires_at", "0", "task", id,
   "resuming", "snoozed", "retry_state", "scheduled", "next_attempt_at", int(due))
-redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
+redis.call("ZADD", IDX("scheduled"), int(due), RUN_ID)
 touch()
 journal("step_snoozed", "step", st_name, "attempt", st_attempt, "task", id, "delay_ms", int(delay),
   "due_at", int(due), "snoozes", int(snoozes), "duration_ms", int(NOW - num(st_attempt_started_at)))

@@ -15,16 +15,16 @@ local RUN_ID, PREFIX, NOWS, retention = unpack(ARGV)
 local rs = redis.call("HMGET", RUN, "status", "current", "deadline")
 local run_status, run_current, run_deadline = rs[1], rs[2], rs[3]
 if not run_status or is_terminal(run_status) then
-  redis.call("ZREM", IDX.deadlines, RUN_ID)
+  redis.call("ZREM", IDX("deadlines"), RUN_ID)
   return {"noop", "run " .. (run_status or "gone")}
 end
 local deadline = num(run_deadline)
 if deadline <= 0 then
-  redis.call("ZREM", IDX.deadlines, RUN_ID)
+  redis.call("ZREM", IDX("deadlines"), RUN_ID)
   return {"noop", "no deadline"}
 end
 if deadline > NOW then
-  redis.call("ZADD", IDX.deadlines, run_deadline, RUN_ID)
+  redis.call("ZADD", IDX("deadlines"), run_deadline, RUN_ID)
   return {"noop", "not due"}
 end
 local cur = num(run_current)

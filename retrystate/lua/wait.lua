@@ -164,8 +164,8 @@ end
 local gen = num(st_gen) + 1
 local id = task_id(RUN_ID, idx, st_attempt, gen)
 step_set(idx, "status", "waiting", "next_attempt_at", int(due), "task", id, "gen", int(gen))
-redis.call("ZADD", IDX.scheduled, int(due), RUN_ID)
-redis.call("ZADD", IDX["waiting:" .. reason], NOWS, RUN_ID)
+redis.call("ZADD", IDX("scheduled"), int(due), RUN_ID)
+redis.call("ZADD", IDX("waiting:" .. reason), NOWS, RUN_ID)
 touch()
 if reason == "signal" then
   journal("await_started", "step", st_name, "signal", st_signal, "until", int(due), "task", id)

@@ -10,6 +10,6 @@ local function activate(idx)
   local w, id, attempt = activation(idx, st_attempt)
   step_deadline(w, run_deadline_base or run_created_at, st_run_timeout_ms, run_timeout_ms, nil)
   redis.call("HSET", RUN, unpack(w))
-  redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+  redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
   return id, attempt, st_name, st_timeout_ms
 end

@@ -2,7 +2,7 @@
 -- activation returns the field/value pairs that make step idx, whose
 -- attempt counter is attempt_before, the run's current step, due now, with a
 -- new attempt number and a fresh retry budget; the caller writes them (with
--- its own) and records activity on the run (ZADD IDX.active). Returns the
+-- its own) and records activity on the run (ZADD IDX("active")). Returns the
 -- pairs, the task ID (task_id's) and the new attempt number.
 -- Like step_deadline below, it captures no local of the script around it
 -- (but the helper task_id)

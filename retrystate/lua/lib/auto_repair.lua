@@ -10,8 +10,8 @@ local function auto_repair(max_auto, kind)
   local reason = string.format("repaired automatically %d times (max_auto_recoveries %d); left for an operator (last: %s)",
     n - 1, num(max_auto), kind)
   redis.call("HSET", RUN, "needs_attention", "1", "attention_reason", reason)
-  redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
-  redis.call("ZREM", IDX.fences, RUN_ID)
+  redis.call("ZADD", IDX("attention"), NOWS, RUN_ID)
+  redis.call("ZREM", IDX("fences"), RUN_ID)
   journal("needs_attention", "code", "auto_recovery_exhausted", "reason", reason)
   notify("run_needs_attention", redis.call("HGET", RUN, "workflow"), "code", "auto_recovery_exhausted", "reason", reason)
   return false, reason

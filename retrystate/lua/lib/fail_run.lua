@@ -111,7 +111,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
           local cs = step_get(c, "attempt", "name", "timeout_ms")
           local aw, id, attempt = activation(c, cs[1])
           redis.call("HSET", RUN, unpack(aw))
-          redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+          redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
           journal("compensation_started", "step", s[3], "attempt", int(attempt), "task", id)
           put_now(QUEUE, NOWS, RUN_ID, r[2], c, cs[2], attempt, 0, id, cs[3])
           return {"next", int(c), cs[2], int(attempt), int(num(cs[3])), "1"}
@@ -131,7 +131,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
       -- No deadline, retry, fence or wait of the step that failed is left.
       local leave = {"deadlines", "scheduled", "fences", "waiting:signal", "waiting:timer"}
       for i = 1, #leave do
-        redis.call("ZREM", IDX[leave[i]], RUN_ID)
+        redis.call("ZREM", IDX(leave[i]), RUN_ID)
       end
       local name = step_get(step, "name")[1]
       journal("run_compensating", "step", name, "code", c_code, "reason", c_reason, "group", group)
@@ -194,7 +194,7 @@ local function fail_run(idx, code, reason, message, retention_ms, fence, w, plai
     w[#w + 1] = f[i]
   end
   set_status(run_status, "failed", nil, unpack(w))
-  redis.call("ZADD", IDX.attention, NOWS, RUN_ID)
+  redis.call("ZADD", IDX("attention"), NOWS, RUN_ID)
   -- A gated run frees its slots, but keeps its ordering key's when its
   -- workflow says on_failure: block: the key's next runs wait until this
   -- one is recovered to success, skipped through or cancelled, and it is

@@ -17,7 +17,7 @@ local function reopen(status, to)
   end
   set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
     "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
-  redis.call("ZREM", IDX.attention, RUN_ID)
+  redis.call("ZREM", IDX("attention"), RUN_ID)
   redis.call("PERSIST", RUN)
   redis.call("PERSIST", JOURNAL)
   if run_idem_key and run_idem_key ~= "" then

@@ -16,17 +16,17 @@ local function status_move(leave, old, new, created, ...)
     created = redis.call("HGET", RUN, "created_at")
   end
   if old then
-    redis.call("ZREM", IDX["status:" .. old], RUN_ID)
+    redis.call("ZREM", IDX("status:" .. old), RUN_ID)
   end
-  redis.call("ZADD", IDX["status:" .. new], created, RUN_ID)
+  redis.call("ZADD", IDX("status:" .. new), created, RUN_ID)
   if is_terminal(new) then
     leave = leave or {"active", "scheduled", "fences", "deadlines", "waiting:signal", "waiting:timer"}
     for i = 1, #leave do
-      redis.call("ZREM", IDX[leave[i]], RUN_ID)
+      redis.call("ZREM", IDX(leave[i]), RUN_ID)
     end
     redis.call("HSET", RUN, "status", new, "updated_at", NOWS, "finished_at", NOWS, "warning", "", ...)
   else
-    redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+    redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
     redis.call("HSET", RUN, "status", new, "updated_at", NOWS, ...)
   end
 end

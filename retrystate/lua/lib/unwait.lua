@@ -3,6 +3,6 @@
 -- index of reason ("signal" or "timer") and the scheduled index (its
 -- wake-up).
 local function unwait(reason)
-  redis.call("ZREM", IDX["waiting:" .. reason], RUN_ID)
-  redis.call("ZREM", IDX.scheduled, RUN_ID)
+  redis.call("ZREM", IDX("waiting:" .. reason), RUN_ID)
+  redis.call("ZREM", IDX("scheduled"), RUN_ID)
 end

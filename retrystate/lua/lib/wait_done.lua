@@ -23,7 +23,7 @@ local function wait_done(idx, output)
       w[#w + 1] = done[i]
     end
     redis.call("HSET", RUN, unpack(w))
-    redis.call("ZADD", IDX.active, NOWS, RUN_ID)
+    redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
     return int(nxt), nx_name, int(attempt), int(nx_timeout_ms)
   end
   status_move(nil, run_status, "succeeded", run_created_at, unpack(done))

@@ -44,7 +44,7 @@ var updateScriptTables = flag.Bool("update-script-tables", false,
 const (
 	tQueue   = "q"
 	tRun     = "R1"
-	tNow     = int64(1_800_000_000_000) // ARGV[3] of every run-level script
+	tNow     = int64(1_800_000_000_000) // NOWS of every run-level script
 	tCreated = tNow - 600_000           // the seeded run's creation
 	tStarted = tCreated + 1_000         // its first attempt
 	tAttempt = tNow - 5_000             // the start of the current attempt

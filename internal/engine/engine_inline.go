@@ -14,7 +14,7 @@ import (
 // succeeds and its next step is due at once and registered on this worker,
 // the complete script begins the next step itself, under a new fence token,
 // writing no asynq task for it, and this delivery runs it (complete.lua,
-// ARGV[10]). Everything a begin guards stays guarded: the script falls back
+// inline_token). Everything a begin guards stays guarded: the script falls back
 // to writing the next step's task when the step is an await or a sleep, is
 // behind a circuit breaker, or would be refused by a begin (deadline,
 // iteration ceiling); a cancel or a lost fence is seen by the next complete

@@ -14,35 +14,6 @@ import (
 	"github.com/cairnhq/cairn/internal/testkit"
 )
 
-// TestBusyHTTPAddressSetExits1: an address the operator set in
-// CAIRN_HTTP_ADDR that the worker cannot listen on stops it with exit code
-// 1, before it starts, with a message that names the variable and what to
-// do.
-func TestBusyHTTPAddressSetExits1(t *testing.T) {
-	testkit.SkipShort(t, needsBinary)
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().String()
-	env := append(baseEnv(testkit.FreeAddr(t)), "CAIRN_HTTP_ADDR="+addr)
-	_, stderr, code := proctest.Run(t, worker(t), env, "")
-	if code != 1 {
-		t.Errorf("exit code %d, want 1\nstderr:\n%s", code, stderr)
-	}
-	for _, want := range []string{"CAIRN_HTTP_ADDR=" + addr, "address already in use",
-		"set CAIRN_HTTP_ADDR to another address, or to an empty value to turn the HTTP server off"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr does not say %q:\n%s", want, stderr)
-		}
-	}
-	if strings.Contains(stderr, "worker started") {
-		t.Errorf("the worker started without its HTTP API:\n%s", stderr)
-	}
-}
-
 // TestBusyDefaultHTTPAddressWarns: with CAIRN_HTTP_ADDR unset, the default
 // address being busy is a warning that names the variable; the worker runs
 // on without its HTTP API.

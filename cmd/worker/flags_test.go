@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -83,24 +82,5 @@ func TestDashboardURLIsLogged(t *testing.T) {
 	p.Signal(t, syscall.SIGTERM)
 	if code := p.Wait(t, waitTimeout); code != 0 {
 		t.Errorf("exit code after SIGTERM = %d, want 0\n%s", code, p.Output())
-	}
-}
-
-func TestDashboardURL(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		addr *net.TCPAddr
-		want string
-	}{
-		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "http://127.0.0.1:8080/"},
-		{&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, "http://127.0.0.1:8080/"},
-		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 9090}, "http://[::1]:9090/"},
-		{&net.TCPAddr{IP: net.IPv6loopback, Port: 80}, "http://[::1]:80/"},
-		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080}, "http://10.1.2.3:8080/"},
-		{&net.TCPAddr{Port: 8080}, "http://127.0.0.1:8080/"},
-	} {
-		if got := dashboardURL(tc.addr); got != tc.want {
-			t.Errorf("dashboardURL(%v) = %q, want %q", tc.addr, got, tc.want)
-		}
 	}
 }

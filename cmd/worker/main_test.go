@@ -1,3 +1,12 @@
+// The tests of this package run the worker binary, as a shell or a
+// container runtime does: what only a process shows (SIGINT and SIGTERM
+// ending the run with exit code 0, the ports it frees when it exits, a
+// Redis stopped and restarted under it, the command line, stdout and the
+// exit code as os.Exit passes them, the version the toolchain records in
+// the binary). Everything that ends before the worker serves (bad
+// configuration, a failure at start) is tested in-process in
+// internal/workerapp.
+
 package main
 
 import (
@@ -42,52 +51,6 @@ func baseEnv(embeddedAddr string) []string {
 	}
 }
 
-func TestBadConfigurationExits2(t *testing.T) {
-	testkit.SkipShort(t, needsBinary)
-	t.Parallel()
-	bin := worker(t)
-	tests := []struct {
-		name string
-		env  []string
-		vars []string // named on stderr
-	}{
-		{"bad integer", []string{"CAIRN_CONCURRENCY=abc"}, []string{"CAIRN_CONCURRENCY"}},
-		{"bad enum", []string{"CAIRN_RETRY_JITTER=sometimes"}, []string{"CAIRN_RETRY_JITTER"}},
-		{"bad URL", []string{"CAIRN_REDIS_URL=http://localhost:6379"}, []string{"CAIRN_REDIS_URL"}},
-		{"Sentinel URL without a master", []string{"CAIRN_REDIS_URL=redis-sentinel://:hunter2@10.0.0.1,10.0.0.2/0"},
-			[]string{"CAIRN_REDIS_URL: no master name"}},
-		{"cluster URL with a database", []string{"CAIRN_REDIS_URL=redis-cluster://:hunter2@10.0.0.1/2"},
-			[]string{"CAIRN_REDIS_URL: database \"2\""}},
-		{"replicas without a Redis", []string{"CAIRN_REDIS_MIN_REPLICAS=1"}, []string{"CAIRN_REDIS_MIN_REPLICAS"}},
-		{"two bad values", []string{"CAIRN_RETRY_JITTER=sometimes", "CAIRN_LOG_FORMAT=xml"},
-			[]string{"CAIRN_RETRY_JITTER", "CAIRN_LOG_FORMAT"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := append(baseEnv(testkit.FreeAddr(t)), tt.env...)
-			stdout, stderr, code := proctest.Run(t, bin, env, "")
-			if code != 2 {
-				t.Errorf("exit code %d, want 2\nstderr:\n%s", code, stderr)
-			}
-			if !strings.Contains(stderr, "bad configuration") {
-				t.Errorf("stderr does not say the configuration is bad:\n%s", stderr)
-			}
-			for _, v := range tt.vars {
-				if !strings.Contains(stderr, v) {
-					t.Errorf("stderr does not name %s:\n%s", v, stderr)
-				}
-			}
-			if strings.Contains(stderr, "hunter2") {
-				t.Errorf("stderr shows the password:\n%s", stderr)
-			}
-			if strings.Contains(stderr, "EMBEDDED STORE") || stdout != "" {
-				t.Errorf("worker started something with a bad configuration\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
-			}
-		})
-	}
-}
-
 func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
 	testkit.SkipShort(t, needsBinary)
 	t.Parallel()
@@ -126,22 +89,4 @@ func TestEmbeddedStoreStartsAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("address %s still in use after the worker exited: %v", addr, err)
 	}
 	_ = ln.Close()
-}
-
-func TestEmbeddedAddressInUseExits1(t *testing.T) {
-	testkit.SkipShort(t, needsBinary)
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, stderr, code := proctest.Run(t, worker(t), baseEnv(ln.Addr().String()), "")
-	if code != 1 {
-		t.Errorf("exit code %d, want 1\nstderr:\n%s", code, stderr)
-	}
-	if !strings.Contains(stderr, "embedded store: listen on "+ln.Addr().String()) ||
-		!strings.Contains(stderr, "CAIRN_EMBEDDED_ADDR") {
-		t.Errorf("stderr does not explain the address conflict:\n%s", stderr)
-	}
 }

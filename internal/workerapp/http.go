@@ -3,9 +3,7 @@ package workerapp
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,81 +14,8 @@ import (
 
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/config"
-	"github.com/cairnhq/cairn/metrics"
 	"github.com/cairnhq/cairn/workflow"
 )
-
-// options are the command-line flags.
-type options struct {
-	// dashboardOnly serves the HTTP API and dashboard alone: no asynq
-	// server, engine or reconciler (a separate deployment).
-	dashboardOnly bool
-	// healthcheck probes the HTTP server of a running worker or dashboard
-	// and exits (healthcheck.go).
-	healthcheck bool
-	// version prints the version and exits.
-	version bool
-}
-
-// synopsis is the first line of the usage.
-const synopsis = "Usage: worker [--dashboard-only | --healthcheck | --version | --help]"
-
-// usage is the help text of worker --help.
-const usage = synopsis + `
-
-worker runs Cairn workflows: it executes their step attempts from the queue
-and serves the HTTP API and the dashboard on CAIRN_HTTP_ADDR (default
-127.0.0.1:8080; empty: no HTTP; set, but in use: exit 1). Its configuration is CAIRN_* environment
-variables (docs/configuration.md). With CAIRN_REDIS_URL unset it starts an
-embedded, non-durable store for development.
-
-Flags:
-  --dashboard-only  serve only the HTTP API and the dashboard, on the
-                    configured Redis: no engine, no reconciler
-  --healthcheck     ask the server of a worker or dashboard running on this
-                    host (CAIRN_HTTP_ADDR) whether it is ready: exit 0 or 1
-  --version         print the version of worker and exit
-  -h, --help        show this help and exit
-
-Exit codes: 0 stopped by SIGINT or SIGTERM (or a help, version or healthy
-check); 1 an error at run time; 2 a usage error or a bad configuration.
-`
-
-// errHelp is parseFlags' error for -h or --help.
-var errHelp = flag.ErrHelp
-
-func parseFlags(args []string) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.BoolVar(&o.dashboardOnly, "dashboard-only", false, "")
-	fs.BoolVar(&o.healthcheck, "healthcheck", false, "")
-	fs.BoolVar(&o.version, "version", false, "")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return o, nil
-}
-
-// startError is a configuration problem found at start (a tokens file, an
-// HTTP address without tokens): the worker exits with code 2, as for a bad
-// variable.
-type startError struct{ err error }
-
-func (e *startError) Error() string { return e.err.Error() }
-func (e *startError) Unwrap() error { return e.err }
-
-// exitCode is the exit code of run's error.
-func exitCode(err error) int {
-	if _, ok := errors.AsType[*startError](err); ok {
-		return 2
-	}
-	return 1
-}
 
 // newDashboard builds the HTTP server the configuration asks for: the API
 // on the workflow state in rdb, asynqmon on the same Redis, and metrics.
@@ -128,13 +53,16 @@ func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.R
 // listened on (config: CAIRN_HTTP_ADDR empty turns the HTTP server off).
 const httpAddrHint = "set CAIRN_HTTP_ADDR to another address, or to an empty value to turn the HTTP server off"
 
-// listenHTTP listens on CAIRN_HTTP_ADDR before the worker starts. An
-// address the operator set that cannot be listened on (in use, not
-// local) is an error: the worker must not run without the server it was
-// told to serve. The default address is only a warning, and a nil
-// listener: the worker runs on without HTTP (a readiness probe on the
-// address notices it).
+// listenHTTP listens on CAIRN_HTTP_ADDR before the worker starts; an
+// empty address is no HTTP server, a nil listener. An address the operator
+// set that cannot be listened on (in use, not local) is an error: the
+// worker must not run without the server it was told to serve. The
+// default address is only a warning, and a nil listener: the worker runs
+// on without HTTP (a readiness probe on the address notices it).
 func listenHTTP(cfg config.Config, log *slog.Logger) (net.Listener, error) {
+	if cfg.HTTPAddr == "" {
+		return nil, nil
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	switch {
 	case err == nil:
@@ -159,50 +87,6 @@ func serveHTTP(ctx context.Context, s *dashboard.Server, ln net.Listener, log *s
 		}
 	}()
 	return func() { <-done }
-}
-
-// runDashboardOnly serves the HTTP API and dashboard on the configured
-// Redis until ctx is done: no asynq server, engine or reconciler. With
-// CAIRN_REDIS_URL unset it talks to the embedded store of a worker on this
-// host, as the CLI does, rather than start one.
-func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) error {
-	log := cfg.Logger(stderr)
-	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
-	if cfg.HTTPAddr == "" {
-		return &startError{errors.New("--dashboard-only: CAIRN_HTTP_ADDR is empty, so there is nothing to serve")}
-	}
-	target, rdb, reg, err := connectRedis(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	mx, err := metrics.New(reg, metrics.Config{Redis: rdb, Queue: cfg.Queue})
-	if err != nil {
-		return err
-	}
-	tracing, stopTracing, err := startTracing(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	s, err := newDashboard(cfg, rdb, target, log, mx.Handler(), mx, tracing.Provider)
-	if err != nil {
-		return err
-	}
-	warnUnsharedCSRF(cfg, true, log)
-	log.Info("serving the dashboard only", "redis", target.String(), "topology", target.Topology(), "queue", cfg.Queue,
-		"addr", cfg.HTTPAddr)
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		_ = s.Close()
-		what := "CAIRN_HTTP_ADDR=" + cfg.HTTPAddr
-		if !cfg.HTTPAddrSet {
-			what = "the default address " + cfg.HTTPAddr + " (CAIRN_HTTP_ADDR is unset)"
-		}
-		return fmt.Errorf("HTTP API: cannot listen on %s: %w; set CAIRN_HTTP_ADDR to another address", what, err)
-	}
-	logDashboard(s, ln.Addr(), log)
-	return s.Serve(ctx, ln)
 }
 
 // logDashboard logs the URL of the dashboard s serves on addr, unless s

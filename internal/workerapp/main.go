@@ -49,3 +49,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, environ 
 	}
 	return 0
 }
+
+// startError is a configuration problem found at start (a tokens file, an
+// HTTP address without tokens): the worker exits with code 2, as for a bad
+// variable.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// exitCode is the exit code of run's error.
+func exitCode(err error) int {
+	if _, ok := errors.AsType[*startError](err); ok {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,134 @@
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/testsignal"
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
+)
+
+// The sweep: every SweepInterval, under the sweep lock, the attempts
+// whose worker died (their fence expired) are re-dispatched, and so are the
+// steps whose task asynq handed to a worker that never received it
+// (stalled deliveries); not while Redis has just come back (outage.go).
+
+// sweepConfig is the sweep's own configuration (ReconcilerConfig).
+type sweepConfig struct {
+	// interval is the time between sweeps (SweepInterval).
+	interval time.Duration
+	// stalledAfter: a lease nobody extended for this long is a stalled
+	// delivery (StalledAfter).
+	stalledAfter time.Duration
+	// maxAutoRecoveries: past it a run needs attention (MaxAutoRecoveries).
+	maxAutoRecoveries int
+}
+
+// sweepSignals tell a test of this package that a sweep ended, with its
+// report (Locked false: another replica held the lock; RepairsHeld: held
+// by the outage grace).
+type sweepSignals struct {
+	swept testsignal.Signal[Report]
+}
+
+// Sweep re-dispatches the attempts whose worker died (their fence expired)
+// and the steps whose task asynq handed to a worker that never received it.
+func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
+	var rep Report
+	locked, err := r.withLock(ctx, retrystate.LockSweep, 30*time.Second, func(ctx context.Context) error {
+		var err error
+		rep, err = r.sweep(ctx)
+		return err
+	})
+	rep.Locked = locked
+	r.sweepSignals.swept.Signal(rep)
+	return rep, err
+}
+
+const batch = 1000
+
+func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
+	now := r.deps.Clock.Now()
+	if r.repairsHeld(now) {
+		// Live workers are saving what they did while Redis was away (and
+		// asynq's leases, not extended meanwhile, all look stale).
+		return Report{RepairsHeld: true}, nil
+	}
+	var dead []retrystate.Due
+	if err := r.call(ctx, func(ctx context.Context) (err error) {
+		dead, err = r.deps.Store.ExpiredFences(ctx, now, batch)
+		return err
+	}); err != nil {
+		return Report{}, err
+	}
+	if r.repairsHeld(r.deps.Clock.Now()) {
+		// Redis went away while it was being asked (see reached).
+		return Report{RepairsHeld: true}, nil
+	}
+	rep := r.each(ctx, dead, r.redispatch)
+	runs, task, err := r.stalled(ctx, now)
+	if err != nil {
+		return rep, err
+	}
+	rep.merge(r.each(ctx, runs, func(ctx context.Context, id string) (Report, error) {
+		return r.repairTask(ctx, id, task[id], retrystate.TaskStalled)
+	}))
+	return rep, nil
+}
+
+// stalled finds the step tasks asynq holds as active under a lease no
+// worker has extended for StalledAfter, and returns their runs and, for
+// each, its latest such task (the others are older dispatches, stale
+// already). The repair script leaves alone a step that was begun, or whose
+// current task is another.
+func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.Due, map[string]string, error) {
+	var ids []string
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		ids, err = r.deps.Store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.sweepCfg.stalledAfter), batch)
+		return err
+	})
+	if err != nil || len(ids) == 0 || r.repairsHeld(r.deps.Clock.Now()) {
+		return nil, nil, err
+	}
+	type dispatch struct{ index, attempt, gen int }
+	latest := make(map[string]dispatch, len(ids))
+	task := make(map[string]string, len(ids))
+	var runs []retrystate.Due
+	for _, id := range ids {
+		run, index, attempt, gen, err := tasks.ParseID(id)
+		if err != nil {
+			continue // another kind of task (a webhook delivery)
+		}
+		d := dispatch{index, attempt, gen}
+		if old, seen := latest[run]; seen {
+			if d.index < old.index || (d.index == old.index && (d.attempt < old.attempt ||
+				(d.attempt == old.attempt && d.gen < old.gen))) {
+				continue
+			}
+		} else {
+			runs = append(runs, retrystate.Due{RunID: run})
+		}
+		latest[run], task[run] = d, id
+	}
+	return runs, task, nil
+}
+
+// redispatch charges a crash to the attempt of run id if its fence expired,
+// and re-dispatches it; never while repairs are held (OutageGrace): the
+// check comes right before the script, as a sweep's list of expired fences
+// may have been read before Redis went away.
+func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) {
+	if r.repairsHeld(r.deps.Clock.Now()) {
+		return Report{RepairsHeld: true}, nil
+	}
+	var rp retrystate.Result
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		rp, err = r.deps.Store.Redispatch(ctx, id, r.sweepCfg.maxAutoRecoveries, r.deps.Retention, r.deps.Clock.Now())
+		return err
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	return r.outcome(ctx, id, rp)
+}

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnhq/cairn/internal/engine"
+
 	"github.com/cairnhq/cairn/internal/redistest"
-	"github.com/cairnhq/cairn/workflow"
 )
 
 // CheckRedis warns, with the fix, when state would not survive a Redis
@@ -16,7 +17,7 @@ func TestCheckRedis(t *testing.T) {
 	t.Parallel()
 	check := func(srv *redistest.Server) string {
 		var buf bytes.Buffer
-		workflow.CheckRedis(ctxb, srv.Client(t), slog.New(slog.NewTextHandler(&buf, nil)))
+		engine.CheckRedis(ctxb, srv.Client(t), slog.New(slog.NewTextHandler(&buf, nil)))
 		return buf.String()
 	}
 	bad := check(redistest.Start(t, &redistest.Options{Args: []string{"--maxmemory-policy", "allkeys-lru"}}))
@@ -43,7 +44,7 @@ func TestCheckRedisCluster(t *testing.T) {
 		Args: []string{"--maxmemory-policy", "noeviction"}})
 	check := func() string {
 		var buf bytes.Buffer
-		workflow.CheckRedis(ctxb, c.Client(t), slog.New(slog.NewTextHandler(&buf, nil)))
+		engine.CheckRedis(ctxb, c.Client(t), slog.New(slog.NewTextHandler(&buf, nil)))
 		return buf.String()
 	}
 	if good := check(); good != "" {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/engine"
+
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/internal/demo"
@@ -518,7 +520,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 		t.Fatal("a concurrent duplicate delivery did not return")
 	}
 	back := time.Now()
-	if err2 == nil || workflow.IsFailure(err2) {
+	if err2 == nil || engine.IsFailure(err2) {
 		t.Fatalf("concurrent duplicate: %v; want a redelivery that is not a failure", err2)
 	}
 	// It comes back once the fence may have expired, and 500ms more: the
@@ -532,7 +534,7 @@ func TestDuplicateDeliveries(t *testing.T) {
 	}
 	lo := cur.Step("one").StartedAt.Add(fenceTTL).Sub(back) + 500*time.Millisecond
 	hi := fenceTTL + back.Sub(sent) + 500*time.Millisecond
-	if d := workflow.RetryDelay(0, err2, task); d < lo || d > hi {
+	if d := engine.RetryDelay(0, err2, task); d < lo || d > hi {
 		t.Errorf("duplicate asks to come back in %s; want the fence's time left, %s to %s", d, lo, hi)
 	}
 	if n := b.calls.Load(); n != 1 {
@@ -615,10 +617,10 @@ func TestEarlyDelivery(t *testing.T) {
 	}
 	for _, eg := range []*workflow.Engine{strict, eng} {
 		err := eg.ProcessTask(ctxb, a2)
-		if err == nil || workflow.IsFailure(err) {
+		if err == nil || engine.IsFailure(err) {
 			t.Fatalf("early delivery: %v, want a redelivery", err)
 		}
-		if d := workflow.RetryDelay(0, err, a2); d <= 59*time.Minute || d > time.Hour {
+		if d := engine.RetryDelay(0, err, a2); d <= 59*time.Minute || d > time.Hour {
 			t.Errorf("early delivery asks to come back in %s; want the time left before due (about 1h)", d)
 		}
 	}

@@ -4,7 +4,6 @@ package workflow
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -755,16 +754,6 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 	return engine.NewEngine(rdb, cfg)
 }
 
-// RetryDelay is the asynq RetryDelayFunc for servers that run an Engine:
-// a delivery the engine hands back (not yet due, or owned by a live
-// attempt) comes back when it asked; other asynq-level failures (Redis
-// unreachable while saving state) back off from 1s to 30s.
-func RetryDelay(n int, err error, p2 *asynq.Task) time.Duration { return engine.RetryDelay(n, err, p2) }
-
-// IsFailure is the asynq IsFailure func for servers that run an Engine: a
-// delivery handed back on purpose is not counted as a failure.
-func IsFailure(err error) bool { return engine.IsFailure(err) }
-
 const (
 	// MaxInlineSteps bounds the steps one delivery runs inline, so that a
 	// long run does not hold a worker slot while other runs wait.
@@ -933,37 +922,6 @@ func VerifyWebhookSignature(secret string, timestamp string, body []byte, header
 	return engine.VerifyWebhookSignature(secret, timestamp, body, header)
 }
 
-// Notifier turns the queue's notification stream into webhook deliveries:
-// one asynq task of type tasks.TypeWebhook per entry, delivered at least
-// once, whatever crashes (see the README's Webhooks section). A Worker with
-// WorkerConfig.Webhook set runs one and handles its tasks with a
-// WebhookHandler; use them directly with an asynq server of your own.
-type Notifier = engine.Notifier
-
-// NewNotifier returns a notifier of the queue's notifications in rdb that
-// enqueues their deliveries on the same queue ("": DefaultQueue).
-func NewNotifier(rdb redis.UniversalClient, queue string, cfg WebhookConfig, log *slog.Logger) (*Notifier, error) {
-	return engine.NewNotifier(rdb, queue, cfg, log)
-}
-
-// WebhookHandler is the asynq handler of tasks.TypeWebhook: it POSTs the
-// task's notification to the webhook URL, signed. A network error, a 5xx,
-// 408 or 429 is returned for asynq to retry (see WebhookRetryDelay); any
-// other status but 2xx archives the delivery at once (asynq.SkipRetry).
-type WebhookHandler = engine.WebhookHandler
-
-// NewWebhookHandler returns the handler of webhook deliveries.
-func NewWebhookHandler(cfg WebhookConfig, log *slog.Logger) (*WebhookHandler, error) {
-	return engine.NewWebhookHandler(cfg, log)
-}
-
-// WebhookRetryDelay is the asynq RetryDelayFunc of webhook deliveries: the
-// receiver's Retry-After when it sent one (at most 1h), else exponential
-// backoff from 1s doubling to at most 10m, with equal jitter.
-func WebhookRetryDelay(n int, err error, t *asynq.Task) time.Duration {
-	return engine.WebhookRetryDelay(n, err, t)
-}
-
 // WorkerConfig configures a Worker: an Engine on an asynq server. A zero
 // field takes the default given in its comment.
 type WorkerConfig = engine.WorkerConfig
@@ -975,16 +933,6 @@ type Worker = engine.Worker
 // NewWorker returns a worker on rdb.
 func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	return engine.NewWorker(rdb, cfg)
-}
-
-// CheckRedis warns, once each and with the fix, when Redis is set up so that
-// workflow state would not survive a restart (appendonly off) or could be
-// evicted (a maxmemory-policy other than noeviction). A Redis that does not
-// allow CONFIG GET is not checked. On a Redis Cluster every node is checked
-// (its address in the warning's node attribute): CONFIG GET names no key,
-// so the cluster client would read one node's settings.
-func CheckRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) {
-	engine.CheckRedis(ctx, rdb, log)
 }
 
 // ReconcilerConfig configures a Reconciler. A zero field takes the default

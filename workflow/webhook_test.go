@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/engine"
+
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/retrystate"
@@ -201,7 +203,7 @@ func TestWebhookRetryDelay(t *testing.T) {
 	t.Parallel()
 	task := asynq.NewTask(tasks.TypeWebhook, nil)
 	for n := range 15 {
-		d := workflow.WebhookRetryDelay(n, errors.New("500"), task)
+		d := engine.WebhookRetryDelay(n, errors.New("500"), task)
 		base := min(time.Second<<n, 10*time.Minute)
 		if d < base/2 || d > base {
 			t.Errorf("retry %d: delay %s, want within [%s, %s]", n, d, base/2, base)

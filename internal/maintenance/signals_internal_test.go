@@ -16,13 +16,15 @@ import (
 type noTasks struct{}
 
 func (noTasks) Enqueue(context.Context, string, string, retrystate.Dispatch) error { return nil }
-func (noTasks) Stop(core.Logger, string, core.StepStatus)                        {}
+func (noTasks) Stop(core.Logger, string, core.StepStatus)                          {}
 
 func newTestReconciler(t *testing.T, queue string, cfg ReconcilerConfig) *Reconciler {
 	t.Helper()
 	rdb := redistest.Shared(t).Client(t)
 	d := Deps{Store: retrystate.New(rdb, queue), Tasks: noTasks{}, Clock: core.SystemClock, Retention: time.Hour,
-		Persist: func(ctx context.Context, _ core.Logger, _ string, fn func(context.Context) error) error { return fn(ctx) }}
+		Persist: func(ctx context.Context, _ core.Logger, _ string, fn func(context.Context) error) error {
+			return fn(ctx)
+		}}
 	cfg.Observer = core.NopObserver{}
 	return New(d, cfg, slog.New(slog.DiscardHandler))
 }

@@ -6,10 +6,10 @@
 // the body and the signature) is the receiving side. The name says what it
 // does, beside the engine: it delivers. It is internal because its
 // constructors take the engine's parts (a retrystate.Store, an
-// asynq.Client); users configure and run it through package workflow
-// (workflow.WebhookConfig, workflow.NewNotifier, workflow.NewWebhookHandler,
-// WorkerConfig.Webhook), whose names are aliases of the ones here. It does
-// not import workflow, which runs it.
+// asynq.Client); users configure it through package workflow
+// (workflow.WebhookConfig, WorkerConfig.Webhook) and a Worker runs it
+// (engine.NewNotifier, engine.NewWebhookHandler). It does not import
+// workflow or the engine, which run it.
 package webhookdelivery
 
 import (

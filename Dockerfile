@@ -8,7 +8,7 @@
 # It builds with the classic builder and with BuildKit alike (no RUN
 # --mount, no syntax directive to fetch).
 
-# The Go toolchain of go.mod's go line (internal/e2e/compose_test.go checks
+# The Go toolchain of go.mod's go line (cmd/internal/e2e/compose_test.go checks
 # that they agree). Pin it by digest too where your registry policy asks for
 # that: golang:1.26.8-bookworm@sha256:...
 ARG GO_VERSION=1.26.8
@@ -29,7 +29,7 @@ ARG VERSION=
 # has no .git (.dockerignore); -s -w: no symbol table or DWARF (stack
 # traces keep their function names and lines); -X: the version.
 RUN go build -trimpath -buildvcs=false \
-	-ldflags="-s -w -X github.com/cairnhq/cairn/internal/version.Version=${VERSION}" \
+	-ldflags="-s -w -X github.com/cairnhq/cairn/cmd/internal/version.Version=${VERSION}" \
 	-o /out/ ./cmd/worker ./cmd/enqueue
 
 # distroless/static: CA certificates (rediss://, https webhooks), time zone

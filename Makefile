@@ -15,12 +15,12 @@ run: ## Run the worker on the embedded, non-durable store (CAIRN_REDIS_URL unset
 
 # VERSION is the version the binaries report with --version, set at link
 # time for a release: make build VERSION=v1.2.0. Empty: the version the Go
-# toolchain records (the module's, else the VCS revision; internal/version).
+# toolchain records (the module's, else the VCS revision; cmd/internal/version).
 VERSION ?=
 
 .PHONY: build
 build: ## Build the worker and the CLI into ./bin (VERSION=v1.2.0 sets what --version says)
-	$(GO) build -ldflags '-X github.com/cairnhq/cairn/internal/version.Version=$(VERSION)' -o $(BIN)/ ./cmd/worker ./cmd/enqueue
+	$(GO) build -ldflags '-X github.com/cairnhq/cairn/cmd/internal/version.Version=$(VERSION)' -o $(BIN)/ ./cmd/worker ./cmd/enqueue
 
 .PHONY: test
 test: ## Run every test with the race detector (needs redis-server on PATH), then the fuzz targets briefly
@@ -44,7 +44,7 @@ compose-check: ## Check docker-compose.yml with docker-compose (apt-get install 
 
 .PHONY: chaos
 chaos: ## Chaos suite: 2000 runs, 3 workers killed at random, a Redis restart (CHAOS_RUNS=n)
-	CAIRN_CHAOS_RUNS=$(or $(CHAOS_RUNS),2000) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./internal/e2e/
+	CAIRN_CHAOS_RUNS=$(or $(CHAOS_RUNS),2000) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/internal/e2e/
 
 .PHONY: bench
 bench: ## Cairn against raw asynq end to end (ratio strict), bytes/run, the reconciler and retained runs at scale (CAIRN_BENCH_RETAINED_RUNS=1000000 for the full million)

@@ -1,6 +1,6 @@
 // Command enqueue is Cairn's command-line client: it starts workflow runs
 // and shows, lists and cancels them. Run "enqueue help" for the commands,
-// the exit codes and the environment; the logic lives in internal/cli.
+// the exit codes and the environment; the logic lives in cmd/internal/cli.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/cmd/internal/cli"
 )
 
 func main() {

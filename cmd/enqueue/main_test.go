@@ -64,7 +64,7 @@ func TestBinaryRedisUnreachable(t *testing.T) {
 		t.Fatalf("unreachable Redis: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	// Nothing listens there: the connection is refused at once. The CLI
-	// waits for Redis at most its ping timeout (3s, internal/cli's
+	// waits for Redis at most its ping timeout (3s, cmd/internal/cli's
 	// pingTimeout) whatever happens; twice that, and 5s to start the
 	// process on a loaded machine, is a ceiling only a CLI that waits on
 	// (go-redis's retries, a dial timeout per attempt) misses.
@@ -183,7 +183,7 @@ func TestBinaryVersion(t *testing.T) {
 	}
 	bin := filepath.Join(t.TempDir(), "enqueue")
 	build := exec.Command(gotool, "build", "-o", bin,
-		"-ldflags=-X github.com/cairnhq/cairn/internal/version.Version=v9.8.7-test", "github.com/cairnhq/cairn/cmd/enqueue")
+		"-ldflags=-X github.com/cairnhq/cairn/cmd/internal/version.Version=v9.8.7-test", "github.com/cairnhq/cairn/cmd/enqueue")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", build.Args, err, out)
 	}

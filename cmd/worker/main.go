@@ -3,7 +3,7 @@
 // only those, --healthcheck probes a running one. Run "worker --help" for
 // the flags and the exit codes; the configuration is the CAIRN_*
 // environment (docs/configuration.md); the logic lives in
-// internal/workerapp.
+// cmd/internal/workerapp.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cairnhq/cairn/internal/workerapp"
+	"github.com/cairnhq/cairn/cmd/internal/workerapp"
 )
 
 func main() {

@@ -5,7 +5,7 @@
 // exit code as os.Exit passes them, the version the toolchain records in
 // the binary). Everything that ends before the worker serves (bad
 // configuration, a failure at start) is tested in-process in
-// internal/workerapp.
+// cmd/internal/workerapp.
 
 package main
 

@@ -9,7 +9,7 @@ import (
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// The ordered workflows of the ordering suite (internal/e2e's
+// The ordered workflows of the ordering suite (cmd/internal/e2e's
 // TestOrdering): the same three steps under different admission settings.
 const (
 	// OrderedName runs the runs of an ordering key one at a time; a run

@@ -7,7 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/internal/core"
+	"github.com/cairnhq/cairn/internal/engine"
 )
 
 // readyTimeout bounds how long [StartWorker] waits for a worker to publish
@@ -19,9 +20,9 @@ const readyTimeout = 10 * time.Second
 // published, so clients can start runs). The worker's queue and logger are
 // cfg's: give it the test's [Queue] and [Logger]. When the test ends the
 // worker is stopped, and an error from its Run fails the test.
-func StartWorker(t testing.TB, rdb redis.UniversalClient, cfg workflow.WorkerConfig, defs ...workflow.Definition) *workflow.Worker {
+func StartWorker(t testing.TB, rdb redis.UniversalClient, cfg engine.WorkerConfig, defs ...core.Definition) *engine.Worker {
 	t.Helper()
-	w, err := workflow.NewWorker(rdb, cfg)
+	w, err := engine.NewWorker(rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ const runPoll = 20 * time.Millisecond
 
 // WaitRun waits until run id has ended and returns it; it fails the test if
 // the run has not ended after timeout.
-func WaitRun(t testing.TB, c *workflow.Client, id string, timeout time.Duration) *workflow.Run {
+func WaitRun(t testing.TB, c *engine.Client, id string, timeout time.Duration) *core.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -68,7 +69,7 @@ func WaitRun(t testing.TB, c *workflow.Client, id string, timeout time.Duration)
 
 // CountEvents counts the events of type typ in evs that belong to the step
 // named by step or, when step is "", to any step.
-func CountEvents(evs []workflow.Event, typ, step string) int {
+func CountEvents(evs []core.Event, typ, step string) int {
 	n := 0
 	for _, ev := range evs {
 		if ev.Type == typ && (step == "" || ev.Step == step) {

@@ -105,7 +105,7 @@ end
 local from_template = n == 0
 if from_template then
   if not seed then
-    return redis.error_reply("ERR cairn: create.lua: a run of a template needs its seed's key (KEYS[6])")
+    return redis.error_reply("ERR cairn: create.lua: a run of a template needs its seed's key (KEYS: seed)")
   end
   if redis.pcall("COPY", seed, RUN) ~= 1 then
     if redis.call("EXISTS", RUN) == 1 then

@@ -25,7 +25,7 @@ func TestCheckTasks(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t, nil).Client(t)
 	s := retrystate.New(rdb, "chk")
-	task := func(id string, attempt int) string { return "asynq:{chk}:t:" + tasks.ID(id, 0, attempt, 0) }
+	task := func(id string, attempt int) string { return tasks.QueueKeys("chk").Task(tasks.ID(id, 0, attempt, 0)) }
 	healthy, missing, retry, corrupt := runID(1), runID(2), runID(3), runID(4)
 	for _, id := range []string{healthy, missing, retry} {
 		create(t, s, id, t0, "a")
@@ -75,7 +75,7 @@ func TestCheckTasks(t *testing.T) {
 	if st := rdb.HGet(ctxb, task(missing, 1), "state").Val(); st != "pending" {
 		t.Errorf("the missing task is %q after the check, want pending", st)
 	}
-	due, err := rdb.ZScore(ctxb, "asynq:{chk}:scheduled", tasks.ID(retry, 0, 2, 0)).Result()
+	due, err := rdb.ZScore(ctxb, tasks.QueueKeys("chk").Scheduled(), tasks.ID(retry, 0, 2, 0)).Result()
 	if err != nil || int64(due) != t0.Add(time.Hour).Unix() {
 		t.Errorf("the retry's task is scheduled at %v (%v), want %d", due, err, t0.Add(time.Hour).Unix())
 	}

@@ -92,7 +92,7 @@ func TestFailAgainWithTheSameToken(t *testing.T) {
 	}
 	// The retry's task is in asynq's schedule, for its due time rounded up
 	// to the second.
-	score, err := rdb.ZScore(ctxb, "asynq:{"+s.Queue()+"}:scheduled", retry.ID()).Result()
+	score, err := rdb.ZScore(ctxb, tasks.QueueKeys(s.Queue()).Scheduled(), retry.ID()).Result()
 	if err != nil || int64(score) != t0.Add(3*time.Second).Unix() {
 		t.Fatalf("scheduled task: score %v %v, want %d", score, err, t0.Add(3*time.Second).Unix())
 	}
@@ -130,7 +130,7 @@ func TestRelease(t *testing.T) {
 	if err != nil || r.Outcome != retrystate.OutcomeReleased || !r.Enqueued || r.Dispatch.Attempt != 1 || r.Dispatch.Gen != 1 {
 		t.Fatalf("release: %+v %v", r, err)
 	}
-	if n, err := rdb.LPos(ctxb, "asynq:{"+s.Queue()+"}:pending", next.ID(), redis.LPosArgs{}).Result(); err != nil || n < 0 {
+	if n, err := rdb.LPos(ctxb, tasks.QueueKeys(s.Queue()).Pending(), next.ID(), redis.LPosArgs{}).Result(); err != nil || n < 0 {
 		t.Fatalf("the new dispatch's task is not pending in asynq: %v %v", n, err)
 	}
 	if again, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second)}); err != nil || again.Outcome != retrystate.OutcomeFenced {
@@ -197,7 +197,7 @@ func TestRepairStalledTask(t *testing.T) {
 func TestStalledTasks(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	lease := "asynq:{" + s.Queue() + "}:lease"
+	lease := tasks.QueueKeys(s.Queue()).Lease()
 	rdb.ZAdd(ctxb, lease, redis.Z{Score: float64(t0.Unix()), Member: "old"}, redis.Z{Score: float64(t0.Unix() + 30), Member: "fresh"})
 	got, err := s.StalledTasks(ctxb, t0.Add(10*time.Second), 10)
 	if err != nil || len(got) != 1 || got[0] != "old" {

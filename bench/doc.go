@@ -102,6 +102,10 @@
 // the default execution and inline continuation: p50 and p99 of
 // CAIRN_BENCH_LATENCY_RUNS runs (default 100).
 //
+// BenchmarkIdleWorker measures what a worker with no runs costs Redis, per
+// second: CPU time and commands, with nothing connected, with a raw asynq
+// server at the worker's polling intervals, and with a Cairn worker.
+//
 // BenchmarkScale (make bench-scale, skipped by make bench) runs the worker
 // binary as processes: 1, 2 and 4 of them on one Redis, then one queue and
 // three queues (one per master) on a 3-master Redis Cluster, and reports
@@ -140,6 +144,7 @@
 //	CAIRN_BENCH_RETAINED_CHAINS        runs of each of its Cairn phases; default 3000
 //	CAIRN_BENCH_RETAINED_DIRECT        runs it takes through their life one call at a time, per queue and round; default 1000
 //	CAIRN_BENCH_SCALE_RUNS             runs per queue of BenchmarkScale; default 2000
+//	CAIRN_BENCH_IDLE_SECONDS           seconds each phase of BenchmarkIdleWorker measures; default 10
 //	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor; default 200
 //
 // With -benchtime Nx each throughput phase runs N times the rounds,

@@ -350,3 +350,47 @@ func TestAnchor(t *testing.T) {
 		t.Errorf("markdownLinks = %v, want %s", got, want)
 	}
 }
+
+// TestCheckLink holds checkLink to what it must refuse and accept, in a
+// repository of two files made for it.
+func TestCheckLink(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"README.md":     text("# Cairn", "## Try it"),
+		"docs/redis.md": text("# Redis", "## Failover: what it loses"),
+	}
+	anchors := map[string]map[string]bool{}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		anchors[name] = headingAnchors(body)
+	}
+	for _, c := range []struct {
+		from, target string
+		ok           bool
+	}{
+		{"README.md", "docs/redis.md", true},
+		{"README.md", "docs/redis.md#failover-what-it-loses", true},
+		{"README.md", "docs/redis.md#Failover-What-It-Loses", true},
+		{"README.md", "#try-it", true},
+		{"README.md", "docs/", true},
+		{"README.md", "https://example.com/missing.md", true},
+		{"docs/redis.md", "../README.md#cairn", true},
+		{"docs/redis.md", "/README.md#try-it", true},
+		{"README.md", "docs/missing.md", false},
+		{"README.md", "docs/redis.md#failover", false},
+		{"README.md", "#missing", false},
+		{"docs/redis.md", "README.md", false},
+		{"docs/redis.md", "../../outside.md", false},
+	} {
+		msg := checkLink(root, c.from, c.target, anchors)
+		if (msg == "") != c.ok {
+			t.Errorf("checkLink(%s, %s) = %q, want ok %v", c.from, c.target, msg, c.ok)
+		}
+	}
+}

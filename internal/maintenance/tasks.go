@@ -20,8 +20,8 @@ import (
 // loaded enough to slow Redis down tenfold.
 // Task checks: is the task of every scheduled retry or wake-up there, and
 // of every run idle for longer than Grace? A missing task is re-enqueued
-// (for its due time), an archived one re-dispatched (check.lua, repair.lua
-// through Store.CheckTasks and Store.RepairTask). Part of every pass; each
+// (for its due time), an archived one re-dispatched (repair.lua's check and
+// repair modes, through Store.CheckTasks and Store.RepairTask). Part of every pass; each
 // walk goes on, from one pass to the next, where the last stopped.
 
 // tasksConfig is the task checks' own configuration (ReconcilerConfig).

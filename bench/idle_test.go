@@ -32,7 +32,7 @@ func BenchmarkIdleWorker(b *testing.B) {
 	defer ctl.close()
 	ctx := context.Background()
 
-	measure := func(phase string) (cpuPerSec time.Duration, cmdsPerSec float64) {
+	measure := func(phase string) (cpuPerSecond time.Duration, cmdsPerSecond float64) {
 		// The phase's clients have connected and made their start-up
 		// calls; let them settle into their steady state first.
 		time.Sleep(window / 5)
@@ -54,11 +54,11 @@ func BenchmarkIdleWorker(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cpuPerSec = time.Duration(float64(cpu1-cpu0) / elapsed.Seconds())
-		cmdsPerSec = float64(sum(cmds)) / elapsed.Seconds()
+		cpuPerSecond = time.Duration(float64(cpu1-cpu0) / elapsed.Seconds())
+		cmdsPerSecond = float64(sum(cmds)) / elapsed.Seconds()
 		fmt.Printf("idle %-6s redis_cpu_ms/s %6.2f  commands/s %7.1f  (%s; load %s)\n", phase,
-			float64(cpuPerSec.Microseconds())/1000, cmdsPerSec, elapsed.Round(time.Millisecond), loadAverage())
-		return cpuPerSec, cmdsPerSec
+			float64(cpuPerSecond.Microseconds())/1000, cmdsPerSecond, elapsed.Round(time.Millisecond), loadAverage())
+		return cpuPerSecond, cmdsPerSecond
 	}
 
 	fmt.Printf("\nBenchmarkIdleWorker: Redis CPU and commands per second with no runs, %s a phase\n", window)

@@ -94,181 +94,293 @@ const maxTimelineSegments = 600
 // buildTimeline reads a run's journal (oldest first) into its timeline,
 // as of now.
 func buildTimeline(run *workflow.Run, evs []workflow.Event, now time.Time) timeline {
-	tl := timeline{Start: run.CreatedAt}
-	if len(evs) > 0 && (tl.Start.IsZero() || evs[0].At.Before(tl.Start)) {
-		tl.Start = evs[0].At
+	b := newTimelineBuilder(run, evs, now)
+	for _, ev := range evs {
+		b.add(ev)
 	}
-	tl.End = now
+	return b.finish(run.Terminal())
+}
+
+// timelineBuilder builds a timeline one journal event at a time: a row
+// is made when a step first appears, and segments open and close as the
+// step's attempts and waits start and end.
+type timelineBuilder struct {
+	tl timeline
+	// rows indexes tl.Rows by name.
+	rows map[string]int
+	// segments counts the segments opened, up to maxTimelineSegments.
+	segments int
+}
+
+// newTimelineBuilder starts the timeline of a run with journal evs: from
+// the run's creation (or its first event, if earlier) to its end (or
+// now), with the run's own row first.
+func newTimelineBuilder(run *workflow.Run, evs []workflow.Event, now time.Time) *timelineBuilder {
+	b := &timelineBuilder{tl: timeline{Start: run.CreatedAt}, rows: map[string]int{}}
+	if len(evs) > 0 && (b.tl.Start.IsZero() || evs[0].At.Before(b.tl.Start)) {
+		b.tl.Start = evs[0].At
+	}
+	b.tl.End = now
 	if run.FinishedAt != nil {
-		tl.End = *run.FinishedAt
-	}
-	rows := map[string]int{}
-	row := func(name string) *tlRow {
-		i, ok := rows[name]
-		if !ok {
-			i = len(tl.Rows)
-			rows[name] = i
-			tl.Rows = append(tl.Rows, tlRow{Name: name})
-		}
-		return &tl.Rows[i]
+		b.tl.End = *run.FinishedAt
 	}
 	// The run's own row comes first when it has segments.
-	row(runRowName)
-	segments := 0
-	open := func(r *tlRow, s tlSegment) {
-		if segments >= maxTimelineSegments {
-			tl.Truncated = true
-			return
-		}
-		segments++
-		s.Open = true
-		r.Segments = append(r.Segments, s)
+	b.row(runRowName)
+	return b
+}
+
+// row returns the row of the given name, made (last) if new.
+func (b *timelineBuilder) row(name string) *tlRow {
+	i, ok := b.rows[name]
+	if !ok {
+		i = len(b.tl.Rows)
+		b.rows[name] = i
+		b.tl.Rows = append(b.tl.Rows, tlRow{Name: name})
 	}
-	// last returns the row's open segment that is an attempt (gap false)
-	// or a gap (gap true), if any.
-	last := func(r *tlRow, gap bool) *tlSegment {
-		for i := len(r.Segments) - 1; i >= 0; i-- {
-			s := &r.Segments[i]
-			if s.Open && s.Gap == gap {
-				return s
-			}
-		}
-		return nil
+	return &b.tl.Rows[i]
+}
+
+// open adds s to row r as an open segment, unless the timeline already
+// has its most segments (then it is marked truncated).
+func (b *timelineBuilder) open(r *tlRow, s tlSegment) {
+	if b.segments >= maxTimelineSegments {
+		b.tl.Truncated = true
+		return
 	}
-	closeSeg := func(s *tlSegment, at time.Time, kind string) {
-		if s == nil {
-			return
-		}
-		s.Open = false
-		s.End = at
-		if kind != "" {
-			s.Kind = kind
-		}
-	}
-	closeAll := func(at time.Time, attemptKind string) {
-		for i := range tl.Rows {
-			for j := range tl.Rows[i].Segments {
-				s := &tl.Rows[i].Segments[j]
-				if !s.Open {
-					continue
-				}
-				if s.Gap {
-					closeSeg(s, at, "")
-				} else {
-					closeSeg(s, at, attemptKind)
-				}
-			}
+	b.segments++
+	s.Open = true
+	r.Segments = append(r.Segments, s)
+}
+
+// last returns the row's last open segment that is an attempt (gap false)
+// or a gap (gap true), if any.
+func (r *tlRow) last(gap bool) *tlSegment {
+	for i := len(r.Segments) - 1; i >= 0; i-- {
+		s := &r.Segments[i]
+		if s.Open && s.Gap == gap {
+			return s
 		}
 	}
-	mark := func(ev workflow.Event, kind, label string) {
-		tl.Marks = append(tl.Marks, tlMark{At: ev.At, Kind: kind, Step: ev.Step, Label: label})
+	return nil
+}
+
+// closeSeg ends segment s (if any) at at, as kind unless kind is "".
+func closeSeg(s *tlSegment, at time.Time, kind string) {
+	if s == nil {
+		return
 	}
-	d := func(ev workflow.Event, k string) string { return ev.Details[k] }
-	for _, ev := range evs {
-		name := ev.Step
-		if name == "" {
-			name = runRowName
-		}
-		r := row(name)
-		switch ev.Type {
-		case workflow.EventAttemptStarted:
-			closeSeg(last(r, true), ev.At, "")
-			closeSeg(last(r, false), ev.At, segCrashed) // an attempt that never reported
-			label := fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)
-			if d(ev, "resumed") == "1" {
-				label += " (resumed)"
+	s.Open = false
+	s.End = at
+	if kind != "" {
+		s.Kind = kind
+	}
+}
+
+// closeAll ends every open segment at at: the gaps as they are, the
+// attempts as attemptKind.
+func (b *timelineBuilder) closeAll(at time.Time, attemptKind string) {
+	for i := range b.tl.Rows {
+		for j := range b.tl.Rows[i].Segments {
+			s := &b.tl.Rows[i].Segments[j]
+			if !s.Open {
+				continue
 			}
-			open(r, tlSegment{Kind: segRunning, Start: ev.At, Attempt: ev.Attempt, Label: label})
-		case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptInterrupted,
-			workflow.EventStepSnoozed:
-			kind := map[string]string{workflow.EventAttemptSucceeded: segSucceeded, workflow.EventAttemptFailed: segFailed,
-				workflow.EventAttemptInterrupted: segInterrupted, workflow.EventStepSnoozed: segSnoozed}[ev.Type]
-			s := last(r, false)
-			if s == nil {
-				// No start journaled (an inline attempt): its duration,
-				// when given, places it.
-				start := ev.At
-				if ms, err := strconv.ParseInt(d(ev, "duration_ms"), 10, 64); err == nil && ms > 0 {
-					start = ev.At.Add(-time.Duration(ms) * time.Millisecond)
-				}
-				open(r, tlSegment{Kind: segRunning, Start: start, Attempt: ev.Attempt,
-					Label: fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)})
-				s = last(r, false)
+			if s.Gap {
+				closeSeg(s, at, "")
+			} else {
+				closeSeg(s, at, attemptKind)
 			}
-			closeSeg(s, ev.At, kind)
-			if s != nil && ev.Type == workflow.EventAttemptFailed {
-				s.Detail = d(ev, "error")
-				if what := strings.TrimSpace(d(ev, "class") + " " + d(ev, "code")); what != "" {
-					s.Detail = what + ": " + s.Detail
-				}
-			}
-			if ev.Type == workflow.EventStepSnoozed {
-				open(r, tlSegment{Kind: gapSnooze, Gap: true, Start: ev.At,
-					Label: "snoozed " + msText(d(ev, "delay_ms"))})
-			}
-		case workflow.EventAttemptCrashed:
-			closeSeg(last(r, false), ev.At, segCrashed)
-			mark(ev, markCrash, fmt.Sprintf("%s attempt %d: the worker stopped (crash %s)", ev.Step, ev.Attempt, d(ev, "crashes")))
-		case workflow.EventRetryScheduled:
-			closeSeg(last(r, true), ev.At, "")
-			open(r, tlSegment{Kind: gapBackoff, Gap: true, Start: ev.At, Attempt: ev.Attempt,
-				Label: fmt.Sprintf("backoff %s before attempt %d", msText(d(ev, "delay_ms")), ev.Attempt)})
-		case "attempt_deferred":
-			closeSeg(last(r, true), ev.At, "")
-			open(r, tlSegment{Kind: gapBreaker, Gap: true, Start: ev.At, Attempt: ev.Attempt,
-				Label: "deferred by circuit breaker " + d(ev, "breaker")})
-		case workflow.EventTimerSet:
-			closeSeg(last(r, true), ev.At, "")
-			open(r, tlSegment{Kind: gapTimer, Gap: true, Start: ev.At, Label: "sleeping" + prefixed(" until ", d(ev, "until"))})
-		case workflow.EventTimerFired:
-			closeSeg(last(r, true), ev.At, "")
-		case "await_started":
-			closeSeg(last(r, true), ev.At, "")
-			open(r, tlSegment{Kind: gapSignal, Gap: true, Start: ev.At, Label: "waiting for signal " + d(ev, "signal") +
-				prefixed(" until ", d(ev, "until"))})
-		case "signal_received", "signal_consumed", "await_timed_out":
-			if ev.Step != "" {
-				closeSeg(last(r, true), ev.At, "")
-			}
-		case workflow.EventRunWaiting:
-			what := "its turn under its ordering key"
-			if d(ev, "reason") == "workflow_limit" {
-				what = "a slot under its workflow's max_running"
-			}
-			if p := d(ev, "position"); p != "" {
-				what += " (position " + p + ")"
-			}
-			rr := row(runRowName)
-			closeSeg(last(rr, true), ev.At, "")
-			open(rr, tlSegment{Kind: gapOrdering, Gap: true, Start: ev.At, Label: "waiting for " + what})
-		case workflow.EventRunAdmitted:
-			closeSeg(last(row(runRowName), true), ev.At, "")
-		case workflow.EventRunSucceeded, workflow.EventRunCompensated:
-			closeAll(ev.At, segStopped)
-		case workflow.EventRunFailed:
-			closeAll(ev.At, segStopped)
-		case workflow.EventRunCancelled:
-			closeAll(ev.At, segStopped)
-			mark(ev, markOperator, "cancelled by "+orDash(d(ev, "actor")))
-		case workflow.EventRunRecovered:
-			mark(ev, markOperator, fmt.Sprintf("%s by %s", orDash(d(ev, "action")), orDash(d(ev, "actor"))))
-		case workflow.EventStepSkipped:
-			mark(ev, markOperator, fmt.Sprintf("%s skipped by %s", ev.Step, orDash(d(ev, "actor"))))
-		case workflow.EventRepair:
-			mark(ev, markRepair, "repaired: "+orDash(d(ev, "kind")))
-		case workflow.EventNeedsAttention:
-			mark(ev, markAttention, "needs attention: "+orDash(d(ev, "reason")))
-		case workflow.EventStepGoto:
-			mark(ev, markGoto, fmt.Sprintf("goto %s", d(ev, "to")))
 		}
 	}
-	// What is still open runs to the end of the timeline.
-	for i := range tl.Rows {
-		for j := range tl.Rows[i].Segments {
-			s := &tl.Rows[i].Segments[j]
+}
+
+// mark adds a mark of the given kind at ev's time, on ev's step.
+func (b *timelineBuilder) mark(ev workflow.Event, kind, label string) {
+	b.tl.Marks = append(b.tl.Marks, tlMark{At: ev.At, Kind: kind, Step: ev.Step, Label: label})
+}
+
+// add reads one journal event into the timeline, on the row of its step
+// (the run's own row for the run's events): attempts, gaps, the run's
+// waits for its turn, its end, and marks each go to their own method.
+func (b *timelineBuilder) add(ev workflow.Event) {
+	name := ev.Step
+	if name == "" {
+		name = runRowName
+	}
+	r := b.row(name)
+	switch ev.Type {
+	case workflow.EventAttemptStarted:
+		b.attemptStarted(r, ev)
+	case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptInterrupted,
+		workflow.EventStepSnoozed:
+		b.attemptEnded(r, ev)
+	case workflow.EventAttemptCrashed:
+		closeSeg(r.last(false), ev.At, segCrashed)
+		b.mark(ev, markCrash, fmt.Sprintf("%s attempt %d: the worker stopped (crash %s)", ev.Step, ev.Attempt,
+			ev.Details["crashes"]))
+	case workflow.EventRetryScheduled, "attempt_deferred", workflow.EventTimerSet, workflow.EventTimerFired,
+		"await_started", "signal_received", "signal_consumed", "await_timed_out":
+		b.stepGap(r, ev)
+	case workflow.EventRunWaiting, workflow.EventRunAdmitted:
+		b.runTurn(ev)
+	case workflow.EventRunSucceeded, workflow.EventRunCompensated, workflow.EventRunFailed,
+		workflow.EventRunCancelled:
+		b.runEnded(ev)
+	case workflow.EventRunRecovered, workflow.EventStepSkipped, workflow.EventRepair,
+		workflow.EventNeedsAttention, workflow.EventStepGoto:
+		b.operatorMark(ev)
+	}
+}
+
+// attemptStarted opens an attempt on row r, ending the row's gap and any
+// earlier attempt still open (one that never reported: crashed).
+func (b *timelineBuilder) attemptStarted(r *tlRow, ev workflow.Event) {
+	closeSeg(r.last(true), ev.At, "")
+	closeSeg(r.last(false), ev.At, segCrashed) // an attempt that never reported
+	label := fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)
+	if ev.Details["resumed"] == "1" {
+		label += " (resumed)"
+	}
+	b.open(r, tlSegment{Kind: segRunning, Start: ev.At, Attempt: ev.Attempt, Label: label})
+}
+
+// attemptOutcomes are the segment kinds of the events that end an
+// attempt.
+var attemptOutcomes = map[string]string{
+	workflow.EventAttemptSucceeded:   segSucceeded,
+	workflow.EventAttemptFailed:      segFailed,
+	workflow.EventAttemptInterrupted: segInterrupted,
+	workflow.EventStepSnoozed:        segSnoozed,
+}
+
+// attemptEnded ends row r's open attempt with ev's outcome (placing one
+// whose start was not journaled by its duration), with a failure's error
+// as its detail; a snooze opens its gap.
+func (b *timelineBuilder) attemptEnded(r *tlRow, ev workflow.Event) {
+	d := ev.Details
+	s := r.last(false)
+	if s == nil {
+		// No start journaled (an inline attempt): its duration,
+		// when given, places it.
+		start := ev.At
+		if ms, err := strconv.ParseInt(d["duration_ms"], 10, 64); err == nil && ms > 0 {
+			start = ev.At.Add(-time.Duration(ms) * time.Millisecond)
+		}
+		b.open(r, tlSegment{Kind: segRunning, Start: start, Attempt: ev.Attempt,
+			Label: fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)})
+		s = r.last(false)
+	}
+	closeSeg(s, ev.At, attemptOutcomes[ev.Type])
+	if s != nil && ev.Type == workflow.EventAttemptFailed {
+		s.Detail = d["error"]
+		if what := strings.TrimSpace(d["class"] + " " + d["code"]); what != "" {
+			s.Detail = what + ": " + s.Detail
+		}
+	}
+	if ev.Type == workflow.EventStepSnoozed {
+		b.open(r, tlSegment{Kind: gapSnooze, Gap: true, Start: ev.At,
+			Label: "snoozed " + msText(d["delay_ms"])})
+	}
+}
+
+// stepGap reads a step's wait into row r: a backoff, a circuit breaker's
+// deferral, a timer or a signal opens its gap (ending the one before);
+// the timer firing or the signal coming ends it.
+func (b *timelineBuilder) stepGap(r *tlRow, ev workflow.Event) {
+	d := ev.Details
+	switch ev.Type {
+	case workflow.EventRetryScheduled:
+		closeSeg(r.last(true), ev.At, "")
+		b.open(r, tlSegment{Kind: gapBackoff, Gap: true, Start: ev.At, Attempt: ev.Attempt,
+			Label: fmt.Sprintf("backoff %s before attempt %d", msText(d["delay_ms"]), ev.Attempt)})
+	case "attempt_deferred":
+		closeSeg(r.last(true), ev.At, "")
+		b.open(r, tlSegment{Kind: gapBreaker, Gap: true, Start: ev.At, Attempt: ev.Attempt,
+			Label: "deferred by circuit breaker " + d["breaker"]})
+	case workflow.EventTimerSet:
+		closeSeg(r.last(true), ev.At, "")
+		b.open(r, tlSegment{Kind: gapTimer, Gap: true, Start: ev.At, Label: "sleeping" + prefixed(" until ", d["until"])})
+	case workflow.EventTimerFired:
+		closeSeg(r.last(true), ev.At, "")
+	case "await_started":
+		closeSeg(r.last(true), ev.At, "")
+		b.open(r, tlSegment{Kind: gapSignal, Gap: true, Start: ev.At, Label: "waiting for signal " + d["signal"] +
+			prefixed(" until ", d["until"])})
+	case "signal_received", "signal_consumed", "await_timed_out":
+		if ev.Step != "" {
+			closeSeg(r.last(true), ev.At, "")
+		}
+	}
+}
+
+// runTurn reads the run's wait for its turn, under its ordering key or
+// its workflow's max_running, into the run's own row: waiting opens the
+// gap, admission ends it.
+func (b *timelineBuilder) runTurn(ev workflow.Event) {
+	rr := b.row(runRowName)
+	if ev.Type == workflow.EventRunAdmitted {
+		closeSeg(rr.last(true), ev.At, "")
+		return
+	}
+	what := "its turn under its ordering key"
+	if ev.Details["reason"] == "workflow_limit" {
+		what = "a slot under its workflow's max_running"
+	}
+	if p := ev.Details["position"]; p != "" {
+		what += " (position " + p + ")"
+	}
+	closeSeg(rr.last(true), ev.At, "")
+	b.open(rr, tlSegment{Kind: gapOrdering, Gap: true, Start: ev.At, Label: "waiting for " + what})
+}
+
+// runEnded ends every open segment with the run (attempts as stopped);
+// a cancellation is also marked, with who cancelled.
+func (b *timelineBuilder) runEnded(ev workflow.Event) {
+	b.closeAll(ev.At, segStopped)
+	if ev.Type == workflow.EventRunCancelled {
+		b.mark(ev, markOperator, "cancelled by "+orDash(ev.Details["actor"]))
+	}
+}
+
+// operatorMark marks what an operator or the worker did to the run: a
+// recovery, a skipped step, a repair, a call for attention, a goto.
+func (b *timelineBuilder) operatorMark(ev workflow.Event) {
+	d := ev.Details
+	switch ev.Type {
+	case workflow.EventRunRecovered:
+		b.mark(ev, markOperator, fmt.Sprintf("%s by %s", orDash(d["action"]), orDash(d["actor"])))
+	case workflow.EventStepSkipped:
+		b.mark(ev, markOperator, fmt.Sprintf("%s skipped by %s", ev.Step, orDash(d["actor"])))
+	case workflow.EventRepair:
+		b.mark(ev, markRepair, "repaired: "+orDash(d["kind"]))
+	case workflow.EventNeedsAttention:
+		b.mark(ev, markAttention, "needs attention: "+orDash(d["reason"]))
+	case workflow.EventStepGoto:
+		b.mark(ev, markGoto, fmt.Sprintf("goto %s", d["to"]))
+	}
+}
+
+// finish ends the timeline: what is still open runs to its end (and is
+// stopped there if the run is over), the end is stretched over every
+// segment and mark, and rows without segments are left out.
+func (b *timelineBuilder) finish(terminal bool) timeline {
+	b.runOpenToEnd(terminal)
+	b.fitEnd()
+	// Rows without segments (a step known only by a mark, the run's own
+	// row without waits) are left out; their marks span the timeline.
+	b.tl.Rows = slices.DeleteFunc(b.tl.Rows, func(r tlRow) bool { return len(r.Segments) == 0 })
+	return b.tl
+}
+
+// runOpenToEnd runs what is still open to the end of the timeline; if the
+// run is over (terminal), it closes there, its attempts as stopped.
+func (b *timelineBuilder) runOpenToEnd(terminal bool) {
+	for i := range b.tl.Rows {
+		for j := range b.tl.Rows[i].Segments {
+			s := &b.tl.Rows[i].Segments[j]
 			if s.Open {
-				s.End = tl.End
-				if run.Terminal() {
+				s.End = b.tl.End
+				if terminal {
 					s.Open = false
 					if !s.Gap {
 						s.Kind = segStopped
@@ -277,6 +389,13 @@ func buildTimeline(run *workflow.Run, evs []workflow.Event, now time.Time) timel
 			}
 		}
 	}
+}
+
+// fitEnd makes no segment end before it starts, and moves the timeline's
+// end past every segment and mark (and at least a millisecond past its
+// start).
+func (b *timelineBuilder) fitEnd() {
+	tl := &b.tl
 	for i := range tl.Rows {
 		for j := range tl.Rows[i].Segments {
 			s := &tl.Rows[i].Segments[j]
@@ -296,10 +415,6 @@ func buildTimeline(run *workflow.Run, evs []workflow.Event, now time.Time) timel
 	if !tl.End.After(tl.Start) {
 		tl.End = tl.Start.Add(time.Millisecond)
 	}
-	// Rows without segments (a step known only by a mark, the run's own
-	// row without waits) are left out; their marks span the timeline.
-	tl.Rows = slices.DeleteFunc(tl.Rows, func(r tlRow) bool { return len(r.Segments) == 0 })
-	return tl
 }
 
 // prefixed is prefix and s, or "" for an empty s.

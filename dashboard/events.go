@@ -70,17 +70,10 @@ const eventsRetryAfter = 10
 // client that stops reading is dropped once its connection's buffers are
 // full and it has taken nothing for that long, which frees its slot.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	cursor := r.Header.Get("Last-Event-ID")
-	if cursor == "" {
-		cursor = r.URL.Query().Get("last_event_id")
-	}
-	if cursor != "" {
-		id, err := streamIDParam("Last-Event-ID", cursor)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		cursor = id.String()
+	cursor, err := eventsCursor(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	ctx := r.Context()
 	p := principal(r)
@@ -99,94 +92,27 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// this stream, and anything earlier is in the first read.
 	wake, unsubscribe := s.hub.subscribe()
 	defer unsubscribe()
-	var capped *ReplayCapped
-	if cursor == "" {
-		var err error
-		if _, cursor, err = s.client.WatchNotifications(ctx, "", 0); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	} else {
-		start, skipped, err := s.client.ResumeNotifications(ctx, cursor, s.cfg.EventReplayEntries, s.cfg.EventReplayAge)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if skipped {
-			capped = &ReplayCapped{LastEventID: cursor, ResumedAfter: start}
-		}
-		cursor = start
+	cursor, capped, err := s.eventsStart(ctx, cursor)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 
-	// Every write and flush must get through within the write timeout: a
-	// client that does not read would otherwise hold the connection, and
-	// what the kernel buffers for it, for ever.
-	rc := http.NewResponseController(w)
-	var werr error
-	write := func(format string, args ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) //nolint:forbidigo // a connection's deadline is wall-clock time
-		_, werr = fmt.Fprintf(w, format, args...)
-		return werr == nil
-	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.EventWriteTimeout)) //nolint:forbidigo // as in write
-		werr = rc.Flush()
-		return werr == nil
-	}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.EventWriteTimeout}
 	defer func() {
-		if errors.Is(werr, os.ErrDeadlineExceeded) {
+		if errors.Is(sw.err, os.ErrDeadlineExceeded) {
 			log.Info("event stream dropped: the client took nothing for the write timeout", "subject", p.Subject,
 				"write_timeout", s.cfg.EventWriteTimeout)
 		}
 	}()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	if !write("retry: 2000\n: stream of run events\n\n") {
-		return
-	}
-	if capped != nil {
-		data, _ := json.Marshal(capped)
-		if !write(": replay capped\n\nevent: replay_capped\ndata: %s\n\n", data) {
-			return
-		}
-	}
-	if !flush() {
+	if !sw.begin(capped) {
 		return
 	}
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	for {
-		// Send everything after cursor that the caller may see.
-		for {
-			ns, err := s.client.Notifications(ctx, cursor, 100)
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Warn("event stream: cannot read notifications; retrying on the next wake-up", "error", err)
-				}
-				break
-			}
-			for _, n := range ns {
-				cursor = n.ID
-				if !p.CanSee(n.Owner) {
-					continue
-				}
-				data, err := json.Marshal(streamEvent(n))
-				if err != nil {
-					continue
-				}
-				if !write("id: %s\nevent: %s\ndata: %s\n\n", n.ID, n.Type, data) {
-					return
-				}
-			}
-			if len(ns) > 0 && !flush() {
-				return
-			}
-			if len(ns) < 100 {
-				break
-			}
+		if cursor, ok = s.sendNotifications(ctx, sw, p, log, cursor); !ok {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -195,9 +121,126 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-heartbeat.C:
 			// The comment keeps proxies from closing an idle stream; the
 			// loop then also reads, in case a wake-up was lost.
-			if !write(": heartbeat\n\n") || !flush() {
+			if !sw.write(": heartbeat\n\n") || !sw.flush() {
 				return
 			}
+		}
+	}
+}
+
+// eventsCursor returns the stream ID an event stream resumes after: its
+// request's Last-Event-ID (or ?last_event_id=), normalized, or "" for none.
+func eventsCursor(r *http.Request) (string, error) {
+	cursor := r.Header.Get("Last-Event-ID")
+	if cursor == "" {
+		cursor = r.URL.Query().Get("last_event_id")
+	}
+	if cursor == "" {
+		return "", nil
+	}
+	id, err := streamIDParam("Last-Event-ID", cursor)
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+// eventsStart returns where an event stream starts reading: after the
+// newest notification for a stream without cursor, else after cursor,
+// moved forward within the replay bounds; capped says so when it was.
+func (s *Server) eventsStart(ctx context.Context, cursor string) (start string, capped *ReplayCapped, err error) {
+	if cursor == "" {
+		_, start, err = s.client.WatchNotifications(ctx, "", 0)
+		return start, nil, err
+	}
+	start, skipped, err := s.client.ResumeNotifications(ctx, cursor, s.cfg.EventReplayEntries, s.cfg.EventReplayAge)
+	if err != nil {
+		return "", nil, err
+	}
+	if skipped {
+		capped = &ReplayCapped{LastEventID: cursor, ResumedAfter: start}
+	}
+	return start, capped, nil
+}
+
+// sseWriter writes an event stream. Every write and flush must get
+// through within the write timeout: a client that does not read would
+// otherwise hold the connection, and what the kernel buffers for it, for
+// ever.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	// err is the error of the last write or flush.
+	err error
+}
+
+// write writes to the stream; it says whether that went through.
+func (sw *sseWriter) write(format string, args ...any) bool {
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)) //nolint:forbidigo // a connection's deadline is wall-clock time
+	_, sw.err = fmt.Fprintf(sw.w, format, args...)
+	return sw.err == nil
+}
+
+// flush sends what was written; it says whether that went through.
+func (sw *sseWriter) flush() bool {
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)) //nolint:forbidigo // as in write
+	sw.err = sw.rc.Flush()
+	return sw.err == nil
+}
+
+// begin sends the stream's headers, its retry interval and, if its replay
+// was capped, the replay_capped event; it says whether that went through.
+func (sw *sseWriter) begin(capped *ReplayCapped) bool {
+	h := sw.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	sw.w.WriteHeader(http.StatusOK)
+	if !sw.write("retry: 2000\n: stream of run events\n\n") {
+		return false
+	}
+	if capped != nil {
+		data, _ := json.Marshal(capped)
+		if !sw.write(": replay capped\n\nevent: replay_capped\ndata: %s\n\n", data) {
+			return false
+		}
+	}
+	return sw.flush()
+}
+
+// sendNotifications sends everything after cursor that the caller p may
+// see, and returns the new cursor; ok is false when the client is gone.
+// A failed read is logged and left for the next wake-up.
+func (s *Server) sendNotifications(ctx context.Context, sw *sseWriter, p Principal, log *slog.Logger,
+	cursor string,
+) (string, bool) {
+	for {
+		ns, err := s.client.Notifications(ctx, cursor, 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("event stream: cannot read notifications; retrying on the next wake-up", "error", err)
+			}
+			return cursor, true
+		}
+		for _, n := range ns {
+			cursor = n.ID
+			if !p.CanSee(n.Owner) {
+				continue
+			}
+			data, err := json.Marshal(streamEvent(n))
+			if err != nil {
+				continue
+			}
+			if !sw.write("id: %s\nevent: %s\ndata: %s\n\n", n.ID, n.Type, data) {
+				return cursor, false
+			}
+		}
+		if len(ns) > 0 && !sw.flush() {
+			return cursor, false
+		}
+		if len(ns) < 100 {
+			return cursor, true
 		}
 	}
 }

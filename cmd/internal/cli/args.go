@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -40,7 +41,12 @@ var commands []*command
 // (parseStart -> positional -> lookup -> commands), a cycle that Go refuses
 // in a package-level variable's initializer.
 func init() { //nolint:gochecknoinits // the parse functions read the table back (see above): an initializer would be an initialization cycle
-	commands = []*command{
+	commands = slices.Concat(runCommands(), operatorCommands(), queueCommands(), localCommands())
+}
+
+// runCommands are the commands that start runs and read them.
+func runCommands() []*command {
+	return []*command{
 		{
 			name: "start", synopsis: "start <workflow> [flags]",
 			summary: "start a run of a workflow and print its ID",
@@ -77,6 +83,12 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			flags:   []string{lastFlag, "--json\tprint a JSON array of events"},
 			parse:   parseEvents,
 		},
+	}
+}
+
+// operatorCommands are the commands that act on a run: cancel it, resume it, signal it.
+func operatorCommands() []*command {
+	return []*command{
 		{
 			name: "cancel", synopsis: "cancel <run-id> [flags]",
 			summary: "cancel a pending, running or compensating run (whose compensations then stop), or a failed run that " +
@@ -121,6 +133,12 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			},
 			parse: parseSignal, queues: true,
 		},
+	}
+}
+
+// queueCommands are the commands on the queue's shared state: ordering keys and circuit breakers.
+func queueCommands() []*command {
+	return []*command{
 		{
 			name: "key", synopsis: "key <ordering-key> [flags]",
 			summary: "show a line of an ordering key: its active runs, then its waiting runs in the order they will start (the CLI's own line unless --owner or --shared)",
@@ -142,6 +160,12 @@ func init() { //nolint:gochecknoinits // the parse functions read the table back
 			summary: "close a circuit breaker at once (its deferred attempts start at their scheduled time)",
 			parse:   parseBreaker,
 		},
+	}
+}
+
+// localCommands are the commands that need no Redis: the outbox, validation, completion.
+func localCommands() []*command {
+	return []*command{
 		{
 			name: "outbox", synopsis: "outbox [flags]",
 			summary: "show what the outbox (CAIRN_OUTBOX) holds: the starts and signals queued while Redis was unreachable, in the order they will be sent, and the dead letters Redis refused",

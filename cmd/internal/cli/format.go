@@ -30,6 +30,20 @@ func writeJSON(w io.Writer, v any) error {
 
 // writeRun writes a run as a header and a table of its steps.
 func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
+	if err := runHeader(lay, run, now).write(w); err != nil {
+		return err
+	}
+	if len(run.Steps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return runStepsTable(lay, run, now).write(w)
+}
+
+// runHeader returns the header of a run: one "name: value" line per
+// field, its status in the status's colour and a run that needs
+// attention in red.
+func runHeader(lay layout, run *workflow.Run, now time.Time) *table {
 	head := newTable(lay)
 	head.style = func(row []string, col int) string {
 		switch {
@@ -59,6 +73,14 @@ func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
 		iters += fmt.Sprintf(" (%d gotos)", run.Gotos)
 	}
 	field("iterations", iters)
+	runProgressFields(field, run, now)
+	return head
+}
+
+// runProgressFields gives field the header's lines on where a run is: its
+// failure and compensations, its current step and what it waits for,
+// its ordering key, when it was created and when it finished.
+func runProgressFields(field func(name, value string), run *workflow.Run, now time.Time) {
 	if run.OnFailure != "" {
 		field("on failure", string(run.OnFailure))
 	}
@@ -87,13 +109,12 @@ func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
 	} else {
 		field("finished", "-")
 	}
-	if err := head.write(w); err != nil {
-		return err
-	}
-	if len(run.Steps) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
+}
+
+// runStepsTable returns the table of a run's steps, with a GROUP column
+// when a step is in a group, and under each step its compensation when
+// that is in play; the status is in the status's colour.
+func runStepsTable(lay layout, run *workflow.Run, now time.Time) *table {
 	grouped := slices.ContainsFunc(run.Steps, func(st workflow.StepState) bool { return st.Group != "" })
 	steps := newTable(lay)
 	steps.head = true
@@ -128,7 +149,7 @@ func writeRun(w io.Writer, lay layout, run *workflow.Run, now time.Time) error {
 			steps.add(stepRow("  "+c.Name, "", grouped, *c, now)...)
 		}
 	}
-	return steps.write(w)
+	return steps
 }
 
 // stepRow is a row of the steps table: a step's, or (indented under it)

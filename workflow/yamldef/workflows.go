@@ -64,16 +64,51 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		p.scalar(n, what+": description")
 	}
 	def := &workflow.Definition{Name: name}
-	var wfBreaker *yaml.Node // the workflow's circuit_breaker
-	if n := m.get("resiliency"); n != nil {
-		def.Policy, wfBreaker = p.parseResiliency(n, what+": resiliency")
-		if len(p.errs) == before {
-			if err := forCheck(def.Policy.Or(p.opts.Defaults).Or(workflow.DefaultPolicy())).Validate(); err != nil {
-				p.errorf(n, "%s: resiliency: with the worker's defaults: %v", what, policyMsg(err))
-			}
-		}
+	wfBreaker := p.parseWorkflowResiliency(m, def, what, before) // the workflow's circuit_breaker
+	p.parseWorkflowRuns(m, def, what)
+	var groupNodes map[string]*yaml.Node // the groups' keys
+	if n := m.get("groups"); n != nil {
+		def.Groups, groupNodes = p.parseGroups(n, what+": groups")
 	}
 
+	var hosts []string // nil: not set
+	if n := m.get("allowed_hosts"); n != nil {
+		hosts = p.allowedHosts(n, what+": allowed_hosts")
+	}
+
+	seq := p.stepsList(e, m, what)
+	if seq == nil {
+		return nil
+	}
+	p.parseSteps(def, seq, hosts, wfBreaker, groupNodes, what)
+	if len(p.errs) > before {
+		return nil
+	}
+	return p.finishWorkflow(e, def, what)
+}
+
+// parseWorkflowResiliency parses the workflow's resiliency, if any, into
+// def.Policy and returns its circuit_breaker node (nil for none). When
+// the workflow has no error so far (p.errs has its length before), the
+// policy is also checked with the worker's defaults under it.
+func (p *parser) parseWorkflowResiliency(m *mapping, def *workflow.Definition, what string, before int) *yaml.Node {
+	n := m.get("resiliency")
+	if n == nil {
+		return nil
+	}
+	var wfBreaker *yaml.Node
+	def.Policy, wfBreaker = p.parseResiliency(n, what+": resiliency")
+	if len(p.errs) == before {
+		if err := forCheck(def.Policy.Or(p.opts.Defaults).Or(workflow.DefaultPolicy())).Validate(); err != nil {
+			p.errorf(n, "%s: resiliency: with the worker's defaults: %v", what, policyMsg(err))
+		}
+	}
+	return wfBreaker
+}
+
+// parseWorkflowRuns parses how the workflow's runs go into def: ordering,
+// max_running, execution and on_failure.
+func (p *parser) parseWorkflowRuns(m *mapping, def *workflow.Definition, what string) {
 	if n := m.get("ordering"); n != nil {
 		def.Ordering = p.parseOrdering(n, what+": ordering")
 	}
@@ -103,16 +138,11 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 	if n := m.get("on_failure"); n != nil {
 		def.OnFailure = p.parseOnFailure(n, what+": on_failure")
 	}
-	var groupNodes map[string]*yaml.Node // the groups' keys
-	if n := m.get("groups"); n != nil {
-		def.Groups, groupNodes = p.parseGroups(n, what+": groups")
-	}
+}
 
-	var hosts []string // nil: not set
-	if n := m.get("allowed_hosts"); n != nil {
-		hosts = p.allowedHosts(n, what+": allowed_hosts")
-	}
-
+// stepsList returns the workflow's list of steps, or nil (with an error)
+// when it is missing, not a list, empty or too long.
+func (p *parser) stepsList(e entry, m *mapping, what string) *yaml.Node {
 	stepsNode := m.get("steps")
 	if stepsNode == nil {
 		p.errorf(e.key, "%s: missing key steps", what)
@@ -134,6 +164,15 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		p.errorf(m.keyNode("steps"), "%s: steps: %d steps; at most %d", what, n, workflow.MaxSteps)
 		return nil
 	}
+	return seq
+}
+
+// parseSteps parses the steps of list seq into def.Steps (those without
+// error), with the workflow's allowed hosts and circuit breaker, and
+// checks the places of its groups (groupNodes: the groups' keys).
+func (p *parser) parseSteps(def *workflow.Definition, seq *yaml.Node, hosts []string, wfBreaker *yaml.Node,
+	groupNodes map[string]*yaml.Node, what string,
+) {
 	names := &stepNames{seen: map[string]*yaml.Node{}}
 	places := &groupPlaces{what: what, last: map[string]int{}}
 	for i, sn := range seq.Content {
@@ -144,9 +183,11 @@ func (p *parser) parseWorkflow(e entry) *workflow.Definition {
 		}
 	}
 	p.unusedGroups(places, groupNodes)
-	if len(p.errs) > before {
-		return nil
-	}
+}
+
+// finishWorkflow returns a workflow parsed without error, once its own
+// nameless circuit breaker is dropped and Definition.Validate accepts it.
+func (p *parser) finishWorkflow(e entry, def *workflow.Definition, what string) *workflow.Definition {
 	// Each step the workflow's nameless breaker applies to now has its own,
 	// named after its host (nameBreaker); the waits, which no breaker holds
 	// back, have none.

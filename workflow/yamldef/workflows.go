@@ -818,57 +818,18 @@ func httpStep(spec StepSpec) (*httpstep.Step, error) {
 	hp.unknown(m, "with", httpKeys...)
 	var hs httpstep.Spec
 	hs.Steps = spec.Earlier
-	text := func(key string) (string, *yaml.Node) {
-		v := m.get(key)
-		if v == nil {
-			return "", nil
-		}
-		r := resolve(v)
-		if r != nil && (r.Kind == yaml.MappingNode || r.Kind == yaml.SequenceNode) {
-			hint := ""
-			if key == "body" {
-				hint = ` (a template: to send JSON, write it as a string, like body: '{"id": {{json .input.id}}}')`
-			}
-			hp.errorf(v, "with.%s: want a string, got %s%s", key, kindName(r), hint)
-			return "", v
-		}
-		s, _ := hp.scalar(v, "with."+key)
-		return s, v
-	}
+	// nodes holds the node of each field, where httpstep.New's errors
+	// about it are reported.
 	nodes := map[string]*yaml.Node{}
-	hs.Method, nodes["method"] = text("method")
-	hs.URL, nodes["url"] = text("url")
-	hs.Body, nodes["body"] = text("body")
+	hs.Method, nodes["method"] = hp.httpText(m, "method")
+	hs.URL, nodes["url"] = hp.httpText(m, "url")
+	hs.Body, nodes["body"] = hp.httpText(m, "body")
 	if v := m.get("headers"); v != nil {
-		if hm, ok := hp.asMapping(v, "with.headers"); ok {
-			hs.Headers = map[string]string{}
-			for _, e := range hm.entries {
-				if s, ok := hp.scalar(e.val, "with.headers."+e.name); ok {
-					hs.Headers[e.name] = s
-					nodes["headers."+e.name] = e.val
-					nodes["header name "+e.name] = e.key
-				}
-			}
-		}
+		hs.Headers = hp.httpHeaders(v, nodes)
 	}
 	if v := m.get("poll"); v != nil {
 		nodes["poll"] = v
-		if pm, ok := hp.asMapping(v, "with.poll"); ok {
-			hp.unknown(pm, "with.poll", pollKeys...)
-			hs.Poll = &httpstep.Poll{}
-			if u := pm.get("until"); u != nil {
-				nodes["poll.until"] = u
-				hs.Poll.Until, _ = hp.scalar(u, "with.poll.until")
-			} else {
-				hp.errorf(v, `with.poll: missing key until (a template that is true when done, like {{eq .output.body.status "done"}})`)
-			}
-			if iv := pm.get("interval"); iv != nil {
-				nodes["poll.interval"] = iv
-				hs.Poll.Interval, _ = hp.duration(iv, "with.poll.interval")
-			} else {
-				hp.errorf(v, "with.poll: missing key interval (the delay between requests, like 30s)")
-			}
-		}
+		hs.Poll = hp.httpPoll(v, nodes)
 	}
 	if len(hp.errs) > 0 {
 		return nil, hp.list()
@@ -877,27 +838,100 @@ func httpStep(spec StepSpec) (*httpstep.Step, error) {
 	hs.Compensation = spec.Compensation
 	step, err := httpstep.New(hs, httpstep.Options{Client: spec.Options.HTTPClient, MaxBodyBytes: spec.Options.MaxBodyBytes})
 	if err != nil {
-		var fes []*httpstep.FieldError
-		collectFieldErrors(err, &fes)
-		for _, fe := range fes {
-			at := nodes[fe.Field]
-			if errors.Is(fe, httpstep.ErrBadHeaderName) {
-				at = nodes["header name "+strings.TrimPrefix(fe.Field, "headers.")]
-			}
-			if at == nil {
-				at = with // a missing field
-				if k := m.keyNode(fe.Field); k != m.node {
-					at = k
-				}
-			}
-			hp.errorf(at, "with.%s", fe.Error())
-		}
-		if len(fes) == 0 {
-			hp.errorf(with, "with: %v", err)
-		}
+		hp.httpSpecErrors(err, with, m, nodes)
 		return nil, hp.list()
 	}
 	return step, nil
+}
+
+// httpText returns the string under key of an http step's with (m), and
+// its node; a mapping or a list there is an error, with a hint for body.
+// It returns no node when the key is not there.
+func (p *parser) httpText(m *mapping, key string) (string, *yaml.Node) {
+	v := m.get(key)
+	if v == nil {
+		return "", nil
+	}
+	r := resolve(v)
+	if r != nil && (r.Kind == yaml.MappingNode || r.Kind == yaml.SequenceNode) {
+		hint := ""
+		if key == "body" {
+			hint = ` (a template: to send JSON, write it as a string, like body: '{"id": {{json .input.id}}}')`
+		}
+		p.errorf(v, "with.%s: want a string, got %s%s", key, kindName(r), hint)
+		return "", v
+	}
+	s, _ := p.scalar(v, "with."+key)
+	return s, v
+}
+
+// httpHeaders returns the headers of an http step (v: with.headers), nil
+// unless v is a mapping, and records in nodes each header's value and
+// name.
+func (p *parser) httpHeaders(v *yaml.Node, nodes map[string]*yaml.Node) map[string]string {
+	hm, ok := p.asMapping(v, "with.headers")
+	if !ok {
+		return nil
+	}
+	headers := map[string]string{}
+	for _, e := range hm.entries {
+		if s, ok := p.scalar(e.val, "with.headers."+e.name); ok {
+			headers[e.name] = s
+			nodes["headers."+e.name] = e.val
+			nodes["header name "+e.name] = e.key
+		}
+	}
+	return headers
+}
+
+// httpPoll returns the poll of an http step (v: with.poll), nil unless v
+// is a mapping; until and interval are required. It records their nodes
+// in nodes.
+func (p *parser) httpPoll(v *yaml.Node, nodes map[string]*yaml.Node) *httpstep.Poll {
+	pm, ok := p.asMapping(v, "with.poll")
+	if !ok {
+		return nil
+	}
+	p.unknown(pm, "with.poll", pollKeys...)
+	poll := &httpstep.Poll{}
+	if u := pm.get("until"); u != nil {
+		nodes["poll.until"] = u
+		poll.Until, _ = p.scalar(u, "with.poll.until")
+	} else {
+		p.errorf(v, `with.poll: missing key until (a template that is true when done, like {{eq .output.body.status "done"}})`)
+	}
+	if iv := pm.get("interval"); iv != nil {
+		nodes["poll.interval"] = iv
+		poll.Interval, _ = p.duration(iv, "with.poll.interval")
+	} else {
+		p.errorf(v, "with.poll: missing key interval (the delay between requests, like 30s)")
+	}
+	return poll
+}
+
+// httpSpecErrors reports the error of httpstep.New for an http step's
+// with (m, from node with): each field's error at the field's node (from
+// nodes), at its key or at with when the field is missing; any other
+// error at with.
+func (p *parser) httpSpecErrors(err error, with *yaml.Node, m *mapping, nodes map[string]*yaml.Node) {
+	var fes []*httpstep.FieldError
+	collectFieldErrors(err, &fes)
+	for _, fe := range fes {
+		at := nodes[fe.Field]
+		if errors.Is(fe, httpstep.ErrBadHeaderName) {
+			at = nodes["header name "+strings.TrimPrefix(fe.Field, "headers.")]
+		}
+		if at == nil {
+			at = with // a missing field
+			if k := m.keyNode(fe.Field); k != m.node {
+				at = k
+			}
+		}
+		p.errorf(at, "with.%s", fe.Error())
+	}
+	if len(fes) == 0 {
+		p.errorf(with, "with: %v", err)
+	}
 }
 
 // collectFieldErrors appends the *httpstep.FieldErrors joined in err.

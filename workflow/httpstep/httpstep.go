@@ -228,49 +228,88 @@ type header struct {
 // .compensation (wrapping ErrNotCompensation) when spec is not a
 // compensation's.
 func New(spec Spec, opts Options) (*Step, error) {
-	s := &Step{steps: slices.Clip(spec.Steps), opts: opts.withDefaults()}
-	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
-	parse := func(field, text string) *Template {
-		t, err := ParseTemplate(field, text)
-		if err != nil {
-			bad(field, err)
-			return nil
-		}
-		for _, ref := range t.StepRefs() {
-			if !slices.Contains(spec.Steps, ref) {
-				bad(field, fmt.Errorf("reads .steps.%s, but %q is not an earlier step", ref, ref))
-			}
-		}
-		if !spec.Compensation && t.Reads("compensation") {
-			bad(field, ErrNotCompensation)
-		}
-		return t
+	b := &stepBuilder{spec: spec, s: &Step{steps: slices.Clip(spec.Steps), opts: opts.withDefaults()}}
+	b.method()
+	b.url()
+	b.allowedHosts()
+	b.s.body = b.parse("body", spec.Body)
+	b.poll()
+	b.headers()
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
 	}
+	s := b.s
+	s.client = s.withRedirectRules(s.opts.Client)
+	return s, nil
+}
 
-	if strings.TrimSpace(spec.Method) == "" {
-		bad("method", errors.New("missing (GET, POST, ...)"))
-	} else if s.method = parse("method", spec.Method); s.method != nil && s.method.IsConstant() {
-		if err := checkMethod(constant(s.method)); err != nil {
-			bad("method", err)
+// stepBuilder builds a Step from its Spec for New, one part at a time,
+// collecting a *FieldError for each bad field.
+type stepBuilder struct {
+	spec Spec
+	s    *Step
+	errs []error
+}
+
+// bad records the error of a field.
+func (b *stepBuilder) bad(field string, err error) {
+	b.errs = append(b.errs, &FieldError{Field: field, Err: err})
+}
+
+// parse parses the template of a field; it may read only earlier steps,
+// and .compensation only in a compensation's spec. It returns nil when the
+// template does not parse.
+func (b *stepBuilder) parse(field, text string) *Template {
+	t, err := ParseTemplate(field, text)
+	if err != nil {
+		b.bad(field, err)
+		return nil
+	}
+	for _, ref := range t.StepRefs() {
+		if !slices.Contains(b.spec.Steps, ref) {
+			b.bad(field, fmt.Errorf("reads .steps.%s, but %q is not an earlier step", ref, ref))
 		}
 	}
+	if !b.spec.Compensation && t.Reads("compensation") {
+		b.bad(field, ErrNotCompensation)
+	}
+	return t
+}
+
+// method parses the method, required; a constant one must be an HTTP
+// token.
+func (b *stepBuilder) method() {
+	s := b.s
+	if strings.TrimSpace(b.spec.Method) == "" {
+		b.bad("method", errors.New("missing (GET, POST, ...)"))
+	} else if s.method = b.parse("method", b.spec.Method); s.method != nil && s.method.IsConstant() {
+		if err := checkMethod(constant(s.method)); err != nil {
+			b.bad("method", err)
+		}
+	}
+}
+
+// url parses the URL, required: a constant one is checked whole, a
+// templated one must have its host as literal text unless the spec has
+// allowed hosts. It sets the step's origin when the host is known.
+func (b *stepBuilder) url() {
+	s, spec := b.s, b.spec
 	if strings.TrimSpace(spec.URL) == "" {
-		bad("url", errors.New("missing"))
-	} else if s.url = parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
+		b.bad("url", errors.New("missing"))
+	} else if s.url = b.parse("url", spec.URL); s.url != nil && s.url.IsConstant() {
 		s.urlConstant = true
 		u, err := checkURL(constant(s.url))
 		if err != nil {
-			bad("url", err)
+			b.bad("url", err)
 		}
 		s.origin = u
 	} else if s.url != nil {
 		ut, err := prepareURL(s.url)
 		switch {
 		case err != nil:
-			bad("url", err)
+			b.bad("url", err)
 		case ut.hostTemplated && len(spec.AllowedHosts) == 0:
-			bad("url", fmt.Errorf("%s %w: run input must not choose where the request goes. Write "+
+			b.bad("url", fmt.Errorf("%s %w: run input must not choose where the request goes. Write "+
 				"scheme://host[:port] as literal text, ended by /, ? or #, before the first {{...}}, or list "+
 				"the hosts the step may reach in allowed_hosts", hostActionText(ut), ErrHostTemplated))
 		}
@@ -279,46 +318,56 @@ func New(spec Spec, opts Options) (*Step, error) {
 			s.origin = ut.origin
 		}
 	}
-	for _, h := range spec.AllowedHosts {
+}
+
+// allowedHosts parses the patterns of the allowed hosts.
+func (b *stepBuilder) allowedHosts() {
+	for _, h := range b.spec.AllowedHosts {
 		p, err := parseHostPattern(h)
 		if err != nil {
-			bad("allowed_hosts", err)
+			b.bad("allowed_hosts", err)
 			continue
 		}
-		s.allowed = append(s.allowed, p)
+		b.s.allowed = append(b.s.allowed, p)
 	}
-	s.body = parse("body", spec.Body)
-	if spec.Poll != nil {
-		if strings.TrimSpace(spec.Poll.Until) == "" {
-			bad("poll.until", errors.New(`missing (a template that is true when done, like {{eq .output.body.status "done"}})`))
-		} else {
-			s.until = parse("poll.until", spec.Poll.Until)
-		}
-		if spec.Poll.Interval <= 0 {
-			bad("poll.interval", fmt.Errorf("want a positive duration, like 30s, got %s", spec.Poll.Interval))
-		}
-		s.interval = spec.Poll.Interval
+}
+
+// poll parses the poll, if any: its until template and its interval are
+// required.
+func (b *stepBuilder) poll() {
+	poll := b.spec.Poll
+	if poll == nil {
+		return
 	}
-	names := make([]string, 0, len(spec.Headers))
-	for name := range spec.Headers {
+	if strings.TrimSpace(poll.Until) == "" {
+		b.bad("poll.until", errors.New(`missing (a template that is true when done, like {{eq .output.body.status "done"}})`))
+	} else {
+		b.s.until = b.parse("poll.until", poll.Until)
+	}
+	if poll.Interval <= 0 {
+		b.bad("poll.interval", fmt.Errorf("want a positive duration, like 30s, got %s", poll.Interval))
+	}
+	b.s.interval = poll.Interval
+}
+
+// headers parses the headers in the order of their names, which must be
+// HTTP tokens; the step keeps them under their canonical names.
+func (b *stepBuilder) headers() {
+	names := make([]string, 0, len(b.spec.Headers))
+	for name := range b.spec.Headers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
 		field := "headers." + name
 		if !isToken(name) {
-			bad(field, fmt.Errorf("%q %w", name, ErrBadHeaderName))
+			b.bad(field, fmt.Errorf("%q %w", name, ErrBadHeaderName))
 			continue
 		}
-		if t := parse(field, spec.Headers[name]); t != nil {
-			s.headers = append(s.headers, header{name: http.CanonicalHeaderKey(name), tmpl: t})
+		if t := b.parse(field, b.spec.Headers[name]); t != nil {
+			b.s.headers = append(b.s.headers, header{name: http.CanonicalHeaderKey(name), tmpl: t})
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	s.client = s.withRedirectRules(s.opts.Client)
-	return s, nil
 }
 
 // hostActionText names the action of a host-templated URL template that

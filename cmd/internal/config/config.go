@@ -255,6 +255,20 @@ func (c Config) Validate() error {
 		errs = append(errs, &Error{Var: v, Msg: fmt.Sprintf(format, args...)})
 	}
 	c.validateRedis(bad)
+	c.validateWorker(bad)
+	c.validateRetry(bad)
+	c.validateDurations(bad)
+	c.validateLimits(bad)
+	c.validateDashboardSecret(bad)
+	c.validateWebhook(bad)
+	c.validateHTTP(bad)
+	c.validateOutbox(bad)
+	return errors.Join(errs...)
+}
+
+// validateWorker checks the embedded store's address (loopback only), the
+// queue's name, the concurrency and the log's level and format.
+func (c Config) validateWorker(bad func(v, format string, args ...any)) {
 	if host, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
 		bad("CAIRN_EMBEDDED_ADDR", "%q: want host:port (%v)", c.EmbeddedAddr, err)
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
@@ -272,6 +286,11 @@ func (c Config) Validate() error {
 	if f := strings.ToLower(c.LogFormat); f != "text" && f != "json" {
 		bad("CAIRN_LOG_FORMAT", "%q: want text or json", c.LogFormat)
 	}
+}
+
+// validateRetry checks the default retry policy (attempts, intervals,
+// backoff and its coefficient, jitter) and how unknown errors count.
+func (c Config) validateRetry(bad func(v, format string, args ...any)) {
 	if c.RetryMaxAttempts < 1 {
 		bad("CAIRN_RETRY_MAX_ATTEMPTS", "%d: want at least 1", c.RetryMaxAttempts)
 	}
@@ -299,6 +318,11 @@ func (c Config) Validate() error {
 	default:
 		bad("CAIRN_UNKNOWN_ERRORS", "%q: want transient or permanent", c.UnknownErrors)
 	}
+}
+
+// validateDurations checks the timeouts and intervals: positive (the run
+// timeout: zero or more), and a fence TTL of at least 300ms.
+func (c Config) validateDurations(bad func(v, format string, args ...any)) {
 	nonNeg := func(v string, d time.Duration) {
 		if d < 0 {
 			bad(v, "%s: want a duration of zero or more", d)
@@ -320,6 +344,11 @@ func (c Config) Validate() error {
 	if c.FenceTTL < 300*time.Millisecond {
 		bad("CAIRN_FENCE_TTL", "%s: want at least 300ms", c.FenceTTL)
 	}
+}
+
+// validateLimits checks the counts: recovery concurrency, automatic
+// recoveries, iterations, crashes, and the http step's body size.
+func (c Config) validateLimits(bad func(v, format string, args ...any)) {
 	if c.RecoveryConcurrency < 1 || c.RecoveryConcurrency > 1000 {
 		bad("CAIRN_RECOVERY_CONCURRENCY", "%d: want 1 to 1000", c.RecoveryConcurrency)
 	}
@@ -335,11 +364,6 @@ func (c Config) Validate() error {
 	if c.HTTPStepMaxBody < 1 {
 		bad("CAIRN_HTTP_STEP_MAX_BODY", "%d: want at least 1 (bytes)", c.HTTPStepMaxBody)
 	}
-	c.validateDashboardSecret(bad)
-	c.validateWebhook(bad)
-	c.validateHTTP(bad)
-	c.validateOutbox(bad)
-	return errors.Join(errs...)
 }
 
 // SlogLevel returns the log level.

@@ -22,6 +22,10 @@ func newKeys(queue string) keys {
 	return keys{queue: queue, prefix: "cairn:{" + queue + "}:"}
 }
 
+// format is a string: the version of the layout of the queue's data
+// (format.go). It is the one key whose meaning never changes.
+func (k keys) format() string { return k.prefix + "format" }
+
 // Definitions is a hash: workflow name -> definition JSON, as registered by
 // the workers.
 func (k keys) definitions() string { return k.prefix + "defs" }

@@ -242,7 +242,7 @@ func seedScheduledRetries(b *testing.B, rdb *redis.Client, queue string, n int) 
 			return err
 		}
 		now := past.Now()
-		bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+		bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
 			Token: "seed", FenceTTL: time.Minute, Retention: retention, Now: now})
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func seedScheduledRetries(b *testing.B, rdb *redis.Client, queue string, n int) 
 		if bg.Outcome != retrystate.OutcomeOK {
 			return fmt.Errorf("begin %s: outcome %s", run.ID, bg.Outcome)
 		}
-		f, err := store.Fail(ctx, retrystate.FailArgs{RunID: run.ID, Index: 0, Token: "seed", Error: "seeded failure",
+		f, err := store.Fail(ctx, retrystate.FailParams{RunID: run.ID, Index: 0, Token: "seed", Error: "seeded failure",
 			Class: retrystate.ClassTransient, Delay: 2 * time.Hour, Retention: retention, Now: now})
 		if err != nil {
 			return err

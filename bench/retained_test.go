@@ -278,7 +278,7 @@ func life(b *testing.B, starter *workflow.Client, store *retrystate.Store, queue
 	for idx := range stepsPerChain {
 		measure(1+2*idx, func() {
 			for i, id := range ids {
-				bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: id, Index: idx, TaskID: tasks.ID(id, idx, 1, 0),
+				bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: id, Index: idx, TaskID: tasks.ID(id, idx, 1, 0),
 					Token: "t" + strconv.Itoa(i), FenceTTL: 10 * time.Second, Retention: retention, Now: time.Now()})
 				if err != nil || bg.Outcome != retrystate.OutcomeOK {
 					b.Fatalf("begin %s step %d: outcome %s, %v", id, idx, bg.Outcome, err)
@@ -288,7 +288,7 @@ func life(b *testing.B, starter *workflow.Client, store *retrystate.Store, queue
 		})
 		measure(2+2*idx, func() {
 			for i, id := range ids {
-				a := retrystate.CompleteArgs{RunID: id, Index: idx, Token: "t" + strconv.Itoa(i), Output: "null",
+				a := retrystate.CompleteParams{RunID: id, Index: idx, Token: "t" + strconv.Itoa(i), Output: "null",
 					Retention: retention, Now: time.Now()}
 				if nx := next[i]; nx != nil {
 					np := tasks.Step{RunID: id, Workflow: workflowName, Index: nx.Index, Name: nx.Name, Attempt: nx.Attempt}

@@ -31,7 +31,7 @@ import (
 // by step, and reports the mean per call of each script at each step, and
 // their sum per run; then as many runs again as an inline workflow runs
 // them (Definition.Inline: each complete but the last begins the next
-// step, CompleteArgs.InlineToken). (The figures include the EVALSHA command
+// step, CompleteParams.InlineToken). (The figures include the EVALSHA command
 // around the script, and reading the request: about 38,000 instructions for
 // an empty script.) Then it seeds as many scheduled retries whose tasks are
 // missing (as BenchmarkReconcileRetries does) and reports the reconciler's
@@ -71,7 +71,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		measure(fmt.Sprintf("begin s%d", idx+1), func() {
 			for i, id := range ids {
 				tokens[i] = fmt.Sprintf("token%d", i)
-				bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: id, Index: idx, TaskID: tasks.ID(id, idx, 1, 0),
+				bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: id, Index: idx, TaskID: tasks.ID(id, idx, 1, 0),
 					Token: tokens[i], FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now()})
 				if err != nil || bg.Outcome != retrystate.OutcomeOK {
 					b.Fatalf("begin %s step %d: outcome %s, %v", id, idx, bg.Outcome, err)
@@ -81,7 +81,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		})
 		measure(fmt.Sprintf("complete s%d", idx+1), func() {
 			for i, id := range ids {
-				a := retrystate.CompleteArgs{RunID: id, Index: idx, Token: tokens[i], Output: "null",
+				a := retrystate.CompleteParams{RunID: id, Index: idx, Token: tokens[i], Output: "null",
 					Retention: time.Hour, Now: time.Now()}
 				if n := next[i]; n != nil {
 					np := tasks.Step{RunID: id, Workflow: workflowName, Index: n.Index, Name: n.Name, Attempt: n.Attempt}
@@ -95,12 +95,12 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		})
 	}
 	// An inline run (Definition.Inline): each complete but the last
-	// begins the next step itself (CompleteArgs.InlineToken).
+	// begins the next step itself (CompleteParams.InlineToken).
 	inline := func(ids []string, measure func(string, func())) {
 		token := func(i, idx int) string { return fmt.Sprintf("itoken%d.%d", i, idx) }
 		measure("inline begin s1", func() {
 			for i, id := range ids {
-				bg, err := store.Begin(ctx, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0),
+				bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0),
 					Token: token(i, 0), FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now()})
 				if err != nil || bg.Outcome != retrystate.OutcomeOK {
 					b.Fatalf("begin %s step 0: outcome %s, %v", id, bg.Outcome, err)
@@ -114,7 +114,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 			}
 			measure(label, func() {
 				for i, id := range ids {
-					a := retrystate.CompleteArgs{RunID: id, Index: idx, Token: token(i, idx), Output: "null",
+					a := retrystate.CompleteParams{RunID: id, Index: idx, Token: token(i, idx), Output: "null",
 						Retention: time.Hour, Now: time.Now(), FenceTTL: 10 * time.Second}
 					if want == retrystate.OutcomeInline {
 						a.InlineToken = token(i, idx+1)
@@ -171,14 +171,14 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	// same, healthy.
 	retries := seedScheduledRetries(b, rdb, queue, runs+1)
 	// The first goes through unmeasured: it loads the script.
-	if _, err := store.CheckTasks(ctx, retries[:1], retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3,
+	if _, err := store.CheckTasks(ctx, retries[:1], retrystate.CheckParams{Grace: 10 * time.Second, MaxAuto: 3,
 		Now: time.Now().Add(time.Minute)}); err != nil {
 		b.Fatal(err)
 	}
 	retries = retries[1:]
 	var checks []row
 	for _, label := range []string{"check, repairs", "check, healthy"} {
-		args := retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: time.Now().Add(time.Minute)}
+		args := retrystate.CheckParams{Grace: 10 * time.Second, MaxAuto: 3, Now: time.Now().Add(time.Minute)}
 		rows = rows[:0]
 		measure(label, func() {
 			// Pipelines of 200, as the reconciler sends them: a longer one

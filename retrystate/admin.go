@@ -16,15 +16,25 @@ const AuditMaxLen = 10000
 // ActionRestore is the action of Restore, as journaled and audited.
 const ActionRestore = "restore"
 
-// Restore reopens a finished run from the checkpoint before step fromStep:
-// earlier steps keep their outputs, fromStep and later steps start afresh,
-// and fromStep is dispatched (see lua/restore.lua). The restore is recorded
-// in the audit stream with actor. It returns ErrRunNotFound for an unknown
+// RestoreParams asks to reopen a finished run (lua/restore.lua).
+type RestoreParams struct {
+	RunID string
+	// FromStep is the step the run starts again from.
+	FromStep string
+	// Actor is who restores, as journaled and audited.
+	Actor string
+	Now   time.Time
+}
+
+// Restore reopens a finished run from the checkpoint before step FromStep:
+// earlier steps keep their outputs, FromStep and later steps start afresh,
+// and FromStep is dispatched (see lua/restore.lua). The restore is recorded
+// in the audit stream with Actor. It returns ErrRunNotFound for an unknown
 // run and OutcomeRefused with the reason for a run or step it does not
 // apply to.
-func (s *Store) Restore(ctx context.Context, runID, fromStep, actor string, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(runID, now), Audit: s.keys.audit(),
-		FromStep: fromStep, Actor: actor, AuditMaxLen: AuditMaxLen})
+func (s *Store) Restore(ctx context.Context, a RestoreParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(a.RunID, a.Now), Audit: s.keys.audit(),
+		FromStep: a.FromStep, Actor: a.Actor, AuditMaxLen: AuditMaxLen})
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}

@@ -149,7 +149,8 @@ func TestWaitNotifications(t *testing.T) {
 	}()
 	id := runID(1)
 	createOwned(t, s, id, "alice", "wf", t0)
-	if _, err := s.Cancel(ctx, id, "root", false, time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctx, retrystate.CancelParams{RunID: id, Actor: "root", Retention: time.Hour,
+		Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	select {

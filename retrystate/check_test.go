@@ -32,7 +32,7 @@ func TestCheckTasks(t *testing.T) {
 	}
 	rdb.HSet(ctxb, task(healthy, 1), "msg", "m", "state", "pending")
 	begin(t, s, retry, 0, tasks.ID(retry, 0, 1, 0), "tok", t0)
-	f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: retry, Index: 0, Token: "tok", Error: "boom",
+	f, err := s.Fail(ctxb, retrystate.FailParams{RunID: retry, Index: 0, Token: "tok", Error: "boom",
 		Class: retrystate.ClassTransient, Delay: time.Hour, Retention: time.Hour, Now: t0})
 	if err != nil || f.Outcome != retrystate.OutcomeRetry || f.Enqueued {
 		t.Fatalf("fail: %+v %v", f, err)
@@ -41,7 +41,7 @@ func TestCheckTasks(t *testing.T) {
 	rdb.Set(ctxb, "cairn:{chk}:run:"+corrupt, "x", 0)
 
 	now := t0.Add(time.Minute)
-	args := retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: now}
+	args := retrystate.CheckParams{Grace: 10 * time.Second, MaxAuto: 3, Now: now}
 	check := func(ctx context.Context, ids ...string) map[string]retrystate.Check {
 		t.Helper()
 		cs, err := s.CheckTasks(ctx, ids, args)

@@ -69,7 +69,7 @@ func (w *twins) step(idx, attempt int, now time.Time) {
 		if b.Outcome != retrystate.OutcomeOK {
 			w.t.Fatalf("begin %s step %d: %+v", id, idx, b)
 		}
-		c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: idx, Token: "tok",
+		c, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: idx, Token: "tok",
 			Output: fmt.Sprintf(`{"i":%d}`, idx), Retention: time.Hour, Now: now.Add(5 * time.Millisecond)})
 		if err != nil || c.Outcome == retrystate.OutcomeFenced {
 			w.t.Fatalf("complete %s step %d: %+v %v", id, idx, c, err)
@@ -194,7 +194,7 @@ func TestCompactRunReadsAsBefore(t *testing.T) {
 		w.step(0, 1, t0.Add(time.Second))
 		w.each(func(s *retrystate.Store, id string) {
 			begin(t, s, id, 1, tasks.ID(id, 1, 1, 0), "tok", t0.Add(2*time.Second))
-			if _, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 1, Token: "tok", Error: "flaky\nline 2",
+			if _, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 1, Token: "tok", Error: "flaky\nline 2",
 				Class: retrystate.ClassTransient, Code: "E1", Delay: time.Second, Retention: time.Hour,
 				Now: t0.Add(2 * time.Second)}); err != nil {
 				t.Fatal(err)
@@ -210,7 +210,8 @@ func TestCompactRunReadsAsBefore(t *testing.T) {
 		w.step(0, 1, t0.Add(time.Second))
 		w.each(func(s *retrystate.Store, id string) {
 			begin(t, s, id, 1, tasks.ID(id, 1, 1, 0), "tok", t0.Add(2*time.Second))
-			if _, err := s.Cancel(ctxb, id, "ann", false, time.Hour, t0.Add(3*time.Second)); err != nil {
+			if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "ann", Retention: time.Hour,
+				Now: t0.Add(3 * time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -228,7 +229,8 @@ func TestCompactRunReadsAsBefore(t *testing.T) {
 			}
 		})
 		w.each(func(s *retrystate.Store, id string) {
-			if _, err := s.Cancel(ctxb, id, "ann", false, time.Hour, t0.Add(time.Second)); err != nil {
+			if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "ann", Retention: time.Hour,
+				Now: t0.Add(time.Second)}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -262,7 +264,8 @@ func TestCompactRunRestores(t *testing.T) {
 	}
 	w.check(true)
 	w.each(func(s *retrystate.Store, id string) {
-		res, err := s.Restore(ctxb, id, "b", "admin", t0.Add(10*time.Second))
+		res, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "b", Actor: "admin",
+			Now: t0.Add(10 * time.Second)})
 		if err != nil || res.Outcome != retrystate.OutcomeDispatch {
 			t.Fatalf("restore %s: %+v %v", id, res, err)
 		}

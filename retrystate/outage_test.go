@@ -83,7 +83,7 @@ func TestFailAgainWithTheSameToken(t *testing.T) {
 	create(t, s, id, t0, "a")
 	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
 	retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
-	args := retrystate.FailArgs{RunID: id, Index: 0, Token: "tok", Error: "503", Class: retrystate.ClassTransient,
+	args := retrystate.FailParams{RunID: id, Index: 0, Token: "tok", Error: "503", Class: retrystate.ClassTransient,
 		Delay: 3 * time.Second, Retention: time.Hour, Now: t0,
 		RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(s.Queue(), time.Minute)}
 	f, err := s.Fail(ctxb, args)
@@ -122,10 +122,11 @@ func TestRelease(t *testing.T) {
 	create(t, s, id, t0, "a")
 	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
 	next := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 1, Gen: 1}
-	if r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "stranger", Now: t0}); err != nil || r.Outcome != retrystate.OutcomeFenced {
+	if r, err := s.Release(ctxb, retrystate.ReleaseParams{RunID: id, Index: 0, Token: "stranger",
+		Now: t0}); err != nil || r.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("a stranger's release: %+v %v", r, err)
 	}
-	r, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second),
+	r, err := s.Release(ctxb, retrystate.ReleaseParams{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second),
 		TaskID: next.ID(), Message: next.AsynqMessage(s.Queue(), time.Minute)})
 	if err != nil || r.Outcome != retrystate.OutcomeReleased || !r.Enqueued || r.Dispatch.Attempt != 1 || r.Dispatch.Gen != 1 {
 		t.Fatalf("release: %+v %v", r, err)
@@ -133,7 +134,8 @@ func TestRelease(t *testing.T) {
 	if n, err := rdb.LPos(ctxb, tasks.QueueKeys(s.Queue()).Pending(), next.ID(), redis.LPosArgs{}).Result(); err != nil || n < 0 {
 		t.Fatalf("the new dispatch's task is not pending in asynq: %v %v", n, err)
 	}
-	if again, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: t0.Add(time.Second)}); err != nil || again.Outcome != retrystate.OutcomeFenced {
+	if again, err := s.Release(ctxb, retrystate.ReleaseParams{RunID: id, Index: 0, Token: "tok",
+		Now: t0.Add(time.Second)}); err != nil || again.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("a second release: %+v %v", again, err)
 	}
 	es := mustJournal(t, s, id)
@@ -168,7 +170,8 @@ func TestRepairStalledTask(t *testing.T) {
 	id := runID(4)
 	create(t, s, id, t0, "a")
 	task := tasks.ID(id, 0, 1, 0)
-	rp, err := s.RepairTask(ctxb, id, task, retrystate.TaskStalled, 3, t0.Add(10*time.Second))
+	rp, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: task,
+		Trouble: retrystate.TaskStalled, MaxAuto: 3, Now: t0.Add(10 * time.Second)})
 	if err != nil || rp.Outcome != retrystate.OutcomeDispatch || rp.Kind != "stalled_delivery" ||
 		rp.Dispatch.Attempt != 1 || rp.Dispatch.Gen != 1 {
 		t.Fatalf("repair: %+v %v", rp, err)
@@ -183,12 +186,14 @@ func TestRepairStalledTask(t *testing.T) {
 		t.Errorf("notifications: %+v", ns)
 	}
 	// The old task is stale now: repairing it again does nothing.
-	if rp, err := s.RepairTask(ctxb, id, task, retrystate.TaskStalled, 3, t0.Add(11*time.Second)); err != nil || rp.Outcome != retrystate.OutcomeNoop {
+	if rp, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: task,
+		Trouble: retrystate.TaskStalled, MaxAuto: 3, Now: t0.Add(11 * time.Second)}); err != nil || rp.Outcome != retrystate.OutcomeNoop {
 		t.Fatalf("repair of the old task: %+v %v", rp, err)
 	}
 	// A begun step is not stalled, whatever asynq's lease says.
 	begin(t, s, id, 0, tasks.ID(id, 0, 1, 1), "tok", t0.Add(12*time.Second))
-	if rp, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 1), retrystate.TaskStalled, 3, t0.Add(13*time.Second)); err != nil || rp.Outcome != retrystate.OutcomeNoop {
+	if rp, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: tasks.ID(id, 0, 1, 1),
+		Trouble: retrystate.TaskStalled, MaxAuto: 3, Now: t0.Add(13 * time.Second)}); err != nil || rp.Outcome != retrystate.OutcomeNoop {
 		t.Fatalf("repair of a begun step: %+v %v", rp, err)
 	}
 }
@@ -216,7 +221,8 @@ func TestRecoveryNotifications(t *testing.T) {
 	crashed := runID(5)
 	create(t, s, crashed, t0, "a")
 	begin(t, s, crashed, 0, tasks.ID(crashed, 0, 1, 0), "tok", t0)
-	if rp, err := s.Redispatch(ctxb, crashed, 3, time.Hour, t0.Add(11*time.Second)); err != nil || rp.Kind != "crashed_attempt" {
+	if rp, err := s.Redispatch(ctxb, retrystate.RedispatchParams{RunID: crashed, MaxAuto: 3,
+		Retention: time.Hour, Now: t0.Add(11 * time.Second)}); err != nil || rp.Kind != "crashed_attempt" {
 		t.Fatalf("redispatch: %+v %v", rp, err)
 	}
 	// A crash found by a delivery.
@@ -229,7 +235,8 @@ func TestRecoveryNotifications(t *testing.T) {
 	// A lost task re-created.
 	missing := runID(7)
 	create(t, s, missing, t0, "a")
-	if rp, err := s.RepairTask(ctxb, missing, tasks.ID(missing, 0, 1, 0), retrystate.TaskMissing, 3, t0); err != nil || rp.Kind != "task_missing" {
+	if rp, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: missing, TaskID: tasks.ID(missing, 0, 1, 0),
+		Trouble: retrystate.TaskMissing, MaxAuto: 3, Now: t0}); err != nil || rp.Kind != "task_missing" {
 		t.Fatalf("repair: %+v %v", rp, err)
 	}
 	for _, c := range []struct{ run, by, kind string }{
@@ -248,7 +255,8 @@ func TestRecoveryNotifications(t *testing.T) {
 	create(t, s, loop, t0, "a")
 	task := tasks.ID(loop, 0, 1, 0)
 	for i := range 2 {
-		rp, err := s.RepairTask(ctxb, loop, task, retrystate.TaskMissing, 1, t0.Add(time.Duration(i)*time.Second))
+		rp, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: loop, TaskID: task,
+			Trouble: retrystate.TaskMissing, MaxAuto: 1, Now: t0.Add(time.Duration(i) * time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +334,8 @@ func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 		t.Errorf("bob's start with alice's legacy key found %s", got.RunID)
 	}
 	// A finished run's key gets the run's retention.
-	if _, err := s.Cancel(ctxb, runID(11), "bob", false, time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: runID(11), Actor: "bob", Retention: time.Hour,
+		Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if ttl := rdb.PTTL(ctxb, "cairn:{"+s.Queue()+"}:idemo:3:bob:k").Val(); ttl <= 0 || ttl > time.Hour {
@@ -343,7 +352,8 @@ func TestReadAfterTheLargestID(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	create(t, s, runID(30), t0, "a")
-	if _, err := s.Cancel(ctxb, runID(30), "me", false, time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: runID(30), Actor: "me", Retention: time.Hour,
+		Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	const largest = "18446744073709551615-18446744073709551615"

@@ -11,12 +11,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// RedispatchParams asks to repair the attempt of a run whose fence expired
+// (lua/redispatch.lua).
+type RedispatchParams struct {
+	RunID string
+	// MaxAuto is the most automatic repairs of a run: past it, the run is
+	// left to an operator (OutcomeAttention).
+	MaxAuto int
+	// Retention of the run, if the crash fails it.
+	Retention time.Duration
+	Now       time.Time
+}
+
 // Redispatch repairs the current attempt of a run whose fence expired: its
 // worker died. The crash is counted (the run fails when the step's crash
 // budget is spent) and the attempt gets a new dispatch.
-func (s *Store) Redispatch(ctx context.Context, runID string, maxAuto int, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.redispatch, redispatchLua{runArgs: s.runArgs(runID, now), MaxAuto: maxAuto,
-		Retention: retention.Milliseconds()})
+func (s *Store) Redispatch(ctx context.Context, a RedispatchParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.redispatch, redispatchLua{runArgs: s.runArgs(a.RunID, a.Now), MaxAuto: a.MaxAuto,
+		Retention: a.Retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("redispatch: %w", err)
 	}
@@ -39,6 +51,19 @@ const (
 	TaskStalled TaskTrouble = "stalled"
 )
 
+// RepairParams names a task of a run's current step that the caller found
+// in trouble (lua/repair.lua).
+type RepairParams struct {
+	RunID string
+	// TaskID is the task found in trouble.
+	TaskID  string
+	Trouble TaskTrouble
+	// MaxAuto is the most automatic repairs of a run: past it, the run is
+	// left to an operator (OutcomeAttention).
+	MaxAuto int
+	Now     time.Time
+}
+
 // RepairTask re-creates the task of a run's current step, which the caller
 // found in trouble: under the same ID when it is missing, under a new
 // dispatch ID (the next gen) when asynq still holds the old one. Nothing is
@@ -46,9 +71,9 @@ const (
 // script writes the dispatch's task itself (Enqueued), for its due time,
 // unless asynq has one under its ID already. Repair kinds: task_missing,
 // retry_task_missing, wake_task_missing, task_archived, stalled_delivery.
-func (s *Store) RepairTask(ctx context.Context, runID, taskID string, trouble TaskTrouble, maxAuto int, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.repair, repairLua{runArgs: s.runArgs(runID, now), Task: taskID,
-		Trouble: string(trouble), MaxAuto: maxAuto})
+func (s *Store) RepairTask(ctx context.Context, a RepairParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.repair, repairLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID,
+		Trouble: string(a.Trouble), MaxAuto: a.MaxAuto})
 	if err != nil {
 		return Result{}, fmt.Errorf("repair task: %w", err)
 	}
@@ -70,8 +95,8 @@ func (s *Store) registerAsynqQueue(ctx context.Context) error {
 	return nil
 }
 
-// CheckArgs are the settings of CheckTasks.
-type CheckArgs struct {
+// CheckParams are the settings of CheckTasks.
+type CheckParams struct {
 	// Grace leaves to the engine a pending or waiting step written less
 	// than this long ago (OutcomeRecheck).
 	Grace time.Duration
@@ -106,7 +131,7 @@ type Check struct {
 //
 // The error is the pipeline's (Redis unreachable, loading, read-only); a
 // script's own error is its Check's Err.
-func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckArgs) ([]Check, error) {
+func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckParams) ([]Check, error) {
 	out := make([]Check, len(runIDs))
 	if len(runIDs) == 0 {
 		return out, nil
@@ -211,11 +236,19 @@ func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
+// ExpireParams asks to fail a run past its deadline (lua/timeout.lua).
+type ExpireParams struct {
+	RunID string
+	// Retention of the run once it failed.
+	Retention time.Duration
+	Now       time.Time
+}
+
 // ExpireDeadline fails a run that passed its deadline with run_timeout
 // (OutcomeRunFailed, kind deadline).
-func (s *Store) ExpireDeadline(ctx context.Context, runID string, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.timeout, timeoutLua{runArgs: s.runArgs(runID, now),
-		Retention: retention.Milliseconds()})
+func (s *Store) ExpireDeadline(ctx context.Context, a ExpireParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.timeout, timeoutLua{runArgs: s.runArgs(a.RunID, a.Now),
+		Retention: a.Retention.Milliseconds()})
 	if err != nil {
 		return Result{}, fmt.Errorf("expire deadline: %w", err)
 	}
@@ -229,15 +262,29 @@ const (
 	ActionSkip    = "skip"
 )
 
+// OperateParams is an operator action on a run (lua/operate.lua).
+type OperateParams struct {
+	RunID string
+	// Action is ActionRecover, ActionRetry or ActionSkip.
+	Action string
+	// Step is the step retried or skipped ("" for ActionRecover).
+	Step string
+	// Actor is who acts, as journaled.
+	Actor string
+	// Retention of the run, if the action ends it (a skip of its last step).
+	Retention time.Duration
+	Now       time.Time
+}
+
 // Operate applies an operator action (ActionRecover, ActionRetry with a
 // step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
-func (s *Store) Operate(ctx context.Context, runID, action, step, actor string, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(runID, now), Action: action,
-		StepName: step, Actor: actor, Retention: retention.Milliseconds()})
+func (s *Store) Operate(ctx context.Context, a OperateParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(a.RunID, a.Now), Action: a.Action,
+		StepName: a.Step, Actor: a.Actor, Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", action, err)
+		return Result{}, fmt.Errorf("%s: %w", a.Action, err)
 	}
-	return notFound(decodeAction(res, action))
+	return notFound(decodeAction(res, a.Action))
 }
 
 // Due is a run ID with the time an index holds for it.

@@ -215,7 +215,7 @@ type Result struct {
 	// StepKind is the kind of the step (OutcomeWait, OutcomeWake).
 	StepKind StepKind
 	// Trace is the run's trace context (OutcomeWait and OutcomeWake of a
-	// begin with BeginArgs.Trace; an attempt's is Started.Trace).
+	// begin with BeginParams.Trace; an attempt's is Started.Trace).
 	Trace string
 	// WaitReason is what the step waits for (OutcomeWaiting).
 	WaitReason WaitReason
@@ -293,7 +293,7 @@ const (
 	okNextName               // the next step's name ("" for none)
 	okNextAttempt            // its attempt counter (its next attempt is one more)
 	okNextTimeout            // its timeout, ms
-	okEarlier                // from here: name, output pairs (after the trace, with BeginArgs.Trace)
+	okEarlier                // from here: name, output pairs (after the trace, with BeginParams.Trace)
 )
 
 // Replies made of single fields after the word.
@@ -524,7 +524,7 @@ func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
 }
 
 // decodeBegin decodes begin.lua's reply to a begin of step index; traced
-// says whether the begin asked for the run's trace (BeginArgs.Trace), which
+// says whether the begin asked for the run's trace (BeginParams.Trace), which
 // then comes before the earlier steps.
 func decodeBegin(res []string, index int, traced bool) (Result, error) {
 	r := newReply("begin", res)

@@ -74,7 +74,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 	run := func(steps ...string) string { t.Helper(); return start(0, 1, steps...) }
 	// check is Store.CheckTasks of one run, with a grace of 10s.
 	check := func(id string, now time.Time) (retrystate.Result, error) {
-		cs, err := s.CheckTasks(ctxb, []string{id}, retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: now})
+		cs, err := s.CheckTasks(ctxb, []string{id}, retrystate.CheckParams{Grace: 10 * time.Second, MaxAuto: 3, Now: now})
 		if err != nil {
 			return retrystate.Result{}, err
 		}
@@ -87,11 +87,11 @@ func TestRepliesRoundTrip(t *testing.T) {
 		}
 	}
 	complete := func(id string, idx int, token, output string, now time.Time) (retrystate.Result, error) {
-		return s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: idx, Token: token, Output: output,
+		return s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: idx, Token: token, Output: output,
 			Retention: time.Hour, Now: now})
 	}
 	fail := func(id, token, class string, delay time.Duration) (retrystate.Result, error) {
-		return s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: token, Error: "boom", Class: class,
+		return s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: token, Error: "boom", Class: class,
 			Delay: delay, Retention: time.Hour, Now: t0})
 	}
 	// retrying is a run whose step a failed at t0 and retries at t0+3s.
@@ -176,7 +176,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 		}},
 		{name: "begin/ended", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			must(s.Cancel(ctxb, id, "me", false, time.Hour, t0))
+			must(s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0}))
 			got := begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0)
 			return retrystate.Result{Outcome: retrystate.OutcomeEnded, RunStatus: retrystate.StatusCancelled}, got, nil
 		}},
@@ -215,7 +215,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 			id = run("a", "b")
 			begun(id, 0, "tok", t0)
 			next := tasks.Step{RunID: id, Workflow: "wf", Index: 1, Name: "b", Attempt: 1}
-			got, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok", Output: "1",
+			got, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "tok", Output: "1",
 				Now: t0, NextTaskID: next.ID(), NextMessage: next.AsynqMessage(s.Queue(), minute)})
 			return retrystate.Result{Outcome: retrystate.OutcomeNext, Enqueued: true,
 				Dispatch: &retrystate.Dispatch{Index: 1, Name: "b", Attempt: 1, Timeout: minute}}, got, err
@@ -245,7 +245,7 @@ func TestRepliesRoundTrip(t *testing.T) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
 			retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
-			got, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok", Error: "boom",
+			got, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "tok", Error: "boom",
 				Class: retrystate.ClassTransient, Delay: 2 * time.Second, Now: t0, RetryTaskID: retry.ID(),
 				RetryMessage: retry.AsynqMessage(s.Queue(), minute)})
 			return retrystate.Result{Outcome: retrystate.OutcomeRetry, Enqueued: true,
@@ -275,37 +275,37 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{name: "release/released", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "tok", Now: at(time.Second)})
+			got, err := s.Release(ctxb, retrystate.ReleaseParams{RunID: id, Index: 0, Token: "tok", Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeReleased,
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Gen: 1, Timeout: minute}}, got, err
 		}},
 		{name: "release/fenced", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Release(ctxb, retrystate.ReleaseArgs{RunID: id, Index: 0, Token: "other", Now: at(time.Second)})
+			got, err := s.Release(ctxb, retrystate.ReleaseParams{RunID: id, Index: 0, Token: "other", Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeFenced, Why: "fence lost"}, got, err
 		}},
 
 		// cancel.lua
 		{name: "cancel/cancelled", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
+			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{Outcome: retrystate.OutcomeCancelled, Task: tasks.ID(id, 0, 1, 0),
 				StepStatus: retrystate.StepPending}, got, err
 		}},
 		{name: "cancel/already", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			must(s.Cancel(ctxb, id, "me", false, time.Hour, t0))
-			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
+			must(s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0}))
+			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{Outcome: retrystate.OutcomeAlreadyCancelled, RunStatus: retrystate.StatusCancelled}, got, err
 		}},
 		{name: "cancel/ended", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = succeeded()
-			got, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0)
+			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{Outcome: retrystate.OutcomeEnded, RunStatus: retrystate.StatusSucceeded}, got, err
 		}},
 		{name: "cancel/gone", wantErr: retrystate.ErrRunNotFound, do: func() (retrystate.Result, retrystate.Result, error) {
-			got, err := s.Cancel(ctxb, newID(), "me", false, time.Hour, t0)
+			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: newID(), Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{}, got, err
 		}},
 
@@ -313,14 +313,16 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{name: "redispatch/redispatched", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Redispatch(ctxb, id, 3, time.Hour, at(11*time.Second))
+			got, err := s.Redispatch(ctxb, retrystate.RedispatchParams{RunID: id, MaxAuto: 3, Retention: time.Hour,
+				Now: at(11 * time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "crashed_attempt", Crashes: 1, Workflow: "wf",
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Gen: 1, Timeout: minute}}, got, err
 		}},
 		{name: "redispatch/failed", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = start(0, 0, "a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Redispatch(ctxb, id, 3, time.Hour, at(11*time.Second))
+			got, err := s.Redispatch(ctxb, retrystate.RedispatchParams{RunID: id, MaxAuto: 3, Retention: time.Hour,
+				Now: at(11 * time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeRunFailed, Kind: "crashed_attempt",
 				Code:   retrystate.CodeCrashBudgetExhausted,
 				Reason: `step "a": worker crashed 1 times during attempt 1 (max_crashes 0)`}, got, err
@@ -328,27 +330,31 @@ func TestRepliesRoundTrip(t *testing.T) {
 		{name: "redispatch/attention", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Redispatch(ctxb, id, 0, time.Hour, at(11*time.Second))
+			got, err := s.Redispatch(ctxb, retrystate.RedispatchParams{RunID: id, Retention: time.Hour,
+				Now: at(11 * time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeAttention, Kind: "crashed_attempt",
 				Reason: "repaired automatically 0 times (max_auto_recoveries 0); left for an operator (last: crashed attempt)"}, got, err
 		}},
 		{name: "redispatch/noop", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
 			begun(id, 0, "tok", t0)
-			got, err := s.Redispatch(ctxb, id, 3, time.Hour, at(time.Second))
+			got, err := s.Redispatch(ctxb, retrystate.RedispatchParams{RunID: id, MaxAuto: 3, Retention: time.Hour,
+				Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeNoop, Reason: "fence alive"}, got, err
 		}},
 
 		// repair.lua
 		{name: "repair/repair, archived", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 0), retrystate.TaskArchived, 3, at(time.Second))
+			got, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: tasks.ID(id, 0, 1, 0),
+				Trouble: retrystate.TaskArchived, MaxAuto: 3, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "task_archived", Workflow: "wf", Enqueued: true,
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 1, Gen: 1, Timeout: minute}}, got, err
 		}},
 		{name: "repair/repair, a retry's task missing", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = retrying()
-			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 2, 0), retrystate.TaskMissing, 3, at(time.Second))
+			got, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: tasks.ID(id, 0, 2, 0),
+				Trouble: retrystate.TaskMissing, MaxAuto: 3, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Kind: "retry_task_missing", Workflow: "wf", Enqueued: true,
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 2, DueAt: at(3 * time.Second), Timeout: minute}}, got, err
 		}},
@@ -371,34 +377,39 @@ func TestRepliesRoundTrip(t *testing.T) {
 		}},
 		{name: "repair/attention", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 0), retrystate.TaskMissing, 0, at(time.Second))
+			got, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: tasks.ID(id, 0, 1, 0),
+				Trouble: retrystate.TaskMissing, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeAttention,
 				Reason: "repaired automatically 0 times (max_auto_recoveries 0); left for an operator (last: task_missing)"}, got, err
 		}},
 		{name: "repair/noop", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.RepairTask(ctxb, id, tasks.ID(id, 0, 1, 1), retrystate.TaskMissing, 3, at(time.Second))
+			got, err := s.RepairTask(ctxb, retrystate.RepairParams{RunID: id, TaskID: tasks.ID(id, 0, 1, 1),
+				Trouble: retrystate.TaskMissing, MaxAuto: 3, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeNoop, Reason: "state moved on"}, got, err
 		}},
 
 		// timeout.lua
 		{name: "timeout/failed", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = start(5*time.Second, 1, "a")
-			got, err := s.ExpireDeadline(ctxb, id, time.Hour, at(6*time.Second))
+			got, err := s.ExpireDeadline(ctxb, retrystate.ExpireParams{RunID: id, Retention: time.Hour,
+				Now: at(6 * time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeRunFailed, Kind: "deadline", Code: retrystate.CodeRunTimeout,
 				Task: tasks.ID(id, 0, 1, 0), StepStatus: retrystate.StepPending,
 				Reason: `run passed its deadline (run_timeout 5s) during step "a" (attempt 1)`}, got, err
 		}},
 		{name: "timeout/noop", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.ExpireDeadline(ctxb, id, time.Hour, at(6*time.Second))
+			got, err := s.ExpireDeadline(ctxb, retrystate.ExpireParams{RunID: id, Retention: time.Hour,
+				Now: at(6 * time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeNoop, Reason: "no deadline"}, got, err
 		}},
 
 		// operate.lua
 		{name: "operate/dispatch", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = failed()
-			got, err := s.Operate(ctxb, id, retrystate.ActionRecover, "", "me", time.Hour, at(time.Second))
+			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: id, Action: retrystate.ActionRecover,
+				Actor: "me", Retention: time.Hour, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Workflow: "wf",
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 2, Timeout: minute}}, got, err
 		}},
@@ -407,37 +418,41 @@ func TestRepliesRoundTrip(t *testing.T) {
 			begun(id, 0, "tok", t0)
 			must(complete(id, 0, "tok", "1", t0))
 			begun(id, 1, "tok", t0)
-			must(s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 1, Token: "tok", Error: "boom",
+			must(s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 1, Token: "tok", Error: "boom",
 				Class: retrystate.ClassPermanent, Now: t0}))
-			got, err := s.Operate(ctxb, id, retrystate.ActionSkip, "b", "me", time.Hour, at(time.Second))
+			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: id, Action: retrystate.ActionSkip, Step: "b",
+				Actor: "me", Retention: time.Hour, Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeRunSucceeded}, got, err
 		}},
 		{name: "operate/refused", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.Operate(ctxb, id, retrystate.ActionRecover, "", "me", time.Hour, t0)
+			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: id, Action: retrystate.ActionRecover,
+				Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{Outcome: retrystate.OutcomeRefused,
 				Reason: "run is pending; only a failed run or one needing attention can be recovered"}, got, err
 		}},
 		{name: "operate/gone", wantErr: retrystate.ErrRunNotFound, do: func() (retrystate.Result, retrystate.Result, error) {
-			got, err := s.Operate(ctxb, newID(), retrystate.ActionRecover, "", "me", time.Hour, t0)
+			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: newID(), Action: retrystate.ActionRecover,
+				Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.Result{}, got, err
 		}},
 
 		// restore.lua
 		{name: "restore/dispatch", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = succeeded()
-			got, err := s.Restore(ctxb, id, "a", "me", at(time.Second))
+			got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "a", Actor: "me",
+				Now: at(time.Second)})
 			return retrystate.Result{Outcome: retrystate.OutcomeDispatch, Workflow: "wf",
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 2, Timeout: minute}}, got, err
 		}},
 		{name: "restore/refused", do: func() (retrystate.Result, retrystate.Result, error) {
 			id = run("a")
-			got, err := s.Restore(ctxb, id, "a", "me", t0)
+			got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "a", Actor: "me", Now: t0})
 			return retrystate.Result{Outcome: retrystate.OutcomeRefused,
 				Reason: "run is pending; only a finished run (succeeded, failed, cancelled or compensated) can be restored"}, got, err
 		}},
 		{name: "restore/gone", wantErr: retrystate.ErrRunNotFound, do: func() (retrystate.Result, retrystate.Result, error) {
-			got, err := s.Restore(ctxb, newID(), "a", "me", t0)
+			got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: newID(), FromStep: "a", Actor: "me", Now: t0})
 			return retrystate.Result{}, got, err
 		}},
 	}
@@ -496,14 +511,16 @@ func TestRenewRoundTrip(t *testing.T) {
 		token string
 		want  retrystate.Renewal
 	}{{"tok", retrystate.Renewed}, {"other", retrystate.FenceLost}} {
-		if got, err := s.Renew(ctxb, id, 0, c.token, 10*time.Second, t0.Add(time.Second)); err != nil || got != c.want {
+		if got, err := s.Renew(ctxb, retrystate.RenewParams{RunID: id, Token: c.token, TTL: 10 * time.Second,
+			Now: t0.Add(time.Second)}); err != nil || got != c.want {
 			t.Errorf("renew with %s: %v, %v; want %v", c.token, got, err, c.want)
 		}
 	}
-	if _, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Renew(ctxb, id, 0, "tok", 10*time.Second, t0.Add(time.Second)); err != nil || got != retrystate.RunStopped {
+	if got, err := s.Renew(ctxb, retrystate.RenewParams{RunID: id, Token: "tok", TTL: 10 * time.Second,
+		Now: t0.Add(time.Second)}); err != nil || got != retrystate.RunStopped {
 		t.Errorf("renew of a cancelled run: %v, %v; want %v", got, err, retrystate.RunStopped)
 	}
 }

@@ -32,8 +32,8 @@ const (
 	WaitWake WaitAction = "wake"
 )
 
-// WaitArgs identifies a delivery of an await or sleep step's task.
-type WaitArgs struct {
+// WaitParams identifies a delivery of an await or sleep step's task.
+type WaitParams struct {
 	RunID     string
 	Index     int
 	Action    WaitAction
@@ -58,7 +58,7 @@ type WaitArgs struct {
 // (the step succeeded; Dispatch is the next step's), OutcomeRunSucceeded,
 // OutcomeRunFailed (an await timed out: CodeSignalTimeout), OutcomeEarly
 // (a wake-up before its time) or OutcomeNoop (the state moved on).
-func (s *Store) Wait(ctx context.Context, a WaitArgs) (Result, error) {
+func (s *Store) Wait(ctx context.Context, a WaitParams) (Result, error) {
 	until := ""
 	if a.Action == WaitStart && !a.Until.IsZero() {
 		until = fmt.Sprint(ms(a.Until))
@@ -73,8 +73,8 @@ func (s *Store) Wait(ctx context.Context, a WaitArgs) (Result, error) {
 	return decodeWait(res)
 }
 
-// SignalArgs is a signal to a run.
-type SignalArgs struct {
+// SignalParams is a signal to a run.
+type SignalParams struct {
 	RunID   string
 	Name    string
 	Payload string // JSON
@@ -90,7 +90,7 @@ type SignalArgs struct {
 // await), OutcomeDuplicate, OutcomeRefused (no step awaits it any more),
 // OutcomeMailboxFull or OutcomeEnded; ErrRunNotFound for an unknown run.
 // The caller checks the name, the payload and the ID (see the limits).
-func (s *Store) Signal(ctx context.Context, a SignalArgs) (Result, error) {
+func (s *Store) Signal(ctx context.Context, a SignalParams) (Result, error) {
 	res, err := s.run(ctx, s.scripts.signal, signalLua{runArgs: s.runArgs(a.RunID, a.Now), Name: a.Name,
 		Payload: a.Payload, SignalID: a.ID, Retention: a.Retention.Milliseconds(), MaxPending: MaxPendingSignals})
 	if err != nil {

@@ -19,7 +19,8 @@ func TestDashboardReads(t *testing.T) {
 		create(t, s, runID(i+1), t0.Add(time.Duration(i)*time.Second), "a")
 	}
 	// Runs are pending until they begin; one is cancelled.
-	if _, err := s.Cancel(ctxb, runID(n), "op", false, time.Hour, t0.Add(time.Hour)); err != nil {
+	if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: runID(n), Actor: "op", Retention: time.Hour,
+		Now: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -85,7 +85,7 @@ func (s *Store) Definitions(ctx context.Context) (map[string]string, error) {
 	return s.rdb.HGetAll(ctx, s.keys.definitions()).Result()
 }
 
-// NewRun describes a run to create.
+// NewRun describes a run to create: the params of CreateRun and CreateRuns.
 type NewRun struct {
 	ID             string
 	Workflow       string
@@ -125,7 +125,7 @@ type NewRun struct {
 	Compensate bool
 	// Trace is the trace context to store with the run (the W3C
 	// traceparent, then a newline and the tracestate, if any; "" for
-	// none): every attempt's begin can read it (BeginArgs.Trace).
+	// none): every attempt's begin can read it (BeginParams.Trace).
 	Trace string
 }
 
@@ -333,8 +333,8 @@ func (s *Store) createResult(r NewRun, res []string, err error) (Result, error) 
 	return decodeCreate(res, r.ID, r.Steps[0])
 }
 
-// BeginArgs identifies a delivery of a step attempt's task.
-type BeginArgs struct {
+// BeginParams identifies a delivery of a step attempt's task.
+type BeginParams struct {
 	RunID     string
 	Index     int
 	TaskID    string
@@ -355,7 +355,7 @@ type Checkpoint struct {
 
 // Begin starts an attempt for a delivered task (OutcomeOK, with Started),
 // or tells the caller why not (see the Outcome constants of begin).
-func (s *Store) Begin(ctx context.Context, a BeginArgs) (Result, error) {
+func (s *Store) Begin(ctx context.Context, a BeginParams) (Result, error) {
 	args := beginLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID, Token: a.Token,
 		FenceTTL: a.FenceTTL.Milliseconds(), Index: a.Index, Retention: a.Retention.Milliseconds()}
 	if a.Trace {
@@ -368,8 +368,8 @@ func (s *Store) Begin(ctx context.Context, a BeginArgs) (Result, error) {
 	return decodeBegin(res, a.Index, a.Trace)
 }
 
-// CompleteArgs checkpoints a step's output.
-type CompleteArgs struct {
+// CompleteParams checkpoints a step's output.
+type CompleteParams struct {
 	RunID     string
 	Index     int
 	Token     string
@@ -391,7 +391,7 @@ type CompleteArgs struct {
 
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
-func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
+func (s *Store) Complete(ctx context.Context, a CompleteParams) (Result, error) {
 	script, decode := s.scripts.complete, decodeComplete
 	if IsCompensation(a.Index) {
 		// A compensation's complete goes on with the saga (compdone.lua);
@@ -408,8 +408,8 @@ func (s *Store) Complete(ctx context.Context, a CompleteArgs) (Result, error) {
 	return decode(res)
 }
 
-// FailArgs records a failed attempt.
-type FailArgs struct {
+// FailParams records a failed attempt.
+type FailParams struct {
 	RunID     string
 	Index     int
 	Token     string
@@ -430,7 +430,7 @@ type FailArgs struct {
 // Fail records a failed attempt: for a transient error with budget left it
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
-func (s *Store) Fail(ctx context.Context, a FailArgs) (Result, error) {
+func (s *Store) Fail(ctx context.Context, a FailParams) (Result, error) {
 	res, err := s.run(ctx, s.scripts.fail, failLua{runArgs: s.runArgs(a.RunID, a.Now),
 		RetryTask: s.keys.asynqTask(a.RetryTaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
 		Token: a.Token, Index: a.Index, Message: a.Error, Class: a.Class, Delay: a.Delay.Milliseconds(),
@@ -441,9 +441,9 @@ func (s *Store) Fail(ctx context.Context, a FailArgs) (Result, error) {
 	return decodeFail(res, a.Index)
 }
 
-// SnoozeArgs asks for the next visit of a running attempt after Delay
+// SnoozeParams asks for the next visit of a running attempt after Delay
 // (workflow.Snooze).
-type SnoozeArgs struct {
+type SnoozeParams struct {
 	RunID     string
 	Index     int
 	Token     string
@@ -464,7 +464,7 @@ type SnoozeArgs struct {
 // visit due at or after the run's deadline fails the run (OutcomeRunFailed,
 // run_timeout). Fenced by the attempt's token; a snooze applied before whose
 // reply was lost answers OutcomeDone.
-func (s *Store) Snooze(ctx context.Context, a SnoozeArgs) (Result, error) {
+func (s *Store) Snooze(ctx context.Context, a SnoozeParams) (Result, error) {
 	res, err := s.run(ctx, s.scripts.snooze, snoozeLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
 		Token: a.Token, Index: a.Index, Delay: a.Delay.Milliseconds(), NextID: a.TaskID, NextMsg: a.Message,
@@ -475,9 +475,9 @@ func (s *Store) Snooze(ctx context.Context, a SnoozeArgs) (Result, error) {
 	return decodeSnooze(res)
 }
 
-// GotoArgs asks a running attempt's run to continue at step Target
+// GotoParams asks a running attempt's run to continue at step Target
 // (workflow.Goto).
-type GotoArgs struct {
+type GotoParams struct {
 	RunID     string
 	Index     int
 	Token     string
@@ -497,7 +497,7 @@ type GotoArgs struct {
 // now (OutcomeGoto). A target that is not this step or an earlier one fails
 // the run (OutcomeRunFailed, invalid_goto). Fenced by the attempt's token; a
 // goto applied before whose reply was lost answers OutcomeDone.
-func (s *Store) Goto(ctx context.Context, a GotoArgs) (Result, error) {
+func (s *Store) Goto(ctx context.Context, a GotoParams) (Result, error) {
 	res, err := s.run(ctx, s.scripts.jump, gotoLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		TargetName: a.Target, NextID: a.TaskID, NextMsg: a.Message, Retention: a.Retention.Milliseconds()})
@@ -507,9 +507,9 @@ func (s *Store) Goto(ctx context.Context, a GotoArgs) (Result, error) {
 	return decodeGoto(res)
 }
 
-// ReleaseArgs hands back an attempt its worker stopped because it could not
+// ReleaseParams hands back an attempt its worker stopped because it could not
 // renew the attempt's fence.
-type ReleaseArgs struct {
+type ReleaseParams struct {
 	RunID string
 	Index int
 	Token string
@@ -526,7 +526,7 @@ type ReleaseArgs struct {
 // failed attempt. The attempt resumes under a new dispatch, due now, and the
 // run is notified (run_recovered, by worker, kind interrupted_attempt).
 // Fenced by the attempt's token.
-func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
+func (s *Store) Release(ctx context.Context, a ReleaseParams) (Result, error) {
 	res, err := s.run(ctx, s.scripts.release, releaseLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		NextID: a.TaskID, NextMsg: a.Message})
@@ -536,12 +536,25 @@ func (s *Store) Release(ctx context.Context, a ReleaseArgs) (Result, error) {
 	return decodeRelease(res)
 }
 
+// CancelParams asks to cancel a run (lua/cancel.lua).
+type CancelParams struct {
+	RunID string
+	// Actor is who cancels, as journaled.
+	Actor string
+	// Compensate: the run's succeeded steps are compensated (sagas) instead
+	// of the run ending cancelled at once.
+	Compensate bool
+	// Retention of the run once it ended.
+	Retention time.Duration
+	Now       time.Time
+}
+
 // Cancel ends a pending or running run as cancelled (OutcomeCancelled). A
 // run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
 // OutcomeEnded. It returns ErrRunNotFound for an unknown run.
-func (s *Store) Cancel(ctx context.Context, runID, actor string, compensate bool, retention time.Duration, now time.Time) (Result, error) {
-	res, err := s.run(ctx, s.scripts.cancel, cancelLua{runArgs: s.runArgs(runID, now), Actor: actor,
-		Retention: retention.Milliseconds(), Compensate: boolArg(compensate)})
+func (s *Store) Cancel(ctx context.Context, a CancelParams) (Result, error) {
+	res, err := s.run(ctx, s.scripts.cancel, cancelLua{runArgs: s.runArgs(a.RunID, a.Now), Actor: a.Actor,
+		Retention: a.Retention.Milliseconds(), Compensate: boolArg(a.Compensate)})
 	if err != nil {
 		return Result{}, fmt.Errorf("cancel: %w", err)
 	}
@@ -566,10 +579,21 @@ const (
 	RunStopped Renewal = -1 // the run is no longer running (cancelled, failed, gone)
 )
 
-// Renew extends the fence of a running attempt to now+ttl.
-func (s *Store) Renew(ctx context.Context, runID string, idx int, token string, ttl time.Duration, now time.Time) (Renewal, error) {
-	keys, argv := renewLua{Run: s.keys.run(runID), Fences: s.keys.fences(), Token: token, Now: ms(now),
-		TTL: ttl.Milliseconds(), RunID: runID, Index: idx}.args()
+// RenewParams asks to extend the fence of a running attempt (lua/renew.lua).
+type RenewParams struct {
+	RunID string
+	Index int
+	// Token is the attempt's fence token (BeginParams.Token).
+	Token string
+	// TTL: the fence expires at Now+TTL.
+	TTL time.Duration
+	Now time.Time
+}
+
+// Renew extends the fence of a running attempt to Now+TTL.
+func (s *Store) Renew(ctx context.Context, a RenewParams) (Renewal, error) {
+	keys, argv := renewLua{Run: s.keys.run(a.RunID), Fences: s.keys.fences(), Token: a.Token, Now: ms(a.Now),
+		TTL: a.TTL.Milliseconds(), RunID: a.RunID, Index: a.Index}.args()
 	n, err := s.scripts.renew.Run(ctx, s.rdb, keys, argv...).Int64()
 	if err != nil {
 		return FenceLost, fmt.Errorf("renew: %w", err)

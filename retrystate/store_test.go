@@ -44,7 +44,7 @@ func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ..
 
 func begin(t *testing.T, s *retrystate.Store, id string, idx int, task, token string, now time.Time) retrystate.Result {
 	t.Helper()
-	b, err := s.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: idx, TaskID: task, Token: token,
+	b, err := s.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: idx, TaskID: task, Token: token,
 		FenceTTL: 10 * time.Second, Retention: time.Hour, Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,8 @@ func TestScriptTaskIDsMatchTasksPackage(t *testing.T) {
 	if b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v", b)
 	}
-	f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok", Error: "e", Class: retrystate.ClassTransient,
+	f, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "tok", Error: "e",
+		Class: retrystate.ClassTransient,
 		Delay: time.Second, Retention: time.Hour, Now: t0})
 	if err != nil || f.Dispatch == nil {
 		t.Fatalf("fail: %+v %v", f, err)
@@ -103,10 +104,12 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("duplicate: %+v", b)
 	}
 	// Renewal by the owner only.
-	if r, _ := s.Renew(ctxb, id, 0, "tok2", 10*time.Second, t0.Add(5*time.Second)); r != retrystate.FenceLost {
+	if r, _ := s.Renew(ctxb, retrystate.RenewParams{RunID: id, Token: "tok2", TTL: 10 * time.Second,
+		Now: t0.Add(5 * time.Second)}); r != retrystate.FenceLost {
 		t.Errorf("renew by a stranger: %v", r)
 	}
-	if r, _ := s.Renew(ctxb, id, 0, "tok1", 10*time.Second, t0.Add(5*time.Second)); r != retrystate.Renewed {
+	if r, _ := s.Renew(ctxb, retrystate.RenewParams{RunID: id, Token: "tok1", TTL: 10 * time.Second,
+		Now: t0.Add(5 * time.Second)}); r != retrystate.Renewed {
 		t.Errorf("renew by the owner: %v", r)
 	}
 	// After the fence expires, a delivery takes over: a crash, not an attempt.
@@ -115,13 +118,16 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("takeover: %+v", b)
 	}
 	// The old owner's results are fenced off and change nothing.
-	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok1", Output: `"old"`, Now: t0.Add(17 * time.Second)}); err != nil || c.Outcome != retrystate.OutcomeFenced {
+	if c, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "tok1", Output: `"old"`,
+		Now: t0.Add(17 * time.Second)}); err != nil || c.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale complete: %+v %v", c, err)
 	}
-	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e", Class: retrystate.ClassTransient, Now: t0.Add(17 * time.Second)}); err != nil || f.Outcome != retrystate.OutcomeFenced {
+	if f, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "tok1", Error: "e",
+		Class: retrystate.ClassTransient, Now: t0.Add(17 * time.Second)}); err != nil || f.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale fail: %+v %v", f, err)
 	}
-	c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok3", Output: `"new"`, Now: t0.Add(18 * time.Second)})
+	c, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "tok3", Output: `"new"`,
+		Now: t0.Add(18 * time.Second)})
 	if err != nil || c.Outcome != retrystate.OutcomeNext || c.Dispatch.Name != "b" || c.Dispatch.Attempt != 1 {
 		t.Fatalf("complete: %+v %v", c, err)
 	}
@@ -133,11 +139,11 @@ func TestFencing(t *testing.T) {
 	// The same complete again (its first reply lost) is known as done, and
 	// writes nothing; another attempt's is still fenced off.
 	journalLen := len(mustJournal(t, s, id))
-	if c, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "tok3", Output: `"again"`,
+	if c, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "tok3", Output: `"again"`,
 		Now: t0.Add(19 * time.Second)}); err != nil || c.Outcome != retrystate.OutcomeDone || c.RunStatus != retrystate.StatusRunning {
 		t.Fatalf("repeated complete: %+v %v", c, err)
 	}
-	if f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "tok1", Error: "e",
+	if f, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "tok1", Error: "e",
 		Class: retrystate.ClassTransient, Now: t0.Add(19 * time.Second)}); err != nil || f.Outcome != retrystate.OutcomeFenced {
 		t.Fatalf("stale fail after the complete: %+v %v", f, err)
 	}
@@ -179,7 +185,8 @@ func TestDeadlineBetweenAttempts(t *testing.T) {
 		t.Fatalf("begin: %+v", b)
 	}
 	// A retry due after the deadline is not scheduled: the run times out now.
-	f, err := s.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "slow", Class: retrystate.ClassTransient,
+	f, err := s.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "t", Error: "slow",
+		Class: retrystate.ClassTransient,
 		Delay: 6 * time.Second, Now: t0.Add(time.Second)})
 	if err != nil || f.Outcome != retrystate.OutcomeRunFailed || f.Code != retrystate.CodeRunTimeout {
 		t.Fatalf("fail: %+v %v", f, err)
@@ -237,7 +244,8 @@ func TestFinishedRunsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "t", t0)
-	if _, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "t", Output: "1", Retention: time.Hour, Now: t0}); err != nil {
+	if _, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "t", Output: "1",
+		Retention: time.Hour, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := rdb.Keys(ctxb, "cairn:{"+s.Queue()+"}:*").Result()
@@ -271,7 +279,8 @@ func TestNotificationsReadOn(t *testing.T) {
 	for i := range 3 {
 		id := runID(200 + i)
 		create(t, s, id, t0, "a")
-		if _, err := s.Cancel(ctxb, id, "me", false, time.Hour, t0); err != nil {
+		if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour,
+			Now: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,10 +292,12 @@ func TestNotificationsReadOn(t *testing.T) {
 	if err != nil || len(rest) != 1 || rest[0].RunID != runID(202) {
 		t.Fatalf("rest: %+v %v", rest, err)
 	}
-	if c, err := s.Cancel(ctxb, runID(200), "me", false, time.Hour, t0); err != nil || c.Outcome != retrystate.OutcomeAlreadyCancelled {
+	if c, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: runID(200), Actor: "me", Retention: time.Hour,
+		Now: t0}); err != nil || c.Outcome != retrystate.OutcomeAlreadyCancelled {
 		t.Errorf("second cancel: %+v %v", c, err)
 	}
-	if _, err := s.Cancel(ctxb, runID(299), "me", false, time.Hour, t0); !errors.Is(err, retrystate.ErrRunNotFound) {
+	if _, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: runID(299), Actor: "me", Retention: time.Hour,
+		Now: t0}); !errors.Is(err, retrystate.ErrRunNotFound) {
 		t.Errorf("cancel unknown: %v", err)
 	}
 }

@@ -83,7 +83,8 @@ func TestStreamsStayBounded(t *testing.T) {
 
 	// The scripts' notifications: cancel.lua.
 	fill(t, rdb, notifications, notifyMax+1000)
-	if _, err := s.Cancel(ctx, id, "root", false, time.Hour, t0); err != nil {
+	if _, err := s.Cancel(ctx, retrystate.CancelParams{RunID: id, Actor: "root", Retention: time.Hour,
+		Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	bounded("cancel's notification", notifications, notifyMax)
@@ -91,7 +92,7 @@ func TestStreamsStayBounded(t *testing.T) {
 	// restore.lua: its notification and its audit entry.
 	fill(t, rdb, notifications, notifyMax+1000)
 	fill(t, rdb, audit, retrystate.AuditMaxLen+1000)
-	rep, err := s.Restore(ctx, id, "a", "root", t0)
+	rep, err := s.Restore(ctx, retrystate.RestoreParams{RunID: id, FromStep: "a", Actor: "root", Now: t0})
 	if err != nil || rep.Outcome != retrystate.OutcomeDispatch {
 		t.Fatalf("restore: %+v %v", rep, err)
 	}

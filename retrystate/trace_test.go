@@ -9,7 +9,7 @@ import (
 )
 
 // TestRunTrace: a run keeps the trace context it was created with
-// (NewRun.Trace); a begin that asks for it (BeginArgs.Trace) gets it back,
+// (NewRun.Trace); a begin that asks for it (BeginParams.Trace) gets it back,
 // one that does not gets "", and a run created without one has none. The
 // trace survives the compaction of the finished run (compact_run).
 func TestRunTrace(t *testing.T) {
@@ -42,18 +42,18 @@ func TestRunTrace(t *testing.T) {
 			t.Fatalf("create %+v: %+v %v", c, res, err)
 		}
 		task := tasks.ID(id, 0, 1, 0)
-		b, err := s.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: task, Token: "t1",
+		b, err := s.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: task, Token: "t1",
 			FenceTTL: 10 * time.Second, Retention: time.Hour, Now: t0, Trace: true})
 		if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Trace != c.trace {
 			t.Fatalf("begin with trace, run %+v: %+v %v", c, b, err)
 		}
 		// The same delivery asking again, without the trace: none read.
-		b, err = s.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: task, Token: "t1",
+		b, err = s.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: task, Token: "t1",
 			FenceTTL: 10 * time.Second, Retention: time.Hour, Now: t0})
 		if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Trace != "" {
 			t.Fatalf("begin without trace, run %+v: %+v %v", c, b, err)
 		}
-		if _, err := s.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "t1", Output: "1",
+		if _, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "t1", Output: "1",
 			Retention: time.Hour, Now: t0.Add(time.Second)}); err != nil {
 			t.Fatal(err)
 		}

@@ -35,14 +35,14 @@ func TestDirectEnqueueMatchesAsynq(t *testing.T) {
 			tasks.Options(e.queue, first.ID(), 0, time.Time{}, now)...); err != nil {
 			t.Fatal(err)
 		}
-		b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
+		b, err := store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
 			FenceTTL: time.Minute, Now: now})
 		if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Next == nil || b.Started.Next.Name != "b" ||
 			b.Started.Next.Attempt != 1 || b.Started.Next.Timeout != timeout {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		next := tasks.Step{RunID: id, Workflow: "wf", Index: 1, Name: "b", Attempt: 1}
-		c, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: id, Index: 0, Token: "t", Output: "1", Now: now,
+		c, err := store.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: 0, Token: "t", Output: "1", Now: now,
 			NextTaskID: next.ID(), NextMessage: next.AsynqMessage(e.queue, b.Started.Next.Timeout)})
 		if err != nil || !c.Enqueued {
 			t.Fatalf("complete: %+v %v", c, err)
@@ -97,12 +97,12 @@ func TestDirectRetryMatchesAsynq(t *testing.T) {
 			tasks.Options(e.queue, first.ID(), timeout, time.Time{}, now)...); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
+		if b, err := store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
 			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		retry := tasks.Step{RunID: id, Workflow: "wf", Index: 0, Name: "a", Attempt: 2}
-		res, err := store.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "boom",
+		res, err := store.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "t", Error: "boom",
 			Class: retrystate.ClassTransient, Delay: delay, Now: now,
 			RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.queue, timeout)})
 		if err != nil || !res.Enqueued || res.Outcome != retrystate.OutcomeRetry {
@@ -162,18 +162,19 @@ func TestRepairedTaskMatchesAsynq(t *testing.T) {
 			tasks.Options(e.queue, first.ID(), timeout, time.Time{}, now)...); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
+		if b, err := store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: first.ID(), Token: "t",
 			FenceTTL: time.Minute, Now: now}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
 		// The retry is scheduled without its task (no predicted ID).
-		res, err := store.Fail(ctxb, retrystate.FailArgs{RunID: id, Index: 0, Token: "t", Error: "boom",
+		res, err := store.Fail(ctxb, retrystate.FailParams{RunID: id, Index: 0, Token: "t", Error: "boom",
 			Class: retrystate.ClassTransient, Delay: delay, Now: now})
 		if err != nil || res.Enqueued || res.Outcome != retrystate.OutcomeRetry {
 			t.Fatalf("fail: %+v %v", res, err)
 		}
 		later := now.Add(time.Minute)
-		cs, err := store.CheckTasks(ctxb, []string{id}, retrystate.CheckArgs{Grace: 10 * time.Second, MaxAuto: 3, Now: later})
+		cs, err := store.CheckTasks(ctxb, []string{id}, retrystate.CheckParams{Grace: 10 * time.Second, MaxAuto: 3,
+			Now: later})
 		if err != nil || cs[0].Err != nil || cs[0].Result.Kind != "retry_task_missing" || !cs[0].Result.Enqueued {
 			t.Fatalf("check: %+v %v", cs, err)
 		}

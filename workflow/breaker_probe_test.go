@@ -18,7 +18,7 @@ func probeRig(t *testing.T) (*rig, func(id, token string, gen int) retrystate.Re
 	r := newRig(t, workflow.Definition{Name: "probe", Policy: pol, Steps: []workflow.Step{{Name: "call", Run: noop}}})
 	begin := func(id, token string, gen int) retrystate.Result {
 		t.Helper()
-		b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, gen),
+		b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, gen),
 			Token: token, FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -29,7 +29,7 @@ func probeRig(t *testing.T) (*rig, func(id, token string, gen int) retrystate.Re
 	if b := begin(a.ID, "a1", 0); b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v", b)
 	}
-	if _, err := r.store.Fail(ctxb, retrystate.FailArgs{RunID: a.ID, Index: 0, Token: "a1", Error: "503",
+	if _, err := r.store.Fail(ctxb, retrystate.FailParams{RunID: a.ID, Index: 0, Token: "a1", Error: "503",
 		Class: retrystate.ClassTransient, Delay: time.Hour, Now: r.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}

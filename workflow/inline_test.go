@@ -187,12 +187,12 @@ func TestInlineCrash(t *testing.T) {
 	r := newRig(t, def)
 	run := mustStart(t, r.client, "inlcrash", nil)
 	first := tasks.ID(run.ID, 0, 1, 0)
-	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: first, Token: "w1",
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "w1",
 		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 	if err != nil || b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
-	args := retrystate.CompleteArgs{RunID: run.ID, Index: 0, Token: "w1", Output: `"a"`, Retention: time.Hour,
+	args := retrystate.CompleteParams{RunID: run.ID, Index: 0, Token: "w1", Output: `"a"`, Retention: time.Hour,
 		Now: r.clock.Now(), NextTaskID: tasks.ID(run.ID, 1, 1, 0), InlineToken: "w1-inline", FenceTTL: 10 * time.Second}
 	c, err := r.store.Complete(ctxb, args)
 	if err != nil || c.Outcome != retrystate.OutcomeInline || c.Dispatch.Name != "b" || c.Started.Attempt != 1 {
@@ -206,7 +206,7 @@ func TestInlineCrash(t *testing.T) {
 	if again, err := r.store.Complete(ctxb, args); err != nil || again.Outcome != retrystate.OutcomeDone {
 		t.Fatalf("complete again: %+v %v", again, err)
 	}
-	bg, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 1, TaskID: tasks.ID(run.ID, 1, 1, 0),
+	bg, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 1, TaskID: tasks.ID(run.ID, 1, 1, 0),
 		Token: "w1-inline", FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 	if err != nil || bg.Outcome != retrystate.OutcomeOK || bg.Started.Crashed {
 		t.Fatalf("begin with the inline token: %+v %v", bg, err)
@@ -236,13 +236,13 @@ func TestInlineNotPastTheDeadline(t *testing.T) {
 		Steps: []workflow.Step{{Name: "a", Run: noop}, {Name: "b", Run: noop}}}
 	r := newRig(t, def)
 	run := mustStart(t, r.client, "inldl", nil)
-	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
 		Token: "w", FenceTTL: 10 * time.Minute, Now: r.clock.Now()})
 	if err != nil || b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
 	r.clock.Advance(2 * time.Minute)
-	c, err := r.store.Complete(ctxb, retrystate.CompleteArgs{RunID: run.ID, Index: 0, Token: "w", Output: "null",
+	c, err := r.store.Complete(ctxb, retrystate.CompleteParams{RunID: run.ID, Index: 0, Token: "w", Output: "null",
 		Retention: time.Hour, Now: r.clock.Now(), InlineToken: "w2", FenceTTL: time.Minute})
 	if err != nil || c.Outcome != retrystate.OutcomeNext {
 		t.Fatalf("complete past the deadline: %+v %v; want next (no inline begin)", c, err)

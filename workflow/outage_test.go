@@ -100,7 +100,7 @@ func TestSweepLeavesHeldDeliveries(t *testing.T) {
 	loseDelivery(t, r.rdb, r.queue, r.clock.Now().Add(tasks.AsynqLeaseDuration))
 	begun := mustStart(t, r.client, "two", nil)
 	task := loseDelivery(t, r.rdb, r.queue, r.clock.Now().Add(tasks.AsynqLeaseDuration))
-	if _, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: begun.ID, Index: 0, TaskID: task, Token: "tok",
+	if _, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: begun.ID, Index: 0, TaskID: task, Token: "tok",
 		FenceTTL: time.Minute, Now: r.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,8 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 	store := retrystate.New(rdb, queue)
 	begin := func(id string) {
 		t.Helper()
-		if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0), Token: "tok-" + id,
+		if b, err := store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, 0),
+			Token:    "tok-" + id,
 			FenceTTL: 10 * time.Second, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
@@ -160,7 +161,7 @@ func TestOutageGraceHoldsCrashChecks(t *testing.T) {
 		t.Fatalf("first sweep after the outage: %+v %v", rep, err)
 	}
 	// The live worker saves its attempt within the grace.
-	if c, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: saved.ID, Index: 0, Token: "tok-" + saved.ID,
+	if c, err := store.Complete(ctxb, retrystate.CompleteParams{RunID: saved.ID, Index: 0, Token: "tok-" + saved.ID,
 		Output: "1", Now: clock.Now()}); err != nil || c.Outcome == retrystate.OutcomeFenced {
 		t.Fatalf("the live worker's checkpoint: %+v %v", c, err)
 	}
@@ -371,7 +372,7 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 		t.Parallel()
 		f := newFreezeRig(t, fence, 0, twoSteps(noop))
 		run := mustStart(t, f.client, "two", nil)
-		if b, err := f.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+		if b, err := f.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
 			Token: "dead", FenceTTL: fence, Now: f.clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin: %+v %v", b, err)
 		}
@@ -387,7 +388,7 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 			clock, hook, rec, client, store, rdb := f.clock, f.hook, f.rec, f.client, f.store, f.rdb
 			run := mustStart(t, client, "two", nil)
 			// A live worker runs step a (it renews its fence until Redis freezes).
-			if b, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+			if b, err := store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
 				Token: "live", FenceTTL: fence, Now: clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 				t.Fatalf("begin: %+v %v", b, err)
 			}
@@ -416,7 +417,7 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 			if err != nil || !rep.RepairsHeld || rep.Total() != 0 {
 				t.Fatalf("sweep right after the thaw: %+v %v; want the repairs held (OutageGrace)", rep, err)
 			}
-			if res, err := store.Complete(ctxb, retrystate.CompleteArgs{RunID: run.ID, Index: 0, Token: "live",
+			if res, err := store.Complete(ctxb, retrystate.CompleteParams{RunID: run.ID, Index: 0, Token: "live",
 				Output: "1", Now: clock.Now()}); err != nil || res.Outcome == retrystate.OutcomeFenced {
 				t.Fatalf("the live worker's checkpoint: %+v %v", res, err)
 			}

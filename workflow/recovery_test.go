@@ -198,7 +198,7 @@ func TestPassFindsACrashTheSweepMissed(t *testing.T) {
 	r := newRig(t, twoSteps(noop))
 	run := mustStart(t, r.client, "two", nil)
 	first := tasks.ID(run.ID, 0, 1, 0)
-	if b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
+	if b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
 		FenceTTL: 10 * time.Second, Now: r.clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v %v", b, err)
 	}
@@ -290,7 +290,7 @@ func TestRepairCrashedAttempt(t *testing.T) {
 	first := tasks.ID(run.ID, 0, 1, 0)
 	// A worker begins the attempt and dies: the state says running, the
 	// fence is set, nobody renews it, and its task is gone.
-	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
 		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 	if err != nil || b.Outcome != retrystate.OutcomeOK {
 		t.Fatalf("begin: %+v %v", b, err)
@@ -347,7 +347,7 @@ func TestCrashBudget(t *testing.T) {
 	r.rec = r.eng.NewReconciler(workflow.ReconcilerConfig{MaxAutoRecoveries: 100})
 	run := mustStart(t, r.client, "two", nil)
 	for gen := range 3 {
-		b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, gen),
+		b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, gen),
 			Token: "t", FenceTTL: time.Second, Now: r.clock.Now()})
 		if err != nil || b.Outcome != retrystate.OutcomeOK {
 			t.Fatalf("begin gen %d: %+v %v", gen, b, err)

@@ -580,7 +580,7 @@ func TestCompensationRepairs(t *testing.T) {
 		t.Fatalf("compensation task %s not re-created", comp)
 	}
 	// A worker begins the compensation and dies.
-	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: retrystate.CompBase, TaskID: comp,
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: retrystate.CompBase, TaskID: comp,
 		Token: "dead", FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 	if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Compensation == nil || b.Started.Compensation.Step != "a" {
 		t.Fatalf("begin of the compensation: %+v %v", b, err)
@@ -672,7 +672,7 @@ func TestCompensationRepliesAreIdempotent(t *testing.T) {
 		}
 	}
 	compB := tasks.ID(run.ID, retrystate.CompBase+1, 1, 0)
-	b, err := r.store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: retrystate.CompBase + 1, TaskID: compB,
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: retrystate.CompBase + 1, TaskID: compB,
 		Token: "tok", FenceTTL: 10 * time.Second, Now: r.clock.Now()})
 	if err != nil || b.Outcome != retrystate.OutcomeOK || b.Started.Next != nil {
 		t.Fatalf("begin: %+v %v", b, err)
@@ -680,7 +680,7 @@ func TestCompensationRepliesAreIdempotent(t *testing.T) {
 	if n := len(b.Started.Earlier); n != 2 || b.Started.Earlier[1].Name != "b" {
 		t.Errorf("a compensation of step b sees the outputs %+v; want a's and b's", b.Started.Earlier)
 	}
-	args := retrystate.CompleteArgs{RunID: run.ID, Index: retrystate.CompBase + 1, Token: "tok", Output: `"undone"`,
+	args := retrystate.CompleteParams{RunID: run.ID, Index: retrystate.CompBase + 1, Token: "tok", Output: `"undone"`,
 		Retention: time.Hour, Now: r.clock.Now()}
 	first, err := r.store.Complete(ctxb, args)
 	if err != nil || first.Outcome != retrystate.OutcomeNext || !first.Enqueued ||

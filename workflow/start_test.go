@@ -273,7 +273,7 @@ func TestFinishedRunsAreCompact(t *testing.T) {
 	}
 	// A late delivery of a finished run is journaled after the moved
 	// entries, in a stream that expires with the run.
-	if _, err := store.Begin(ctxb, retrystate.BeginArgs{RunID: run.ID, Index: 2, TaskID: tasks.ID(run.ID, 2, 1, 0),
+	if _, err := store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 2, TaskID: tasks.ID(run.ID, 2, 1, 0),
 		Token: "late", FenceTTL: time.Second, Retention: time.Hour, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

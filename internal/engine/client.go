@@ -660,7 +660,8 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*c
 	}
 	who := actor(opts)
 	compensate := opts != nil && opts.Compensate
-	res, err := c.store.Cancel(ctx, id, who, compensate, c.cfg.Retention, c.cfg.Clock.Now())
+	res, err := c.store.Cancel(ctx, retrystate.CancelParams{RunID: id, Actor: who, Compensate: compensate,
+		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
@@ -816,7 +817,8 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 		return nil, err
 	}
 	who := actor(opts)
-	res, err := c.store.Operate(ctx, id, action, step, who, c.cfg.Retention, c.cfg.Clock.Now())
+	res, err := c.store.Operate(ctx, retrystate.OperateParams{RunID: id, Action: action, Step: step, Actor: who,
+		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}

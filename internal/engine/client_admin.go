@@ -41,7 +41,8 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 		return nil, fmt.Errorf("%w: no step named", core.ErrActionRefused)
 	}
 	who := actor(opts)
-	res, err := c.store.Restore(ctx, id, fromStep, who, c.cfg.Clock.Now())
+	res, err := c.store.Restore(ctx, retrystate.RestoreParams{RunID: id, FromStep: fromStep, Actor: who,
+		Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}

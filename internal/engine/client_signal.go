@@ -69,7 +69,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, payload any, op
 // signal sends a checked signal (Signal, and the outbox's flush of a queued
 // one). A non-nil result means the signal was applied, even with an error.
 func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMessage, id, who string) (*core.SignalResult, error) {
-	res, err := c.store.Signal(ctx, retrystate.SignalArgs{RunID: runID, Name: name, Payload: string(raw), ID: id,
+	res, err := c.store.Signal(ctx, retrystate.SignalParams{RunID: runID, Name: name, Payload: string(raw), ID: id,
 		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, mapNotFound(runID, err)

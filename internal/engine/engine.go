@@ -257,7 +257,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// holds and, once it expired, count a crash.
 		err = e.retry(ctx, log, "begin", func(ctx context.Context) (err error) {
 			begunAt = e.cfg.Clock.Now()
-			b, err = e.store.Begin(ctx, retrystate.BeginArgs{
+			b, err = e.store.Begin(ctx, retrystate.BeginParams{
 				RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
 				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt, Trace: e.tracing != nil,
 			})
@@ -433,7 +433,8 @@ func (e *Engine) execute(ctx context.Context, log core.LineLogger, p tasks.Step,
 }
 
 func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, token, output string, b *retrystate.Started, elapsed time.Duration, chain *inlineChain) (*inlineStep, error) {
-	args := retrystate.CompleteArgs{RunID: p.RunID, Index: p.Index, Token: token, Output: output, Retention: e.cfg.Retention}
+	args := retrystate.CompleteParams{RunID: p.RunID, Index: p.Index, Token: token, Output: output,
+		Retention: e.cfg.Retention}
 	next := b.Next
 	if next != nil {
 		// The checkpoint script creates the next step's task itself.
@@ -516,7 +517,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 	// A retry is the step's next attempt: the fail script writes its task
 	// with the retry itself.
 	retry := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt + 1}
-	args := retrystate.FailArgs{RunID: p.RunID, Index: p.Index, Token: token,
+	args := retrystate.FailParams{RunID: p.RunID, Index: p.Index, Token: token,
 		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
 	var res retrystate.Result
@@ -586,7 +587,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 // budget (release.lua).
 func (e *Engine) release(ctx context.Context, log core.Logger, p tasks.Step, token string, stepTimeout, elapsed time.Duration) error {
 	again := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
-	args := retrystate.ReleaseArgs{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
+	args := retrystate.ReleaseParams{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
 		Message: again.AsynqMessage(e.cfg.Queue, stepTimeout)}
 	var res retrystate.Result
 	err := e.persist(ctx, log, "hand back the attempt", func(ctx context.Context) (err error) {
@@ -691,7 +692,8 @@ func (e *Engine) renew(ctx context.Context, p tasks.Step, token string, now, val
 	}
 	ch := make(chan result, 1)
 	go func() {
-		r, err := e.store.Renew(ctx, p.RunID, p.Index, token, e.cfg.FenceTTL, now)
+		r, err := e.store.Renew(ctx, retrystate.RenewParams{RunID: p.RunID, Index: p.Index, Token: token,
+			TTL: e.cfg.FenceTTL, Now: now})
 		ch <- result{r, err}
 	}()
 	t := time.NewTimer(max(validUntil.Sub(now), 0))

@@ -82,7 +82,7 @@ func (e *Engine) inline(ctx context.Context, p tasks.Step, next *retrystate.Disp
 // inlineStep makes the step a complete began inline (res: OutcomeInline)
 // ready to run: the attempt the script began, the run's input and the
 // outputs up to the step just completed (b, output).
-func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteArgs, b *retrystate.Started, output string,
+func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteParams, b *retrystate.Started, output string,
 	res retrystate.Result) *inlineStep {
 	d := res.Dispatch
 	st := res.Started
@@ -97,14 +97,14 @@ func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteArgs, b *retry
 // token answers ok for an attempt it holds (begin.lua), renewing its fence;
 // anything else means the script wrote the next step's task, which its own
 // delivery runs.
-func (e *Engine) inlineAgain(ctx context.Context, log core.Logger, p tasks.Step, args retrystate.CompleteArgs,
+func (e *Engine) inlineAgain(ctx context.Context, log core.Logger, p tasks.Step, args retrystate.CompleteParams,
 	b *retrystate.Started) *inlineStep {
 	next := b.Next
 	var bg retrystate.Result
 	var begunAt time.Time
 	err := e.retry(ctx, log, "begin inline", func(ctx context.Context) (err error) {
 		begunAt = e.cfg.Clock.Now()
-		bg, err = e.store.Begin(ctx, retrystate.BeginArgs{RunID: p.RunID, Index: next.Index,
+		bg, err = e.store.Begin(ctx, retrystate.BeginParams{RunID: p.RunID, Index: next.Index,
 			TaskID: tasks.ID(p.RunID, next.Index, next.Attempt, 0), Token: args.InlineToken,
 			FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt, Trace: e.tracing != nil})
 		return err

@@ -15,7 +15,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 	// The next visit is the same attempt under the next gen; the script
 	// writes its task, scheduled for its due time, with the snooze.
 	visit := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
-	args := retrystate.SnoozeArgs{RunID: p.RunID, Index: p.Index, Token: token, Delay: delay,
+	args := retrystate.SnoozeParams{RunID: p.RunID, Index: p.Index, Token: token, Delay: delay,
 		Retention: e.cfg.Retention, TaskID: visit.ID(), Message: visit.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
 	var res retrystate.Result
 	err := e.persist(ctx, log, "record snooze", func(ctx context.Context) (err error) {
@@ -63,7 +63,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 // jump records a goto of a running attempt (goto.lua) and makes sure the
 // target's task exists.
 func (e *Engine) jump(ctx context.Context, log core.Logger, p tasks.Step, token, target string, elapsed time.Duration) error {
-	args := retrystate.GotoArgs{RunID: p.RunID, Index: p.Index, Token: token, Target: target, Retention: e.cfg.Retention}
+	args := retrystate.GotoParams{RunID: p.RunID, Index: p.Index, Token: token, Target: target, Retention: e.cfg.Retention}
 	// (The target's attempt number is in the run's state only, so its task
 	// is enqueued after the script, as a next step's task is without a
 	// prediction: a crash in between leaves this task to be delivered

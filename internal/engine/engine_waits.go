@@ -27,7 +27,7 @@ func waitBody(context.Context, *core.StepContext) (any, error) {
 // step holds no worker slot while it waits: this delivery ends at once.
 func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, taskID string, b retrystate.Result) (err error) {
 	var res retrystate.Result
-	args := retrystate.WaitArgs{RunID: p.RunID, Index: p.Index, TaskID: taskID, Action: retrystate.WaitWake,
+	args := retrystate.WaitParams{RunID: p.RunID, Index: p.Index, TaskID: taskID, Action: retrystate.WaitWake,
 		Retention: e.cfg.Retention}
 	if b.Outcome == retrystate.OutcomeWait {
 		args.Action = retrystate.WaitStart

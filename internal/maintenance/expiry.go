@@ -56,7 +56,8 @@ func (r *Reconciler) trimIndexes(ctx context.Context, now time.Time) (Report, er
 func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.deps.Store.ExpireDeadline(ctx, id, r.deps.Retention, r.deps.Clock.Now())
+		rp, err = r.deps.Store.ExpireDeadline(ctx, retrystate.ExpireParams{RunID: id, Retention: r.deps.Retention,
+			Now: r.deps.Clock.Now()})
 		return err
 	})
 	if err != nil {

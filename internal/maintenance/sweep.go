@@ -124,7 +124,8 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 	}
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.deps.Store.Redispatch(ctx, id, r.sweepCfg.maxAutoRecoveries, r.deps.Retention, r.deps.Clock.Now())
+		rp, err = r.deps.Store.Redispatch(ctx, retrystate.RedispatchParams{RunID: id,
+			MaxAuto: r.sweepCfg.maxAutoRecoveries, Retention: r.deps.Retention, Now: r.deps.Clock.Now()})
 		return err
 	})
 	if err != nil {

@@ -161,7 +161,7 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 	}
 	var checks []retrystate.Check
 	if err := r.call(ctx, func(ctx context.Context) (err error) {
-		checks, err = r.deps.Store.CheckTasks(ctx, ids, retrystate.CheckArgs{Grace: r.tasksCfg.grace,
+		checks, err = r.deps.Store.CheckTasks(ctx, ids, retrystate.CheckParams{Grace: r.tasksCfg.grace,
 			MaxAuto: r.tasksCfg.maxAutoRecoveries, Now: r.deps.Clock.Now()})
 		return err
 	}); err != nil {
@@ -211,7 +211,8 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 	}
 	var rp retrystate.Result
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		rp, err = r.deps.Store.RepairTask(ctx, id, task, trouble, r.tasksCfg.maxAutoRecoveries, r.deps.Clock.Now())
+		rp, err = r.deps.Store.RepairTask(ctx, retrystate.RepairParams{RunID: id, TaskID: task, Trouble: trouble,
+			MaxAuto: r.tasksCfg.maxAutoRecoveries, Now: r.deps.Clock.Now()})
 		return err
 	})
 	if err != nil {

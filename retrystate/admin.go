@@ -32,13 +32,13 @@ type RestoreParams struct {
 // in the audit stream with Actor. It returns ErrRunNotFound for an unknown
 // run and OutcomeRefused with the reason for a run or step it does not
 // apply to.
-func (s *Store) Restore(ctx context.Context, a RestoreParams) (Result, error) {
+func (s *Store) Restore(ctx context.Context, a RestoreParams) (RestoreResult, error) {
 	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(a.RunID, a.Now), Audit: s.keys.audit(),
 		FromStep: a.FromStep, Actor: a.Actor, AuditMaxLen: AuditMaxLen})
 	if err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+		return RestoreResult{}, fmt.Errorf("restore: %w", err)
 	}
-	return notFound(decodeAction(res, ActionRestore))
+	return restoreResult(notFound(decodeAction(res, ActionRestore)))
 }
 
 // AuditEntry is one entry of the queue's audit stream: an administrator's

@@ -227,7 +227,7 @@ func (s *Store) Template(ctx context.Context, sha string) (map[string]string, er
 // it right after, without reading it: res is CreateRun's OutcomeCreated or
 // OutcomeWaiting. (TestCreatedRunIsWhatCreateWrites holds it to
 // create.lua.)
-func (s *Store) CreatedRun(r NewRun, res Result) *Run {
+func (s *Store) CreatedRun(r NewRun, res CreateResult) *Run {
 	h := make(map[string]string, 40+20*len(r.Steps))
 	if r.Template != nil {
 		maps.Copy(h, r.Template)

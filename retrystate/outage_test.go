@@ -295,7 +295,7 @@ func TestTryLockKnowsItsOwnToken(t *testing.T) {
 func TestIdempotencyKeysAreScopedByOwner(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	start := func(n int, owner, key string) retrystate.Result {
+	start := func(n int, owner, key string) retrystate.CreateResult {
 		t.Helper()
 		c, err := s.CreateRun(ctxb, retrystate.NewRun{ID: runID(n), Workflow: "wf", Owner: owner, IdempotencyKey: key,
 			Input: "{}", Now: t0, Steps: []retrystate.NewStep{{Name: "a", MaxAttempts: 1, MaxCrashes: 1, Policy: "{}"}}})

@@ -26,13 +26,13 @@ type RedispatchParams struct {
 // Redispatch repairs the current attempt of a run whose fence expired: its
 // worker died. The crash is counted (the run fails when the step's crash
 // budget is spent) and the attempt gets a new dispatch.
-func (s *Store) Redispatch(ctx context.Context, a RedispatchParams) (Result, error) {
+func (s *Store) Redispatch(ctx context.Context, a RedispatchParams) (RedispatchResult, error) {
 	res, err := s.run(ctx, s.scripts.redispatch, redispatchLua{runArgs: s.runArgs(a.RunID, a.Now), MaxAuto: a.MaxAuto,
 		Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("redispatch: %w", err)
+		return RedispatchResult{}, fmt.Errorf("redispatch: %w", err)
 	}
-	return decodeRedispatch(res)
+	return redispatchResult(decodeRedispatch(res))
 }
 
 // TaskTrouble is what the caller of RepairTask found wrong with a task.
@@ -71,13 +71,13 @@ type RepairParams struct {
 // script writes the dispatch's task itself (Enqueued), for its due time,
 // unless asynq has one under its ID already. Repair kinds: task_missing,
 // retry_task_missing, wake_task_missing, task_archived, stalled_delivery.
-func (s *Store) RepairTask(ctx context.Context, a RepairParams) (Result, error) {
+func (s *Store) RepairTask(ctx context.Context, a RepairParams) (RepairResult, error) {
 	res, err := s.run(ctx, s.scripts.repair, repairLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID,
 		Trouble: string(a.Trouble), MaxAuto: a.MaxAuto})
 	if err != nil {
-		return Result{}, fmt.Errorf("repair task: %w", err)
+		return RepairResult{}, fmt.Errorf("repair task: %w", err)
 	}
-	rp, err := decodeRepair(res)
+	rp, err := repairResult(decodeRepair(res))
 	if err == nil && rp.Enqueued {
 		err = s.registerAsynqQueue(ctx)
 	}
@@ -106,10 +106,10 @@ type CheckParams struct {
 }
 
 // Check is what CheckTasks found and did for one run: Result, or Err when
-// its script failed.
+// its script failed (Result is then zero).
 type Check struct {
 	RunID  string
-	Result Result
+	Result CheckResult
 	Err    error
 }
 
@@ -163,7 +163,7 @@ func (s *Store) CheckTasks(ctx context.Context, runIDs []string, a CheckParams) 
 			case cerr == nil:
 				res, err := toStrings(cmds[j].Val())
 				if err == nil {
-					out[i].Result, err = decodeRepair(res)
+					out[i].Result, err = checkResult(decodeRepair(res))
 				}
 				if err != nil {
 					out[i].Err = fmt.Errorf("check task: %w", err)
@@ -246,13 +246,13 @@ type ExpireParams struct {
 
 // ExpireDeadline fails a run that passed its deadline with run_timeout
 // (OutcomeRunFailed, kind deadline).
-func (s *Store) ExpireDeadline(ctx context.Context, a ExpireParams) (Result, error) {
+func (s *Store) ExpireDeadline(ctx context.Context, a ExpireParams) (ExpireResult, error) {
 	res, err := s.run(ctx, s.scripts.timeout, timeoutLua{runArgs: s.runArgs(a.RunID, a.Now),
 		Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("expire deadline: %w", err)
+		return ExpireResult{}, fmt.Errorf("expire deadline: %w", err)
 	}
-	return decodeTimeout(res)
+	return expireResult(decodeTimeout(res))
 }
 
 // Operator actions.
@@ -278,13 +278,14 @@ type OperateParams struct {
 
 // Operate applies an operator action (ActionRecover, ActionRetry with a
 // step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
-func (s *Store) Operate(ctx context.Context, a OperateParams) (Result, error) {
+func (s *Store) Operate(ctx context.Context, a OperateParams) (OperateResult, error) {
 	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(a.RunID, a.Now), Action: a.Action,
 		StepName: a.Step, Actor: a.Actor, Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", a.Action, err)
+		return OperateResult{}, fmt.Errorf("%s: %w", a.Action, err)
 	}
-	return notFound(decodeAction(res, a.Action))
+	d, err := notFound(decodeAction(res, a.Action))
+	return operateResult(a.Action, d, err)
 }
 
 // Due is a run ID with the time an index holds for it.

@@ -19,7 +19,8 @@ import (
 type Outcome string
 
 // Outcomes of the state scripts. Which script replies with which, and the
-// fields of Result each sets, are in the comments.
+// fields each sets, are in the comments; the typed result of each operation
+// (results.go) lists the outcomes it answers and the fields each sets.
 const (
 	// OutcomeOK (begin): run the step body; Started holds the attempt.
 	OutcomeOK Outcome = "ok"
@@ -158,7 +159,7 @@ const (
 	OutcomeCompensating Outcome = "compensating"
 )
 
-// What follows a run's failure (Result.Then of OutcomeRunFailed).
+// What follows a run's failure (RunFailure.Then of OutcomeRunFailed).
 const (
 	// ThenFailed: the run failed (the word is "").
 	ThenFailed = ""
@@ -175,9 +176,10 @@ const (
 	ThenSucceeded = "succeeded"
 )
 
-// Result is the result of a state transition: the script's Outcome and the
-// fields that outcome sets (see the Outcome constants); the others are zero.
-type Result struct {
+// decoded is a decoded script reply: the script's Outcome and the fields
+// that outcome sets (see the Outcome constants); the others are zero. Each
+// operation turns it into its typed result (results.go).
+type decoded struct {
 	Outcome Outcome
 	// Dispatch is the task that must exist for the run to go on.
 	Dispatch *Dispatch
@@ -234,6 +236,26 @@ type Result struct {
 	// RecheckAt is when to look at the run again (OutcomeRecheck).
 	RecheckAt time.Time
 }
+
+// failure returns d's RunFailure: the whole of it for OutcomeRunFailed,
+// the run's failure code for OutcomeDone (fail) and OutcomeCompensated.
+func (d decoded) failure() RunFailure {
+	switch d.Outcome {
+	case OutcomeRunFailed:
+		return RunFailure{Code: d.Code, Reason: d.Reason, Then: d.Then}
+	case OutcomeDone, OutcomeCompensated:
+		return RunFailure{Code: d.Code}
+	default:
+		return RunFailure{}
+	}
+}
+
+// next returns d's dispatch and whether the script wrote its task.
+func (d decoded) next() Next { return Next{Dispatch: d.Dispatch, Enqueued: d.Enqueued} }
+
+// gateWait returns d's place in a gate's line (OutcomeWaiting of create,
+// operate, restore).
+func (d decoded) gateWait() GateWait { return GateWait{WaitReason: d.WaitReason, Position: d.Position} }
 
 // Started is an attempt a begin started or resumed.
 type Started struct {
@@ -420,9 +442,9 @@ func (r *reply) want(n int) {
 }
 
 // result returns res, or the reply's error.
-func (r *reply) result(res Result) (Result, error) {
+func (r *reply) result(res decoded) (decoded, error) {
 	if r.err != nil {
-		return Result{}, r.err
+		return decoded{}, r.err
 	}
 	return res, nil
 }
@@ -500,33 +522,33 @@ func (r *reply) dispatch(at dispatchAt) *Dispatch {
 // decodeCreate decodes create.lua's reply: {"created", task ID, attempt} or
 // {"exists", run ID}. runID and first are the run asked for and its first
 // step.
-func decodeCreate(res []string, runID string, first NewStep) (Result, error) {
+func decodeCreate(res []string, runID string, first NewStep) (decoded, error) {
 	r := newReply("create", res)
 	switch r.word() {
 	case "created":
 		r.want(4)
-		return r.result(Result{Outcome: OutcomeCreated, RunID: runID, Task: r.str(createdTask),
+		return r.result(decoded{Outcome: OutcomeCreated, RunID: runID, Task: r.str(createdTask),
 			Dispatch: &Dispatch{Index: 0, Name: first.Name, Attempt: r.integer(createdAttempt), Timeout: first.Timeout},
 			Enqueued: r.flag(createdEnqueued)})
 	case "stale":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeStale, Reason: r.str(replyField)})
+		return r.result(decoded{Outcome: OutcomeStale, Reason: r.str(replyField)})
 	case "exists":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeExists, RunID: r.str(replyField)})
+		return r.result(decoded{Outcome: OutcomeExists, RunID: r.str(replyField)})
 	case "waiting":
 		res, err := decodeWaiting(r)
 		res.RunID = runID
 		return res, err
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeBegin decodes begin.lua's reply to a begin of step index; traced
 // says whether the begin asked for the run's trace (BeginParams.Trace), which
 // then comes before the earlier steps.
-func decodeBegin(res []string, index int, traced bool) (Result, error) {
+func decodeBegin(res []string, index int, traced bool) (decoded, error) {
 	r := newReply("begin", res)
 	earlier := okEarlier
 	if traced {
@@ -536,7 +558,7 @@ func decodeBegin(res []string, index int, traced bool) (Result, error) {
 	case "ok", "comp":
 		if len(res) < earlier || (len(res)-earlier)%2 != 0 {
 			r.failf("%d elements, want %d and a name and output per earlier step", len(res), earlier)
-			return r.result(Result{})
+			return r.result(decoded{})
 		}
 		resumed := r.str(okResumed)
 		if resumed != "0" && resumed != "1" && resumed != "interrupted" && resumed != "snoozed" {
@@ -553,7 +575,7 @@ func decodeBegin(res []string, index int, traced bool) (Result, error) {
 			// slots, and the compensated step last of the earlier ones.
 			if len(res) < earlier+2 || !IsCompensation(index) {
 				r.failf("a compensation's begin for step index %d", index)
-				return r.result(Result{})
+				return r.result(decoded{})
 			}
 			st.Compensation = &CompensationOf{Step: res[len(res)-2], Output: res[len(res)-1],
 				FailureCode: r.str(okNextName), FailureReason: r.str(okNextAttempt)}
@@ -564,25 +586,25 @@ func decodeBegin(res []string, index int, traced bool) (Result, error) {
 		for i := earlier; i+1 < len(res); i += 2 {
 			st.Earlier = append(st.Earlier, Checkpoint{Name: res[i], Output: res[i+1]})
 		}
-		return r.result(Result{Outcome: OutcomeOK, Started: st})
+		return r.result(decoded{Outcome: OutcomeOK, Started: st})
 	case "gone":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeGone})
+		return r.result(decoded{Outcome: OutcomeGone})
 	case "ended":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
 	case "stale":
 		if len(res) == 1 {
-			return r.result(Result{Outcome: OutcomeStale})
+			return r.result(decoded{Outcome: OutcomeStale})
 		}
 		r.want(staleLen)
-		return r.result(Result{Outcome: OutcomeStale, Dispatch: r.dispatch(staleDispatch)})
+		return r.result(decoded{Outcome: OutcomeStale, Dispatch: r.dispatch(staleDispatch)})
 	case "busy":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeBusy, Wait: r.millis(replyField)})
+		return r.result(decoded{Outcome: OutcomeBusy, Wait: r.millis(replyField)})
 	case "early":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
+		return r.result(decoded{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
 	case "failed":
 		return decodeFailed(r)
 	case "wait", "wake":
@@ -596,13 +618,13 @@ func decodeBegin(res []string, index int, traced bool) (Result, error) {
 		} else {
 			r.want(2)
 		}
-		return r.result(Result{Outcome: o, StepKind: r.stepKind(replyField), Trace: trace})
+		return r.result(decoded{Outcome: o, StepKind: r.stepKind(replyField), Trace: trace})
 	case "deferred":
 		r.want(7)
-		return r.result(Result{Outcome: OutcomeDeferred, Dispatch: r.dispatch(deferredDispatch)})
+		return r.result(decoded{Outcome: OutcomeDeferred, Dispatch: r.dispatch(deferredDispatch)})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // stepKind reads the kind of an await or a sleep.
@@ -617,7 +639,7 @@ func (r *reply) stepKind(i int) StepKind {
 }
 
 // decodeWait decodes wait.lua's reply.
-func decodeWait(res []string) (Result, error) {
+func decodeWait(res []string) (decoded, error) {
 	r := newReply("wait", res)
 	switch r.word() {
 	case "waiting":
@@ -626,63 +648,63 @@ func decodeWait(res []string) (Result, error) {
 		if reason != WaitSignal && reason != WaitTimer {
 			r.failf("element %d: %q is not a reason a step waits for", waitingReason, reason)
 		}
-		return r.result(Result{Outcome: OutcomeWaiting, WaitReason: reason, Dispatch: r.dispatch(waitingDispatch),
+		return r.result(decoded{Outcome: OutcomeWaiting, WaitReason: reason, Dispatch: r.dispatch(waitingDispatch),
 			Enqueued: r.flag(waitingEnqueued)})
 	case "next":
 		r.want(nextLen)
-		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+		return r.result(decoded{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
 	case "succeeded":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeRunSucceeded})
+		return r.result(decoded{Outcome: OutcomeRunSucceeded})
 	case "failed":
 		return decodeFailed(r)
 	case "early":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
+		return r.result(decoded{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
 	case "noop":
 		return decodeReason(r, OutcomeNoop)
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeSignal decodes signal.lua's reply.
-func decodeSignal(res []string) (Result, error) {
+func decodeSignal(res []string) (decoded, error) {
 	r := newReply("signal", res)
 	switch r.word() {
 	case "delivered":
 		r.want(deliveredLen)
-		return r.result(Result{Outcome: OutcomeDelivered, Step: r.str(deliveredStep), Task: r.str(deliveredTask),
+		return r.result(decoded{Outcome: OutcomeDelivered, Step: r.str(deliveredStep), Task: r.str(deliveredTask),
 			Dispatch: r.dispatch(deliveredDispatch), Workflow: r.str(deliveredWorkflow)})
 	case "succeeded":
 		r.want(signalSucceededLen)
-		return r.result(Result{Outcome: OutcomeRunSucceeded, Step: r.str(deliveredStep), Task: r.str(deliveredTask)})
+		return r.result(decoded{Outcome: OutcomeRunSucceeded, Step: r.str(deliveredStep), Task: r.str(deliveredTask)})
 	case "queued":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeQueued, Pending: r.integer(replyField)})
+		return r.result(decoded{Outcome: OutcomeQueued, Pending: r.integer(replyField)})
 	case "duplicate":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeDuplicate})
+		return r.result(decoded{Outcome: OutcomeDuplicate})
 	case "refused":
 		return decodeReason(r, OutcomeRefused)
 	case "full":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeMailboxFull, Pending: r.integer(replyField)})
+		return r.result(decoded{Outcome: OutcomeMailboxFull, Pending: r.integer(replyField)})
 	case "ended":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
 	case "gone":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeGone})
+		return r.result(decoded{Outcome: OutcomeGone})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeFailed decodes {"failed", code, reason, then}.
-func decodeFailed(r *reply) (Result, error) {
+func decodeFailed(r *reply) (decoded, error) {
 	r.want(failedLen)
-	return r.result(Result{Outcome: OutcomeRunFailed, Code: r.str(failedCode), Reason: r.str(failedReason),
+	return r.result(decoded{Outcome: OutcomeRunFailed, Code: r.str(failedCode), Reason: r.str(failedReason),
 		Then: r.then(failedThen)})
 }
 
@@ -698,24 +720,24 @@ func (r *reply) then(i int) string {
 }
 
 // decodeFenced decodes {"fenced", why}.
-func decodeFenced(r *reply) (Result, error) {
+func decodeFenced(r *reply) (decoded, error) {
 	r.want(2)
-	return r.result(Result{Outcome: OutcomeFenced, Why: r.str(replyField)})
+	return r.result(decoded{Outcome: OutcomeFenced, Why: r.str(replyField)})
 }
 
 // decodeReason decodes {word, reason} as outcome o.
-func decodeReason(r *reply, o Outcome) (Result, error) {
+func decodeReason(r *reply, o Outcome) (decoded, error) {
 	r.want(2)
-	return r.result(Result{Outcome: o, Reason: r.str(replyField)})
+	return r.result(decoded{Outcome: o, Reason: r.str(replyField)})
 }
 
 // decodeComplete decodes complete.lua's reply.
-func decodeComplete(res []string) (Result, error) {
+func decodeComplete(res []string) (decoded, error) {
 	r := newReply("complete", res)
 	switch r.word() {
 	case "next":
 		r.want(nextLen)
-		return r.result(Result{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
+		return r.result(decoded{Outcome: OutcomeNext, Dispatch: r.dispatch(nextDispatch), Enqueued: r.flag(nextEnqueued)})
 	case "inline":
 		r.want(inlineLen)
 		d := r.dispatch(nextDispatch)
@@ -724,66 +746,66 @@ func decodeComplete(res []string) (Result, error) {
 			st.Next = &Dispatch{Index: d.Index + 1, Name: name, Attempt: r.integer(inlineNextAttempt) + 1,
 				Timeout: r.millis(inlineNextTimeout)}
 		}
-		return r.result(Result{Outcome: OutcomeInline, Dispatch: d, Started: st})
+		return r.result(decoded{Outcome: OutcomeInline, Dispatch: d, Started: st})
 	case "succeeded":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeRunSucceeded})
+		return r.result(decoded{Outcome: OutcomeRunSucceeded})
 	case "fenced":
 		return decodeFenced(r)
 	case "done":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeCompDone decodes compdone.lua's reply: complete.lua's, where "next"
 // is the next compensation (or the step after a rolled-back optional
 // group), its task written by the script, and a saga's ends.
-func decodeCompDone(res []string) (Result, error) {
+func decodeCompDone(res []string) (decoded, error) {
 	r := newReply("compdone", res)
 	switch r.word() {
 	case "compensated":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeCompensated, Code: r.str(failedCode)})
+		return r.result(decoded{Outcome: OutcomeCompensated, Code: r.str(failedCode)})
 	case "failed":
 		return decodeFailed(r)
 	case "next", "succeeded", "fenced", "done":
 		return decodeComplete(res) // (a malformed one is named complete's)
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeFail decodes fail.lua's reply to a failure of step index.
-func decodeFail(res []string, index int) (Result, error) {
+func decodeFail(res []string, index int) (decoded, error) {
 	r := newReply("fail", res)
 	switch r.word() {
 	case "retry":
 		r.want(retryLen)
 		d := r.dispatch(retryDispatch)
 		d.Index = index
-		return r.result(Result{Outcome: OutcomeRetry, Dispatch: d, Enqueued: r.flag(retryEnqueued)})
+		return r.result(decoded{Outcome: OutcomeRetry, Dispatch: d, Enqueued: r.flag(retryEnqueued)})
 	case "failed":
 		return decodeFailed(r)
 	case "fenced":
 		return decodeFenced(r)
 	case "done":
 		r.want(3)
-		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(doneStatus)), Code: r.str(doneCode)})
+		return r.result(decoded{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(doneStatus)), Code: r.str(doneCode)})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeSnooze decodes snooze.lua's reply.
-func decodeSnooze(res []string) (Result, error) {
+func decodeSnooze(res []string) (decoded, error) {
 	r := newReply("snooze", res)
 	switch r.word() {
 	case "snoozed":
 		r.want(snoozedLen)
-		return r.result(Result{Outcome: OutcomeSnoozed, Dispatch: r.dispatch(snoozedDispatch),
+		return r.result(decoded{Outcome: OutcomeSnoozed, Dispatch: r.dispatch(snoozedDispatch),
 			Enqueued: r.flag(snoozedEnqueued)})
 	case "failed":
 		return decodeFailed(r)
@@ -791,82 +813,82 @@ func decodeSnooze(res []string) (Result, error) {
 		return decodeFenced(r)
 	case "done":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeGoto decodes goto.lua's reply.
-func decodeGoto(res []string) (Result, error) {
+func decodeGoto(res []string) (decoded, error) {
 	r := newReply("goto", res)
 	switch r.word() {
 	case "goto":
 		r.want(gotoLen)
-		return r.result(Result{Outcome: OutcomeGoto, Dispatch: r.dispatch(gotoDispatch), Enqueued: r.flag(gotoEnqueued)})
+		return r.result(decoded{Outcome: OutcomeGoto, Dispatch: r.dispatch(gotoDispatch), Enqueued: r.flag(gotoEnqueued)})
 	case "failed":
 		return decodeFailed(r)
 	case "fenced":
 		return decodeFenced(r)
 	case "done":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeDone, RunStatus: RunStatus(r.str(replyField))})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeRelease decodes release.lua's reply.
-func decodeRelease(res []string) (Result, error) {
+func decodeRelease(res []string) (decoded, error) {
 	r := newReply("release", res)
 	switch r.word() {
 	case "released":
 		r.want(releasedLen)
-		return r.result(Result{Outcome: OutcomeReleased, Dispatch: r.dispatch(releasedDispatch),
+		return r.result(decoded{Outcome: OutcomeReleased, Dispatch: r.dispatch(releasedDispatch),
 			Enqueued: r.flag(releasedEnqueued)})
 	case "fenced":
 		return decodeFenced(r)
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeCancel decodes cancel.lua's reply.
-func decodeCancel(res []string) (Result, error) {
+func decodeCancel(res []string) (decoded, error) {
 	r := newReply("cancel", res)
 	switch r.word() {
 	case "cancelled":
 		r.want(3)
-		return r.result(Result{Outcome: OutcomeCancelled, Task: r.str(cancelledTask),
+		return r.result(decoded{Outcome: OutcomeCancelled, Task: r.str(cancelledTask),
 			StepStatus: StepStatus(r.str(cancelledStepStatus))})
 	case "compensating":
 		r.want(3)
-		return r.result(Result{Outcome: OutcomeCompensating, Task: r.str(cancelledTask),
+		return r.result(decoded{Outcome: OutcomeCompensating, Task: r.str(cancelledTask),
 			StepStatus: StepStatus(r.str(cancelledStepStatus))})
 	case "already":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeAlreadyCancelled, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeAlreadyCancelled, RunStatus: RunStatus(r.str(replyField))})
 	case "refused":
 		return decodeReason(r, OutcomeRefused)
 	case "ended":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
+		return r.result(decoded{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
 	case "gone":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeGone})
+		return r.result(decoded{Outcome: OutcomeGone})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeRedispatch decodes redispatch.lua's reply.
-func decodeRedispatch(res []string) (Result, error) {
+func decodeRedispatch(res []string) (decoded, error) {
 	const kind = "crashed_attempt"
 	r := newReply("redispatch", res)
 	switch r.word() {
 	case "redispatched":
 		r.want(redispatchedLen)
-		return r.result(Result{Outcome: OutcomeDispatch, Kind: kind, Dispatch: r.dispatch(redispatchedDispatch),
+		return r.result(decoded{Outcome: OutcomeDispatch, Kind: kind, Dispatch: r.dispatch(redispatchedDispatch),
 			Crashes: r.integer(redispatchedCrashes), Workflow: r.str(redispatchedWorkflow)})
 	case "failed":
 		out, err := decodeFailed(r)
@@ -884,16 +906,16 @@ func decodeRedispatch(res []string) (Result, error) {
 		return decodeReason(r, OutcomeNoop)
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeRepair decodes repair.lua's reply.
-func decodeRepair(res []string) (Result, error) {
+func decodeRepair(res []string) (decoded, error) {
 	r := newReply("repair", res)
 	switch r.word() {
 	case "repair":
 		r.want(repairLen)
-		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(staleDispatch), Enqueued: true,
+		return r.result(decoded{Outcome: OutcomeDispatch, Dispatch: r.dispatch(staleDispatch), Enqueued: true,
 			Kind: r.str(repairKind), Workflow: r.str(repairWorkflow)})
 	case "attention":
 		return decodeReason(r, OutcomeAttention)
@@ -901,61 +923,61 @@ func decodeRepair(res []string) (Result, error) {
 		return decodeReason(r, OutcomeNoop)
 	case "recheck":
 		r.want(2)
-		return r.result(Result{Outcome: OutcomeRecheck, RecheckAt: r.instant(replyField)})
+		return r.result(decoded{Outcome: OutcomeRecheck, RecheckAt: r.instant(replyField)})
 	case "crashed":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeCrashed})
+		return r.result(decoded{Outcome: OutcomeCrashed})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeTimeout decodes timeout.lua's reply.
-func decodeTimeout(res []string) (Result, error) {
+func decodeTimeout(res []string) (decoded, error) {
 	r := newReply("timeout", res)
 	switch r.word() {
 	case "failed":
 		r.want(expiredLen)
-		return r.result(Result{Outcome: OutcomeRunFailed, Kind: "deadline", Code: CodeRunTimeout,
+		return r.result(decoded{Outcome: OutcomeRunFailed, Kind: "deadline", Code: CodeRunTimeout,
 			Task: r.str(expiredTask), StepStatus: StepStatus(r.str(expiredStepStatus)), Reason: r.str(expiredReason),
 			Then: r.then(expiredThen)})
 	case "noop":
 		return decodeReason(r, OutcomeNoop)
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeAction decodes the reply of operate.lua (op: the action) or
 // restore.lua (op "restore", which never replies "succeeded").
-func decodeAction(res []string, op string) (Result, error) {
+func decodeAction(res []string, op string) (decoded, error) {
 	r := newReply(op, res)
 	switch r.word() {
 	case "dispatch":
 		r.want(actionLen)
-		return r.result(Result{Outcome: OutcomeDispatch, Dispatch: r.dispatch(actionDispatch),
+		return r.result(decoded{Outcome: OutcomeDispatch, Dispatch: r.dispatch(actionDispatch),
 			Workflow: r.str(actionWorkflow)})
 	case "succeeded":
 		if op == ActionRestore {
 			break
 		}
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeRunSucceeded})
+		return r.result(decoded{Outcome: OutcomeRunSucceeded})
 	case "refused":
 		return decodeReason(r, OutcomeRefused)
 	case "waiting":
 		return decodeWaiting(r)
 	case "gone":
 		r.want(1)
-		return r.result(Result{Outcome: OutcomeGone})
+		return r.result(decoded{Outcome: OutcomeGone})
 	}
 	r.unknown()
-	return r.result(Result{})
+	return r.result(decoded{})
 }
 
 // decodeWaiting decodes {"waiting", reason, position} (create, operate,
 // restore).
-func decodeWaiting(r *reply) (Result, error) {
+func decodeWaiting(r *reply) (decoded, error) {
 	r.want(3)
 	reason := WaitReason(r.str(replyField))
 	if reason != WaitOrderingKey && reason != WaitWorkflowLimit && r.err == nil {
@@ -965,7 +987,7 @@ func decodeWaiting(r *reply) (Result, error) {
 	if pos < 1 && r.err == nil {
 		r.failf("element %d: position %d", replyField+1, pos)
 	}
-	return r.result(Result{Outcome: OutcomeWaiting, WaitReason: reason, Position: pos})
+	return r.result(decoded{Outcome: OutcomeWaiting, WaitReason: reason, Position: pos})
 }
 
 // decodePeek decodes peek.lua's reply for a run that exists (it replies {}
@@ -999,7 +1021,7 @@ func decodeGate(res []string) (dropped, started int, err error) {
 	r := newReply("gate", res)
 	if r.word() != "gate" {
 		r.unknown()
-		_, err := r.result(Result{})
+		_, err := r.result(decoded{})
 		return 0, 0, err
 	}
 	r.want(3)

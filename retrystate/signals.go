@@ -58,7 +58,7 @@ type WaitParams struct {
 // (the step succeeded; Dispatch is the next step's), OutcomeRunSucceeded,
 // OutcomeRunFailed (an await timed out: CodeSignalTimeout), OutcomeEarly
 // (a wake-up before its time) or OutcomeNoop (the state moved on).
-func (s *Store) Wait(ctx context.Context, a WaitParams) (Result, error) {
+func (s *Store) Wait(ctx context.Context, a WaitParams) (WaitResult, error) {
 	until := ""
 	if a.Action == WaitStart && !a.Until.IsZero() {
 		until = fmt.Sprint(ms(a.Until))
@@ -68,9 +68,9 @@ func (s *Store) Wait(ctx context.Context, a WaitParams) (Result, error) {
 		Action: string(a.Action), Index: a.Index, Task: a.TaskID, Retention: a.Retention.Milliseconds(), Until: until,
 		UntilError: a.UntilError, WakeID: a.WakeTaskID, WakeMsg: a.WakeMessage})
 	if err != nil {
-		return Result{}, fmt.Errorf("wait: %w", err)
+		return WaitResult{}, fmt.Errorf("wait: %w", err)
 	}
-	return decodeWait(res)
+	return waitResult(decodeWait(res))
 }
 
 // SignalParams is a signal to a run.
@@ -90,13 +90,13 @@ type SignalParams struct {
 // await), OutcomeDuplicate, OutcomeRefused (no step awaits it any more),
 // OutcomeMailboxFull or OutcomeEnded; ErrRunNotFound for an unknown run.
 // The caller checks the name, the payload and the ID (see the limits).
-func (s *Store) Signal(ctx context.Context, a SignalParams) (Result, error) {
+func (s *Store) Signal(ctx context.Context, a SignalParams) (SignalResult, error) {
 	res, err := s.run(ctx, s.scripts.signal, signalLua{runArgs: s.runArgs(a.RunID, a.Now), Name: a.Name,
 		Payload: a.Payload, SignalID: a.ID, Retention: a.Retention.Milliseconds(), MaxPending: MaxPendingSignals})
 	if err != nil {
-		return Result{}, fmt.Errorf("signal: %w", err)
+		return SignalResult{}, fmt.Errorf("signal: %w", err)
 	}
-	return notFound(decodeSignal(res))
+	return signalResult(notFound(decodeSignal(res)))
 }
 
 // PendingSignals returns how many signals a run's mailbox holds.

@@ -108,7 +108,7 @@ type NewRun struct {
 	Now           time.Time
 	// FirstTask, when set, is the asynq message (tasks.AsynqMessage) of
 	// step 0's first task, <run>_s0_a1: the script writes that task with
-	// the run (Result.Enqueued), unless the run waits at a gate.
+	// the run (CreateResult.Enqueued), unless the run waits at a gate.
 	FirstTask []byte
 	// Gates: the ordering key ("" for none), in Owner's line unless
 	// OrderingShared (StoredOrderingKey), with its concurrency (at least
@@ -200,7 +200,7 @@ type Dispatch struct {
 // writes nothing and returns that run's ID (OutcomeExists). With a
 // definition version that is not the published one, it writes nothing
 // (OutcomeStale, with the published version as Reason).
-func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
+func (s *Store) CreateRun(ctx context.Context, r NewRun) (CreateResult, error) {
 	res, errs := s.CreateRuns(ctx, []NewRun{r})
 	return res[0], errs[0]
 }
@@ -210,8 +210,8 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) (Result, error) {
 // result or error. The store's first call also adds the queue to asynq's
 // set of queues (in the same round trip), as asynq's enqueue would: the
 // script writes the first tasks itself.
-func (s *Store) CreateRuns(ctx context.Context, rs []NewRun) ([]Result, []error) {
-	out, errs := make([]Result, len(rs)), make([]error, len(rs))
+func (s *Store) CreateRuns(ctx context.Context, rs []NewRun) ([]CreateResult, []error) {
+	out, errs := make([]CreateResult, len(rs)), make([]error, len(rs))
 	type call struct {
 		i       int
 		keys    []string
@@ -252,7 +252,7 @@ func (s *Store) CreateRuns(ctx context.Context, rs []NewRun) ([]Result, []error)
 			if err == nil {
 				res, err = toStrings(c.evalsha.Val())
 			}
-			out[c.i], errs[c.i] = s.createResult(rs[c.i], res, err)
+			out[c.i], errs[c.i] = createResult(s.created(rs[c.i], res, err))
 		}
 		if len(again) > 0 {
 			if err := s.scripts.create.Load(ctx, s.rdb).Err(); err != nil {
@@ -322,13 +322,13 @@ func (s *Store) createArgs(r NewRun) (createLua, error) {
 	return a, nil
 }
 
-// createResult decodes create.lua's reply (or error) for r.
-func (s *Store) createResult(r NewRun, res []string, err error) (Result, error) {
+// created decodes create.lua's reply (or error) for r.
+func (s *Store) created(r NewRun, res []string, err error) (decoded, error) {
 	if rerr, ok := errors.AsType[redis.Error](err); ok && strings.Contains(rerr.Error(), "cairn: run ID collision") {
-		return Result{}, fmt.Errorf("create run %s: %w", r.ID, ErrRunIDCollision)
+		return decoded{}, fmt.Errorf("create run %s: %w", r.ID, ErrRunIDCollision)
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("create run: %w", err)
+		return decoded{}, fmt.Errorf("create run: %w", err)
 	}
 	return decodeCreate(res, r.ID, r.Steps[0])
 }
@@ -355,7 +355,7 @@ type Checkpoint struct {
 
 // Begin starts an attempt for a delivered task (OutcomeOK, with Started),
 // or tells the caller why not (see the Outcome constants of begin).
-func (s *Store) Begin(ctx context.Context, a BeginParams) (Result, error) {
+func (s *Store) Begin(ctx context.Context, a BeginParams) (BeginResult, error) {
 	args := beginLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID, Token: a.Token,
 		FenceTTL: a.FenceTTL.Milliseconds(), Index: a.Index, Retention: a.Retention.Milliseconds()}
 	if a.Trace {
@@ -363,9 +363,9 @@ func (s *Store) Begin(ctx context.Context, a BeginParams) (Result, error) {
 	}
 	res, err := s.run(ctx, s.scripts.begin, args)
 	if err != nil {
-		return Result{}, fmt.Errorf("begin: %w", err)
+		return BeginResult{}, fmt.Errorf("begin: %w", err)
 	}
-	return decodeBegin(res, a.Index, a.Trace)
+	return beginResult(decodeBegin(res, a.Index, a.Trace))
 }
 
 // CompleteParams checkpoints a step's output.
@@ -391,7 +391,7 @@ type CompleteParams struct {
 
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
-func (s *Store) Complete(ctx context.Context, a CompleteParams) (Result, error) {
+func (s *Store) Complete(ctx context.Context, a CompleteParams) (CompleteResult, error) {
 	script, decode := s.scripts.complete, decodeComplete
 	if IsCompensation(a.Index) {
 		// A compensation's complete goes on with the saga (compdone.lua);
@@ -403,9 +403,9 @@ func (s *Store) Complete(ctx context.Context, a CompleteParams) (Result, error) 
 		Output: a.Output, Retention: a.Retention.Milliseconds(), NextID: a.NextTaskID, NextMsg: a.NextMessage,
 		InlineToken: a.InlineToken, InlineTTL: a.FenceTTL.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("complete: %w", err)
+		return CompleteResult{}, fmt.Errorf("complete: %w", err)
 	}
-	return decode(res)
+	return completeResult(decode(res))
 }
 
 // FailParams records a failed attempt.
@@ -430,15 +430,15 @@ type FailParams struct {
 // Fail records a failed attempt: for a transient error with budget left it
 // schedules the next attempt after Delay; otherwise the run fails, needing
 // attention. Fenced by the attempt's token.
-func (s *Store) Fail(ctx context.Context, a FailParams) (Result, error) {
+func (s *Store) Fail(ctx context.Context, a FailParams) (FailResult, error) {
 	res, err := s.run(ctx, s.scripts.fail, failLua{runArgs: s.runArgs(a.RunID, a.Now),
 		RetryTask: s.keys.asynqTask(a.RetryTaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
 		Token: a.Token, Index: a.Index, Message: a.Error, Class: a.Class, Delay: a.Delay.Milliseconds(),
 		Retention: a.Retention.Milliseconds(), Code: a.Code, RetryID: a.RetryTaskID, RetryMsg: a.RetryMessage})
 	if err != nil {
-		return Result{}, fmt.Errorf("fail: %w", err)
+		return FailResult{}, fmt.Errorf("fail: %w", err)
 	}
-	return decodeFail(res, a.Index)
+	return failResult(decodeFail(res, a.Index))
 }
 
 // SnoozeParams asks for the next visit of a running attempt after Delay
@@ -464,15 +464,15 @@ type SnoozeParams struct {
 // visit due at or after the run's deadline fails the run (OutcomeRunFailed,
 // run_timeout). Fenced by the attempt's token; a snooze applied before whose
 // reply was lost answers OutcomeDone.
-func (s *Store) Snooze(ctx context.Context, a SnoozeParams) (Result, error) {
+func (s *Store) Snooze(ctx context.Context, a SnoozeParams) (SnoozeResult, error) {
 	res, err := s.run(ctx, s.scripts.snooze, snoozeLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
 		Token: a.Token, Index: a.Index, Delay: a.Delay.Milliseconds(), NextID: a.TaskID, NextMsg: a.Message,
 		Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("snooze: %w", err)
+		return SnoozeResult{}, fmt.Errorf("snooze: %w", err)
 	}
-	return decodeSnooze(res)
+	return snoozeResult(decodeSnooze(res))
 }
 
 // GotoParams asks a running attempt's run to continue at step Target
@@ -497,14 +497,14 @@ type GotoParams struct {
 // now (OutcomeGoto). A target that is not this step or an earlier one fails
 // the run (OutcomeRunFailed, invalid_goto). Fenced by the attempt's token; a
 // goto applied before whose reply was lost answers OutcomeDone.
-func (s *Store) Goto(ctx context.Context, a GotoParams) (Result, error) {
+func (s *Store) Goto(ctx context.Context, a GotoParams) (GotoResult, error) {
 	res, err := s.run(ctx, s.scripts.jump, gotoLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		TargetName: a.Target, NextID: a.TaskID, NextMsg: a.Message, Retention: a.Retention.Milliseconds()})
 	if err != nil {
-		return Result{}, fmt.Errorf("goto: %w", err)
+		return GotoResult{}, fmt.Errorf("goto: %w", err)
 	}
-	return decodeGoto(res)
+	return gotoResult(decodeGoto(res))
 }
 
 // ReleaseParams hands back an attempt its worker stopped because it could not
@@ -526,14 +526,14 @@ type ReleaseParams struct {
 // failed attempt. The attempt resumes under a new dispatch, due now, and the
 // run is notified (run_recovered, by worker, kind interrupted_attempt).
 // Fenced by the attempt's token.
-func (s *Store) Release(ctx context.Context, a ReleaseParams) (Result, error) {
+func (s *Store) Release(ctx context.Context, a ReleaseParams) (ReleaseResult, error) {
 	res, err := s.run(ctx, s.scripts.release, releaseLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.TaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		NextID: a.TaskID, NextMsg: a.Message})
 	if err != nil {
-		return Result{}, fmt.Errorf("release: %w", err)
+		return ReleaseResult{}, fmt.Errorf("release: %w", err)
 	}
-	return decodeRelease(res)
+	return releaseResult(decodeRelease(res))
 }
 
 // CancelParams asks to cancel a run (lua/cancel.lua).
@@ -552,19 +552,19 @@ type CancelParams struct {
 // Cancel ends a pending or running run as cancelled (OutcomeCancelled). A
 // run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
 // OutcomeEnded. It returns ErrRunNotFound for an unknown run.
-func (s *Store) Cancel(ctx context.Context, a CancelParams) (Result, error) {
+func (s *Store) Cancel(ctx context.Context, a CancelParams) (CancelResult, error) {
 	res, err := s.run(ctx, s.scripts.cancel, cancelLua{runArgs: s.runArgs(a.RunID, a.Now), Actor: a.Actor,
 		Retention: a.Retention.Milliseconds(), Compensate: boolArg(a.Compensate)})
 	if err != nil {
-		return Result{}, fmt.Errorf("cancel: %w", err)
+		return CancelResult{}, fmt.Errorf("cancel: %w", err)
 	}
-	return notFound(decodeCancel(res))
+	return cancelResult(notFound(decodeCancel(res)))
 }
 
 // notFound turns OutcomeGone into ErrRunNotFound.
-func notFound(r Result, err error) (Result, error) {
+func notFound(r decoded, err error) (decoded, error) {
 	if err == nil && r.Outcome == OutcomeGone {
-		return Result{}, ErrRunNotFound
+		return decoded{}, ErrRunNotFound
 	}
 	return r, err
 }

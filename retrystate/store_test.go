@@ -29,7 +29,7 @@ func newStore(t *testing.T) (*retrystate.Store, *redis.Client) {
 
 func runID(n int) string { return fmt.Sprintf("%026d", n) }
 
-func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ...string) retrystate.Result {
+func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ...string) retrystate.CreateResult {
 	t.Helper()
 	nr := retrystate.NewRun{ID: id, Workflow: "wf", Owner: "o", Input: "{}", Now: at}
 	for _, name := range steps {
@@ -42,7 +42,7 @@ func create(t *testing.T, s *retrystate.Store, id string, at time.Time, steps ..
 	return c
 }
 
-func begin(t *testing.T, s *retrystate.Store, id string, idx int, task, token string, now time.Time) retrystate.Result {
+func begin(t *testing.T, s *retrystate.Store, id string, idx int, task, token string, now time.Time) retrystate.BeginResult {
 	t.Helper()
 	b, err := s.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: idx, TaskID: task, Token: token,
 		FenceTTL: 10 * time.Second, Retention: time.Hour, Now: now})

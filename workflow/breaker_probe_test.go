@@ -11,12 +11,12 @@ import (
 
 // probeRig is a rig whose breaker "dep" opened (one transient failure of a
 // first run) and whose cooldown has passed: the next begin probes.
-func probeRig(t *testing.T) (*rig, func(id, token string, gen int) retrystate.Result) {
+func probeRig(t *testing.T) (*rig, func(id, token string, gen int) retrystate.BeginResult) {
 	t.Helper()
 	pol := workflow.Policy{MaxAttempts: 5, StepTimeout: time.Minute, CircuitBreaker: &workflow.CircuitBreaker{
 		Name: "dep", FailureThreshold: 1, Window: time.Minute, Cooldown: time.Second, MaxCooldown: time.Second}}
 	r := newRig(t, workflow.Definition{Name: "probe", Policy: pol, Steps: []workflow.Step{{Name: "call", Run: noop}}})
-	begin := func(id, token string, gen int) retrystate.Result {
+	begin := func(id, token string, gen int) retrystate.BeginResult {
 		t.Helper()
 		b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: id, Index: 0, TaskID: tasks.ID(id, 0, 1, gen),
 			Token: token, FenceTTL: 10 * time.Second, Now: r.clock.Now()})

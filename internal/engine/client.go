@@ -336,12 +336,12 @@ type startReq struct {
 // script's result.
 type createResult struct {
 	run retrystate.NewRun
-	res retrystate.Result
+	res retrystate.CreateResult
 	err error
 }
 
 // create creates the run of r (the outbox's flush of a queued Start).
-func (c *Client) create(ctx context.Context, r startReq) (retrystate.Result, error) {
+func (c *Client) create(ctx context.Context, r startReq) (retrystate.CreateResult, error) {
 	cr := c.createMany(ctx, []startReq{r})[0]
 	return cr.res, cr.err
 }
@@ -828,7 +828,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 // applied finishes an operator action (Recover, RetryStep, SkipStep,
 // Restore) whose script answered res: it enqueues the task of the step the
 // run goes on with and returns the run as the action left it.
-func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.Result) (*core.Run, error) {
+func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.OperateResult) (*core.Run, error) {
 	log := c.log.With(core.AttrRunID, id, core.AttrActor, who, "action", action)
 	if res.Outcome == retrystate.OutcomeRefused {
 		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)

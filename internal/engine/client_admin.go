@@ -46,7 +46,7 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 	if err != nil {
 		return nil, mapNotFound(id, err)
 	}
-	return c.applied(ctx, id, ActionRestore, who, res)
+	return c.applied(ctx, id, ActionRestore, who, retrystate.OperateResult(res))
 }
 
 // AuditEntry is an entry of the queue's audit stream: an administrator's

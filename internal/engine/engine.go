@@ -246,7 +246,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 
 	token := core.NewToken()
-	var b retrystate.Result
+	var b retrystate.BeginResult
 	// begunAt is the time the begin that answered was asked at: the fence it
 	// took expires a FenceTTL after it, however late the answer came.
 	var begunAt time.Time
@@ -313,7 +313,7 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return nil
 	case retrystate.OutcomeRunFailed:
-		e.runFailed(ctx, log, p.RunID, p.Workflow, b, "the attempt could not start")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, b.RunFailure, "the attempt could not start")
 		return nil
 	case retrystate.OutcomeWait, retrystate.OutcomeWake:
 		// An await or a sleep (engine_waits.go).
@@ -445,7 +445,7 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 			args.InlineToken, args.FenceTTL = core.NewToken(), e.cfg.FenceTTL
 		}
 	}
-	var res retrystate.Result
+	var res retrystate.CompleteResult
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Complete(ctx, args)
@@ -486,7 +486,7 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 		// A compensation that ended a required group's rollback: the run
 		// fails (compdone.lua).
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSucceeded, elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "compensation succeeded; its group is rolled back", core.AttrDuration, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res.RunFailure, "compensation succeeded; its group is rolled back", core.AttrDuration, elapsed)
 		return nil, nil
 	case res.Outcome == retrystate.OutcomeInline:
 		log.Debug("step succeeded; the next step runs inline", core.AttrDuration, elapsed)
@@ -520,7 +520,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 	args := retrystate.FailParams{RunID: p.RunID, Index: p.Index, Token: token,
 		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
-	var res retrystate.Result
+	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Fail(ctx, args)
@@ -559,7 +559,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 			outcome = core.OutcomeFailedPermanent
 		}
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, outcome, elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed", core.AttrError, runErr, core.AttrClass, class, core.AttrDuration, elapsed)
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res.RunFailure, "step failed", core.AttrError, runErr, core.AttrClass, class, core.AttrDuration, elapsed)
 		return nil
 	}
 	// (The retry first: a tracing observer records it on the attempt's
@@ -589,7 +589,7 @@ func (e *Engine) release(ctx context.Context, log core.Logger, p tasks.Step, tok
 	again := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
 	args := retrystate.ReleaseParams{RunID: p.RunID, Index: p.Index, Token: token, TaskID: again.ID(),
 		Message: again.AsynqMessage(e.cfg.Queue, stepTimeout)}
-	var res retrystate.Result
+	var res retrystate.ReleaseResult
 	err := e.persist(ctx, log, "hand back the attempt", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Release(ctx, args)

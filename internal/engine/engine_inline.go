@@ -83,7 +83,7 @@ func (e *Engine) inline(ctx context.Context, p tasks.Step, next *retrystate.Disp
 // ready to run: the attempt the script began, the run's input and the
 // outputs up to the step just completed (b, output).
 func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteParams, b *retrystate.Started, output string,
-	res retrystate.Result) *inlineStep {
+	res retrystate.CompleteResult) *inlineStep {
 	d := res.Dispatch
 	st := res.Started
 	st.Input = b.Input
@@ -100,7 +100,7 @@ func (e *Engine) inlineStep(p tasks.Step, args retrystate.CompleteParams, b *ret
 func (e *Engine) inlineAgain(ctx context.Context, log core.Logger, p tasks.Step, args retrystate.CompleteParams,
 	b *retrystate.Started) *inlineStep {
 	next := b.Next
-	var bg retrystate.Result
+	var bg retrystate.BeginResult
 	var begunAt time.Time
 	err := e.retry(ctx, log, "begin inline", func(ctx context.Context) (err error) {
 		begunAt = e.cfg.Clock.Now()

@@ -17,7 +17,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 	visit := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt, Gen: p.Gen + 1}
 	args := retrystate.SnoozeParams{RunID: p.RunID, Index: p.Index, Token: token, Delay: delay,
 		Retention: e.cfg.Retention, TaskID: visit.ID(), Message: visit.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
-	var res retrystate.Result
+	var res retrystate.SnoozeResult
 	err := e.persist(ctx, log, "record snooze", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Snooze(ctx, args)
@@ -41,7 +41,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.FailedOutcome(res.Code), elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step snoozed past the run's deadline")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res.RunFailure, "step snoozed past the run's deadline")
 		return nil
 	}
 	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSnoozed, elapsed)
@@ -68,7 +68,7 @@ func (e *Engine) jump(ctx context.Context, log core.Logger, p tasks.Step, token,
 	// is enqueued after the script, as a next step's task is without a
 	// prediction: a crash in between leaves this task to be delivered
 	// again, and begin answers "stale" with the target's dispatch.)
-	var res retrystate.Result
+	var res retrystate.GotoResult
 	err := e.persist(ctx, log, "record goto", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
 		res, err = e.store.Goto(ctx, args)
@@ -92,7 +92,7 @@ func (e *Engine) jump(ctx context.Context, log core.Logger, p tasks.Step, token,
 		return nil
 	case res.Outcome == retrystate.OutcomeRunFailed:
 		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.FailedOutcome(res.Code), elapsed)
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step asked for an invalid goto")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res.RunFailure, "step asked for an invalid goto")
 		return nil
 	}
 	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeGoto, elapsed)

@@ -14,13 +14,13 @@ import (
 // and counts when a run's failure starts compensations, and how a
 // compensation's attempt runs.
 
-// runFailed logs a run's failure (res: OutcomeRunFailed) and what follows it,
+// runFailed logs a run's failure (f, of an OutcomeRunFailed) and what follows it,
 // and tells the observer of the run's end when it ended. what says what
 // failed ("step failed", "run failed"), attrs are the line's other
 // attributes.
-func (e *Engine) runFailed(ctx context.Context, log core.Logger, runID, workflow string, res retrystate.Result, what string, attrs ...any) {
-	attrs = append(attrs, core.AttrCode, res.Code, core.AttrReason, res.Reason)
-	switch res.Then {
+func (e *Engine) runFailed(ctx context.Context, log core.Logger, runID, workflow string, f retrystate.RunFailure, what string, attrs ...any) {
+	attrs = append(attrs, core.AttrCode, f.Code, core.AttrReason, f.Reason)
+	switch f.Then {
 	case retrystate.ThenFailed:
 		log.Error(what+"; run failed", attrs...)
 	case retrystate.ThenCompensating:
@@ -32,8 +32,8 @@ func (e *Engine) runFailed(ctx context.Context, log core.Logger, runID, workflow
 	case retrystate.ThenSucceeded:
 		log.Warn(what+"; its optional group was rolled back, and the run succeeded", attrs...)
 	}
-	if st, ended := core.FinalStatus(res.Then); ended {
-		code := res.Code
+	if st, ended := core.FinalStatus(f.Then); ended {
+		code := f.Code
 		if st == core.StatusSucceeded {
 			code = ""
 		}

@@ -25,8 +25,8 @@ func waitBody(context.Context, *core.StepContext) (any, error) {
 // (OutcomeWait: start waiting, or finish at once) or its wake-up
 // (OutcomeWake: a sleep ends, an await times out), through wait.lua. The
 // step holds no worker slot while it waits: this delivery ends at once.
-func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, taskID string, b retrystate.Result) (err error) {
-	var res retrystate.Result
+func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, taskID string, b retrystate.BeginResult) (err error) {
+	var res retrystate.WaitResult
 	args := retrystate.WaitParams{RunID: p.RunID, Index: p.Index, TaskID: taskID, Action: retrystate.WaitWake,
 		Retention: e.cfg.Retention}
 	if b.Outcome == retrystate.OutcomeWait {
@@ -103,7 +103,7 @@ func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, ta
 		e.cfg.Observer.RunFinished(ctx, p.RunID, p.Workflow, core.StatusSucceeded, "")
 		return nil
 	case retrystate.OutcomeRunFailed:
-		e.runFailed(ctx, log, p.RunID, p.Workflow, res, "step failed")
+		e.runFailed(ctx, log, p.RunID, p.Workflow, res.RunFailure, "step failed")
 		return nil
 	case retrystate.OutcomeEarly:
 		return &redeliverError{after: res.Wait, why: "wake-up not due"}

@@ -143,7 +143,7 @@ func (t *tracer) startDelivery(ctx context.Context, stored, what string, p tasks
 // waitEvent records on span what a wait's delivery did: "timer_started"
 // or "signal_awaited" (with the wake-up's time) when the wait started,
 // "timer_fired" or "signal_timed_out" when its wake-up ended it.
-func waitEvent(span trace.Span, kind retrystate.StepKind, wake bool, res retrystate.Result) {
+func waitEvent(span trace.Span, kind retrystate.StepKind, wake bool, res retrystate.WaitResult) {
 	switch {
 	case !wake && res.Outcome == retrystate.OutcomeWaiting:
 		name := "timer_started"

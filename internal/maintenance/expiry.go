@@ -54,7 +54,7 @@ func (r *Reconciler) trimIndexes(ctx context.Context, now time.Time) (Report, er
 
 // expire fails run id if it is past its deadline.
 func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
-	var rp retrystate.Result
+	var rp retrystate.ExpireResult
 	err := r.call(ctx, func(ctx context.Context) (err error) {
 		rp, err = r.deps.Store.ExpireDeadline(ctx, retrystate.ExpireParams{RunID: id, Retention: r.deps.Retention,
 			Now: r.deps.Clock.Now()})
@@ -63,5 +63,5 @@ func (r *Reconciler) expire(ctx context.Context, id string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return r.outcome(ctx, id, rp)
+	return r.expired(ctx, id, rp), nil
 }

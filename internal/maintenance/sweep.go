@@ -122,7 +122,7 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 	if r.repairsHeld(r.deps.Clock.Now()) {
 		return Report{RepairsHeld: true}, nil
 	}
-	var rp retrystate.Result
+	var rp retrystate.RedispatchResult
 	err := r.call(ctx, func(ctx context.Context) (err error) {
 		rp, err = r.deps.Store.Redispatch(ctx, retrystate.RedispatchParams{RunID: id,
 			MaxAuto: r.sweepCfg.maxAutoRecoveries, Retention: r.deps.Retention, Now: r.deps.Clock.Now()})
@@ -131,5 +131,5 @@ func (r *Reconciler) redispatch(ctx context.Context, id string) (Report, error) 
 	if err != nil {
 		return Report{}, err
 	}
-	return r.outcome(ctx, id, rp)
+	return r.redispatched(ctx, id, rp)
 }

@@ -180,7 +180,7 @@ func (r *Reconciler) checkPage(ctx context.Context, page []retrystate.Due, idle 
 		case c.Result.Outcome == retrystate.OutcomeCrashed:
 			crashed = append(crashed, c.RunID)
 		default:
-			got, err = r.outcome(ctx, c.RunID, c.Result)
+			got, err = r.repaired(ctx, c.RunID, c.Result.RepairResult)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -209,7 +209,7 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 	if trouble == retrystate.TaskStalled && r.repairsHeld(r.deps.Clock.Now()) {
 		return Report{RepairsHeld: true}, nil
 	}
-	var rp retrystate.Result
+	var rp retrystate.RepairResult
 	err := r.call(ctx, func(ctx context.Context) (err error) {
 		rp, err = r.deps.Store.RepairTask(ctx, retrystate.RepairParams{RunID: id, TaskID: task, Trouble: trouble,
 			MaxAuto: r.tasksCfg.maxAutoRecoveries, Now: r.deps.Clock.Now()})
@@ -218,5 +218,5 @@ func (r *Reconciler) repairTask(ctx context.Context, id, task string, trouble re
 	if err != nil {
 		return Report{}, err
 	}
-	return r.outcome(ctx, id, rp)
+	return r.repaired(ctx, id, rp)
 }

@@ -30,7 +30,7 @@ type RestoreParams struct {
 // earlier steps keep their outputs, FromStep and later steps start afresh,
 // and FromStep is dispatched (see lua/restore.lua). The restore is recorded
 // in the audit stream with Actor. It returns ErrRunNotFound for an unknown
-// run and OutcomeRefused with the reason for a run or step it does not
+// run and a *RefusedError, with the reason, for a run or step it does not
 // apply to.
 func (s *Store) Restore(ctx context.Context, a RestoreParams) (RestoreResult, error) {
 	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(a.RunID, a.Now), Audit: s.keys.audit(),
@@ -38,7 +38,7 @@ func (s *Store) Restore(ctx context.Context, a RestoreParams) (RestoreResult, er
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("restore: %w", err)
 	}
-	return restoreResult(notFound(decodeAction(res, ActionRestore)))
+	return restoreResult(refusal(decodeAction(res, ActionRestore)))
 }
 
 // AuditEntry is one entry of the queue's audit stream: an administrator's

@@ -277,14 +277,16 @@ type OperateParams struct {
 }
 
 // Operate applies an operator action (ActionRecover, ActionRetry with a
-// step, ActionSkip with a step). It returns ErrRunNotFound for an unknown run.
+// step, ActionSkip with a step). It returns ErrRunNotFound for an unknown
+// run and a *RefusedError, with the reason, for a run the action does not
+// apply to.
 func (s *Store) Operate(ctx context.Context, a OperateParams) (OperateResult, error) {
 	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(a.RunID, a.Now), Action: a.Action,
 		StepName: a.Step, Actor: a.Actor, Retention: a.Retention.Milliseconds()})
 	if err != nil {
 		return OperateResult{}, fmt.Errorf("%s: %w", a.Action, err)
 	}
-	d, err := notFound(decodeAction(res, a.Action))
+	d, err := refusal(decodeAction(res, a.Action))
 	return operateResult(a.Action, d, err)
 }
 

@@ -122,6 +122,9 @@ func TestRepliesRoundTrip(t *testing.T) {
 		// what it expects with the result.
 		do      func() (want, got any, err error)
 		wantErr error
+		// drives is the outcome of a script that the Store returns as the
+		// error wantErr.
+		drives retrystate.Outcome
 	}
 	var id string // the run of the current case
 	cases := []reply{
@@ -299,11 +302,12 @@ func TestRepliesRoundTrip(t *testing.T) {
 			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.CancelResult{Outcome: retrystate.OutcomeAlreadyCancelled, RunStatus: retrystate.StatusCancelled}, got, err
 		}},
-		{name: "cancel/ended", do: func() (any, any, error) {
-			id = succeeded()
-			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
-			return retrystate.CancelResult{Outcome: retrystate.OutcomeEnded, RunStatus: retrystate.StatusSucceeded}, got, err
-		}},
+		{name: "cancel/ended", drives: retrystate.OutcomeEnded,
+			wantErr: &retrystate.RunEndedError{Status: retrystate.StatusSucceeded}, do: func() (any, any, error) {
+				id = succeeded()
+				got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: id, Actor: "me", Retention: time.Hour, Now: t0})
+				return retrystate.CancelResult{}, got, err
+			}},
 		{name: "cancel/gone", wantErr: retrystate.ErrRunNotFound, do: func() (any, any, error) {
 			got, err := s.Cancel(ctxb, retrystate.CancelParams{RunID: newID(), Actor: "me", Retention: time.Hour, Now: t0})
 			return retrystate.CancelResult{}, got, err
@@ -429,12 +433,12 @@ func TestRepliesRoundTrip(t *testing.T) {
 				Actor: "me", Retention: time.Hour, Now: at(time.Second)})
 			return retrystate.OperateResult{Outcome: retrystate.OutcomeRunSucceeded}, got, err
 		}},
-		{name: "operate/refused", do: func() (any, any, error) {
+		{name: "operate/refused", drives: retrystate.OutcomeRefused, wantErr: &retrystate.RefusedError{
+			Reason: "run is pending; only a failed run or one needing attention can be recovered"}, do: func() (any, any, error) {
 			id = run("a")
 			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: id, Action: retrystate.ActionRecover,
 				Actor: "me", Retention: time.Hour, Now: t0})
-			return retrystate.OperateResult{Outcome: retrystate.OutcomeRefused,
-				Reason: "run is pending; only a failed run or one needing attention can be recovered"}, got, err
+			return retrystate.OperateResult{}, got, err
 		}},
 		{name: "operate/gone", wantErr: retrystate.ErrRunNotFound, do: func() (any, any, error) {
 			got, err := s.Operate(ctxb, retrystate.OperateParams{RunID: newID(), Action: retrystate.ActionRecover,
@@ -450,12 +454,13 @@ func TestRepliesRoundTrip(t *testing.T) {
 			return retrystate.RestoreResult{Outcome: retrystate.OutcomeDispatch, Workflow: "wf",
 				Dispatch: &retrystate.Dispatch{Index: 0, Name: "a", Attempt: 2, Timeout: minute}}, got, err
 		}},
-		{name: "restore/refused", do: func() (any, any, error) {
-			id = run("a")
-			got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "a", Actor: "me", Now: t0})
-			return retrystate.RestoreResult{Outcome: retrystate.OutcomeRefused,
-				Reason: "run is pending; only a finished run (succeeded, failed, cancelled or compensated) can be restored"}, got, err
-		}},
+		{name: "restore/refused", drives: retrystate.OutcomeRefused, wantErr: &retrystate.RefusedError{
+			Reason: "run is pending; only a finished run (succeeded, failed, cancelled or compensated) can be restored"},
+			do: func() (any, any, error) {
+				id = run("a")
+				got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "a", Actor: "me", Now: t0})
+				return retrystate.RestoreResult{}, got, err
+			}},
 		{name: "restore/gone", wantErr: retrystate.ErrRunNotFound, do: func() (any, any, error) {
 			got, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: newID(), FromStep: "a", Actor: "me", Now: t0})
 			return retrystate.RestoreResult{}, got, err
@@ -470,6 +475,8 @@ func TestRepliesRoundTrip(t *testing.T) {
 		case c.wantErr != nil:
 			if !errors.Is(err, c.wantErr) || !reflect.ValueOf(got).IsZero() {
 				t.Errorf("%s: got %s, %v; want the error %v", c.name, show(got), err, c.wantErr)
+			} else if c.drives != "" {
+				seen[c.drives] = true
 			}
 		case err != nil:
 			t.Errorf("%s: %v", c.name, err)

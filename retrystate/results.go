@@ -266,31 +266,26 @@ func createResult(d decoded, err error) (CreateResult, error) {
 //   - OutcomeAlreadyCancelled: the run had been cancelled before
 //     (RunStatus StatusCancelled), or, for a cancel with compensation, set
 //     compensating (StatusCompensating).
-//   - OutcomeRefused: the cancel does not apply to the run in its state
-//     (Reason); nothing written.
-//   - OutcomeEnded: the run had ended otherwise, as RunStatus.
+//
+// (A run that ended otherwise, or that the cancel does not apply to, is an
+// error: see Cancel.)
 type CancelResult struct {
 	Outcome Outcome
 	// Task and StepStatus are the current step's task ID and its status
 	// before the cancel (OutcomeCancelled, OutcomeCompensating).
 	Task       string
 	StepStatus StepStatus
-	// RunStatus is the run's status (OutcomeAlreadyCancelled,
-	// OutcomeEnded).
+	// RunStatus is the run's status (OutcomeAlreadyCancelled).
 	RunStatus RunStatus
-	// Reason says why the cancel was refused (OutcomeRefused).
-	Reason string
 }
 
-var cancelOutcomes = []Outcome{OutcomeCancelled, OutcomeCompensating, OutcomeAlreadyCancelled, OutcomeRefused,
-	OutcomeEnded}
+var cancelOutcomes = []Outcome{OutcomeCancelled, OutcomeCompensating, OutcomeAlreadyCancelled}
 
 func cancelResult(d decoded, err error) (CancelResult, error) {
 	if d, err = accept("cancel", d, err, cancelOutcomes); err != nil {
 		return CancelResult{}, err
 	}
-	return CancelResult{Outcome: d.Outcome, Task: d.Task, StepStatus: d.StepStatus, RunStatus: d.RunStatus,
-		Reason: d.Reason}, nil
+	return CancelResult{Outcome: d.Outcome, Task: d.Task, StepStatus: d.StepStatus, RunStatus: d.RunStatus}, nil
 }
 
 // OperateResult is what Operate did. Its Outcome is one of:
@@ -301,8 +296,8 @@ func cancelResult(d decoded, err error) (CancelResult, error) {
 //     succeeded.
 //   - OutcomeWaiting: the run waits, holding no worker slot, in the line
 //     of one of its gates (GateWait).
-//   - OutcomeRefused: the action does not apply to the run in its state
-//     (Reason); nothing written.
+//
+// (An action that does not apply to the run is an error: see Operate.)
 type OperateResult struct {
 	Outcome Outcome
 	// Dispatch is the task to enqueue, of a run of Workflow
@@ -311,18 +306,15 @@ type OperateResult struct {
 	Workflow string
 	// GateWait is the run's place in its gate's line (OutcomeWaiting).
 	GateWait
-	// Reason says why the action was refused (OutcomeRefused).
-	Reason string
 }
 
-var operateOutcomes = []Outcome{OutcomeDispatch, OutcomeRunSucceeded, OutcomeWaiting, OutcomeRefused}
+var operateOutcomes = []Outcome{OutcomeDispatch, OutcomeRunSucceeded, OutcomeWaiting}
 
 func operateResult(op string, d decoded, err error) (OperateResult, error) {
 	if d, err = accept(op, d, err, operateOutcomes); err != nil {
 		return OperateResult{}, err
 	}
-	return OperateResult{Outcome: d.Outcome, Dispatch: d.Dispatch, Workflow: d.Workflow, GateWait: d.gateWait(),
-		Reason: d.Reason}, nil
+	return OperateResult{Outcome: d.Outcome, Dispatch: d.Dispatch, Workflow: d.Workflow, GateWait: d.gateWait()}, nil
 }
 
 // RestoreResult is what Restore did: as OperateResult, whose fields it has,
@@ -333,8 +325,9 @@ func operateResult(op string, d decoded, err error) (OperateResult, error) {
 //     Workflow: enqueue it.
 //   - OutcomeWaiting: the run waits, holding no worker slot, in the line
 //     of one of its gates (GateWait).
-//   - OutcomeRefused: the restore does not apply to the run or the step
-//     (Reason); nothing written.
+//
+// (A restore that does not apply to the run or the step is an error: see
+// Restore.)
 type RestoreResult struct {
 	Outcome Outcome
 	// Dispatch is the task to enqueue, of a run of Workflow
@@ -343,18 +336,15 @@ type RestoreResult struct {
 	Workflow string
 	// GateWait is the run's place in its gate's line (OutcomeWaiting).
 	GateWait
-	// Reason says why the restore was refused (OutcomeRefused).
-	Reason string
 }
 
-var restoreOutcomes = []Outcome{OutcomeDispatch, OutcomeWaiting, OutcomeRefused}
+var restoreOutcomes = []Outcome{OutcomeDispatch, OutcomeWaiting}
 
 func restoreResult(d decoded, err error) (RestoreResult, error) {
 	if d, err = accept(ActionRestore, d, err, restoreOutcomes); err != nil {
 		return RestoreResult{}, err
 	}
-	return RestoreResult{Outcome: d.Outcome, Dispatch: d.Dispatch, Workflow: d.Workflow, GateWait: d.gateWait(),
-		Reason: d.Reason}, nil
+	return RestoreResult{Outcome: d.Outcome, Dispatch: d.Dispatch, Workflow: d.Workflow, GateWait: d.gateWait()}, nil
 }
 
 // ExpireResult is what ExpireDeadline did. Its Outcome is one of:
@@ -503,11 +493,9 @@ func checkResult(d decoded, err error) (CheckResult, error) {
 //     holds Pending signals.
 //   - OutcomeDuplicate: the run received a signal with this ID before;
 //     nothing written.
-//   - OutcomeRefused: no step awaits the signal any more (Reason); nothing
-//     written.
-//   - OutcomeMailboxFull: the run's mailbox holds Pending signals, its
-//     maximum; nothing written.
-//   - OutcomeEnded: the run had ended, as RunStatus.
+//
+// (A signal no step awaits any more, to a full mailbox or to a run that
+// ended is an error: see Signal.)
 type SignalResult struct {
 	Outcome Outcome
 	// Step is the await the signal completed (OutcomeDelivered,
@@ -520,23 +508,18 @@ type SignalResult struct {
 	Dispatch *Dispatch
 	Workflow string
 	// Pending is the number of signals in the run's mailbox
-	// (OutcomeQueued), or its maximum (OutcomeMailboxFull).
+	// (OutcomeQueued).
 	Pending int
-	// Reason says why the signal was refused (OutcomeRefused).
-	Reason string
-	// RunStatus is the status of the run that ended (OutcomeEnded).
-	RunStatus RunStatus
 }
 
-var signalOutcomes = []Outcome{OutcomeDelivered, OutcomeRunSucceeded, OutcomeQueued, OutcomeDuplicate,
-	OutcomeRefused, OutcomeMailboxFull, OutcomeEnded}
+var signalOutcomes = []Outcome{OutcomeDelivered, OutcomeRunSucceeded, OutcomeQueued, OutcomeDuplicate}
 
 func signalResult(d decoded, err error) (SignalResult, error) {
 	if d, err = accept("signal", d, err, signalOutcomes); err != nil {
 		return SignalResult{}, err
 	}
 	return SignalResult{Outcome: d.Outcome, Step: d.Step, Task: d.Task, Dispatch: d.Dispatch, Workflow: d.Workflow,
-		Pending: d.Pending, Reason: d.Reason, RunStatus: d.RunStatus}, nil
+		Pending: d.Pending}, nil
 }
 
 // WaitResult is what Wait did. Its Outcome is one of:

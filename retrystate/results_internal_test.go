@@ -17,9 +17,9 @@ var everyOutcome = []Outcome{OutcomeOK, OutcomeGone, OutcomeEnded, OutcomeStale,
 // TestResultsRefuseOtherOutcomes: each operation's typed result takes the
 // outcomes that operation answers, and only those: a decoded reply with
 // any other (a script and its Go side that disagree) is an error wrapping
-// ErrUnexpectedReply, not a result the caller would misread. (Gone is
-// ErrRunNotFound, before the conversion, for the operations of a caller
-// that names the run.)
+// ErrUnexpectedReply, not a result the caller would misread. (The
+// refusals of cancel, operate, restore and signal are errors before the
+// conversion: TestRefusalsAreErrors.)
 func TestResultsRefuseOtherOutcomes(t *testing.T) {
 	t.Parallel()
 	ops := []struct {
@@ -39,11 +39,11 @@ func TestResultsRefuseOtherOutcomes(t *testing.T) {
 			func(d decoded, err error) error { _, err = releaseResult(d, err); return err }},
 		{"create", []Outcome{OutcomeCreated, OutcomeWaiting, OutcomeExists, OutcomeStale},
 			func(d decoded, err error) error { _, err = createResult(d, err); return err }},
-		{"cancel", []Outcome{OutcomeCancelled, OutcomeCompensating, OutcomeAlreadyCancelled, OutcomeRefused, OutcomeEnded},
+		{"cancel", []Outcome{OutcomeCancelled, OutcomeCompensating, OutcomeAlreadyCancelled},
 			func(d decoded, err error) error { _, err = cancelResult(d, err); return err }},
-		{"operate", []Outcome{OutcomeDispatch, OutcomeRunSucceeded, OutcomeWaiting, OutcomeRefused},
+		{"operate", []Outcome{OutcomeDispatch, OutcomeRunSucceeded, OutcomeWaiting},
 			func(d decoded, err error) error { _, err = operateResult(ActionRecover, d, err); return err }},
-		{"restore", []Outcome{OutcomeDispatch, OutcomeWaiting, OutcomeRefused},
+		{"restore", []Outcome{OutcomeDispatch, OutcomeWaiting},
 			func(d decoded, err error) error { _, err = restoreResult(d, err); return err }},
 		{"expire", []Outcome{OutcomeRunFailed, OutcomeNoop},
 			func(d decoded, err error) error { _, err = expireResult(d, err); return err }},
@@ -53,8 +53,7 @@ func TestResultsRefuseOtherOutcomes(t *testing.T) {
 			func(d decoded, err error) error { _, err = repairResult(d, err); return err }},
 		{"check", []Outcome{OutcomeDispatch, OutcomeAttention, OutcomeNoop, OutcomeRecheck, OutcomeCrashed},
 			func(d decoded, err error) error { _, err = checkResult(d, err); return err }},
-		{"signal", []Outcome{OutcomeDelivered, OutcomeRunSucceeded, OutcomeQueued, OutcomeDuplicate, OutcomeRefused,
-			OutcomeMailboxFull, OutcomeEnded},
+		{"signal", []Outcome{OutcomeDelivered, OutcomeRunSucceeded, OutcomeQueued, OutcomeDuplicate},
 			func(d decoded, err error) error { _, err = signalResult(d, err); return err }},
 		{"wait", []Outcome{OutcomeWaiting, OutcomeNext, OutcomeRunSucceeded, OutcomeRunFailed, OutcomeEarly, OutcomeNoop},
 			func(d decoded, err error) error { _, err = waitResult(d, err); return err }},
@@ -77,5 +76,32 @@ func TestResultsRefuseOtherOutcomes(t *testing.T) {
 		if err := op.convert(decoded{}, errUnknownOutcome); !errors.Is(err, errUnknownOutcome) {
 			t.Errorf("%s: a decoder's error: %v", op.op, err)
 		}
+	}
+}
+
+// TestRefusalsAreErrors: the outcomes a caller of cancel, operate, restore
+// or signal can only report are errors, which say why.
+func TestRefusalsAreErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		d    decoded
+		want error
+		is   error
+	}{
+		{decoded{Outcome: OutcomeGone}, ErrRunNotFound, ErrRunNotFound},
+		{decoded{Outcome: OutcomeRefused, Reason: "no"}, &RefusedError{Reason: "no"}, ErrRefused},
+		{decoded{Outcome: OutcomeEnded, RunStatus: StatusFailed}, &RunEndedError{Status: StatusFailed}, ErrRunEnded},
+		{decoded{Outcome: OutcomeMailboxFull, Pending: 100}, &MailboxFullError{Pending: 100}, ErrMailboxFull},
+	} {
+		d, err := refusal(c.d, nil)
+		if !errors.Is(err, c.want) || !errors.Is(err, c.is) || d.Outcome != "" {
+			t.Errorf("%s: %+v, %v; want %v", c.d.Outcome, d, err, c.want)
+		}
+	}
+	if errors.Is(&RefusedError{Reason: "a"}, &RefusedError{Reason: "b"}) {
+		t.Error("refusals for different reasons are the same error")
+	}
+	if d, err := refusal(decoded{Outcome: OutcomeQueued, Pending: 2}, nil); err != nil || d.Pending != 2 {
+		t.Errorf("queued: %+v, %v", d, err)
 	}
 }

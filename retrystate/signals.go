@@ -87,8 +87,9 @@ type SignalParams struct {
 // Signal delivers a signal to a run (lua/signal.lua): OutcomeDelivered (it
 // completed the waiting await; enqueue Dispatch), OutcomeRunSucceeded (it
 // completed the last step), OutcomeQueued (kept in the mailbox for a later
-// await), OutcomeDuplicate, OutcomeRefused (no step awaits it any more),
-// OutcomeMailboxFull or OutcomeEnded; ErrRunNotFound for an unknown run.
+// await) or OutcomeDuplicate. It returns ErrRunNotFound for an unknown
+// run, a *RefusedError when no step awaits the signal any more, a
+// *MailboxFullError and a *RunEndedError.
 // The caller checks the name, the payload and the ID (see the limits).
 func (s *Store) Signal(ctx context.Context, a SignalParams) (SignalResult, error) {
 	res, err := s.run(ctx, s.scripts.signal, signalLua{runArgs: s.runArgs(a.RunID, a.Now), Name: a.Name,
@@ -96,7 +97,7 @@ func (s *Store) Signal(ctx context.Context, a SignalParams) (SignalResult, error
 	if err != nil {
 		return SignalResult{}, fmt.Errorf("signal: %w", err)
 	}
-	return signalResult(notFound(decodeSignal(res)))
+	return signalResult(refusal(decodeSignal(res)))
 }
 
 // PendingSignals returns how many signals a run's mailbox holds.

@@ -550,23 +550,38 @@ type CancelParams struct {
 }
 
 // Cancel ends a pending or running run as cancelled (OutcomeCancelled). A
-// run cancelled before is OutcomeAlreadyCancelled, one that ended otherwise
-// OutcomeEnded. It returns ErrRunNotFound for an unknown run.
+// run cancelled before is OutcomeAlreadyCancelled. It returns
+// ErrRunNotFound for an unknown run, a *RunEndedError for one that ended
+// otherwise, and a *RefusedError for one the cancel does not apply to.
 func (s *Store) Cancel(ctx context.Context, a CancelParams) (CancelResult, error) {
 	res, err := s.run(ctx, s.scripts.cancel, cancelLua{runArgs: s.runArgs(a.RunID, a.Now), Actor: a.Actor,
 		Retention: a.Retention.Milliseconds(), Compensate: boolArg(a.Compensate)})
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel: %w", err)
 	}
-	return cancelResult(notFound(decodeCancel(res)))
+	return cancelResult(refusal(decodeCancel(res)))
 }
 
-// notFound turns OutcomeGone into ErrRunNotFound.
-func notFound(r decoded, err error) (decoded, error) {
-	if err == nil && r.Outcome == OutcomeGone {
-		return decoded{}, ErrRunNotFound
+// refusal turns the outcomes an action's caller can only report into
+// errors: OutcomeGone into ErrRunNotFound, OutcomeRefused into a
+// *RefusedError, OutcomeEnded into a *RunEndedError and OutcomeMailboxFull
+// into a *MailboxFullError.
+func refusal(d decoded, err error) (decoded, error) {
+	if err != nil {
+		return decoded{}, err
 	}
-	return r, err
+	switch d.Outcome {
+	case OutcomeGone:
+		return decoded{}, ErrRunNotFound
+	case OutcomeRefused:
+		return decoded{}, &RefusedError{Reason: d.Reason}
+	case OutcomeEnded:
+		return decoded{}, &RunEndedError{Status: d.RunStatus}
+	case OutcomeMailboxFull:
+		return decoded{}, &MailboxFullError{Pending: d.Pending}
+	default:
+		return d, nil
+	}
 }
 
 // Renewal is the answer to a fence renewal.

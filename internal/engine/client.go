@@ -543,9 +543,22 @@ func checkID(id string) error {
 	return nil
 }
 
-func mapNotFound(id string, err error) error {
+// mapStoreError turns the store's errors about run id that the client
+// reports into the client's: ErrRunNotFound, and the refusals of an action
+// (retrystate.RefusedError, RunEndedError, MailboxFullError) into
+// ErrActionRefused, ErrRunFinished and ErrMailboxFull with what they say.
+func mapStoreError(id string, err error) error {
 	if errors.Is(err, retrystate.ErrRunNotFound) {
 		return fmt.Errorf("%w: %s", core.ErrRunNotFound, id)
+	}
+	if refused, ok := errors.AsType[*retrystate.RefusedError](err); ok {
+		return fmt.Errorf("%w: %s", core.ErrActionRefused, refused.Reason)
+	}
+	if ended, ok := errors.AsType[*retrystate.RunEndedError](err); ok {
+		return fmt.Errorf("%w: run %s is %s", core.ErrRunFinished, id, ended.Status)
+	}
+	if full, ok := errors.AsType[*retrystate.MailboxFullError](err); ok {
+		return fmt.Errorf("%w: run %s keeps %d signals for awaits it has not reached", core.ErrMailboxFull, id, full.Pending)
 	}
 	return err
 }
@@ -566,7 +579,7 @@ func (c *Client) Get(ctx context.Context, id string) (*core.Run, error) {
 				return run, qerr
 			}
 		}
-		return nil, mapNotFound(id, err)
+		return nil, mapStoreError(id, err)
 	}
 	return core.RunFromRecord(rec), nil
 }
@@ -616,7 +629,7 @@ func (c *Client) Events(ctx context.Context, id string) ([]core.Event, error) {
 	}
 	entries, err := c.store.Journal(ctx, id)
 	if err != nil {
-		return nil, mapNotFound(id, err)
+		return nil, mapStoreError(id, err)
 	}
 	out := make([]core.Event, len(entries))
 	for i, e := range entries {
@@ -663,18 +676,12 @@ func (c *Client) Cancel(ctx context.Context, id string, opts *ActionOptions) (*c
 	res, err := c.store.Cancel(ctx, retrystate.CancelParams{RunID: id, Actor: who, Compensate: compensate,
 		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, mapNotFound(id, err)
+		return nil, mapStoreError(id, err)
 	}
-	switch res.Outcome {
-	case retrystate.OutcomeRefused:
-		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
-	case retrystate.OutcomeCancelled, retrystate.OutcomeAlreadyCancelled:
-	case retrystate.OutcomeCompensating:
+	if res.Outcome == retrystate.OutcomeCompensating {
 		c.disp.Stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
 		c.log.Info("run cancelled; its compensations run", core.AttrRunID, id, core.AttrActor, who)
 		return c.Get(ctx, id)
-	default:
-		return nil, fmt.Errorf("%w: run %s is %s", core.ErrRunFinished, id, res.RunStatus)
 	}
 	if res.Outcome == retrystate.OutcomeCancelled {
 		c.disp.Stop(c.log.With(core.AttrRunID, id), res.Task, res.StepStatus)
@@ -820,7 +827,7 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 	res, err := c.store.Operate(ctx, retrystate.OperateParams{RunID: id, Action: action, Step: step, Actor: who,
 		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, mapNotFound(id, err)
+		return nil, mapStoreError(id, err)
 	}
 	return c.applied(ctx, id, action, who, res)
 }
@@ -830,9 +837,6 @@ func (c *Client) operate(ctx context.Context, id, action, step string, opts *Act
 // run goes on with and returns the run as the action left it.
 func (c *Client) applied(ctx context.Context, id, action, who string, res retrystate.OperateResult) (*core.Run, error) {
 	log := c.log.With(core.AttrRunID, id, core.AttrActor, who, "action", action)
-	if res.Outcome == retrystate.OutcomeRefused {
-		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
-	}
 	// The run as the action left it, read before its task is enqueued: a
 	// quick step could otherwise have run, or the run ended, in between.
 	run, err := c.Get(ctx, id)

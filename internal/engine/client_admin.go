@@ -44,7 +44,7 @@ func (c *Client) Restore(ctx context.Context, id, fromStep string, opts *ActionO
 	res, err := c.store.Restore(ctx, retrystate.RestoreParams{RunID: id, FromStep: fromStep, Actor: who,
 		Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, mapNotFound(id, err)
+		return nil, mapStoreError(id, err)
 	}
 	return c.applied(ctx, id, ActionRestore, who, retrystate.OperateResult(res))
 }

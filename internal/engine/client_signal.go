@@ -72,16 +72,10 @@ func (c *Client) signal(ctx context.Context, runID, name string, raw json.RawMes
 	res, err := c.store.Signal(ctx, retrystate.SignalParams{RunID: runID, Name: name, Payload: string(raw), ID: id,
 		Retention: c.cfg.Retention, Now: c.cfg.Clock.Now()})
 	if err != nil {
-		return nil, mapNotFound(runID, err)
+		return nil, mapStoreError(runID, err)
 	}
 	log := c.log.With(core.AttrRunID, runID, "signal", name, core.AttrActor, who)
 	switch res.Outcome {
-	case retrystate.OutcomeEnded:
-		return nil, fmt.Errorf("%w: run %s is %s", core.ErrRunFinished, runID, res.RunStatus)
-	case retrystate.OutcomeRefused:
-		return nil, fmt.Errorf("%w: %s", core.ErrActionRefused, res.Reason)
-	case retrystate.OutcomeMailboxFull:
-		return nil, fmt.Errorf("%w: run %s keeps %d signals for awaits it has not reached", core.ErrMailboxFull, runID, res.Pending)
 	case retrystate.OutcomeDuplicate:
 		log.Info("signal received before (same ID); nothing done")
 		return &core.SignalResult{Outcome: core.SignalDuplicate}, nil

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// AuditMaxLen is the approximate number of entries the audit stream keeps.
-const AuditMaxLen = 10000
+// auditMaxLen is the approximate number of entries the audit stream keeps.
+const auditMaxLen = 10000
 
 // ActionRestore is the action of Restore, as journaled and audited.
 const ActionRestore = "restore"
@@ -34,7 +34,7 @@ type RestoreParams struct {
 // apply to.
 func (s *Store) Restore(ctx context.Context, a RestoreParams) (RestoreResult, error) {
 	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(a.RunID, a.Now), Audit: s.keys.audit(),
-		FromStep: a.FromStep, Actor: a.Actor, AuditMaxLen: AuditMaxLen})
+		FromStep: a.FromStep, Actor: a.Actor, AuditMaxLen: auditMaxLen})
 	if err != nil {
 		return RestoreResult{}, fmt.Errorf("restore: %w", err)
 	}
@@ -56,10 +56,10 @@ type AuditEntry struct {
 }
 
 // AppendAudit appends an entry to the audit stream (trimmed to about
-// AuditMaxLen entries) and returns its ID.
+// auditMaxLen entries) and returns its ID.
 func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) (string, error) {
 	return s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: s.keys.audit(), MaxLen: AuditMaxLen, Approx: true,
+		Stream: s.keys.audit(), MaxLen: auditMaxLen, Approx: true,
 		Values: []any{"at", ms(e.At), "actor", e.Actor, "action", e.Action, "run", e.RunID,
 			"workflow", e.Workflow, "owner", e.Owner, "step", e.Step, "detail", e.Detail},
 	}).Result()

@@ -24,7 +24,7 @@ func (s *Store) fillCompact(ctx context.Context, id string, h map[string]string)
 	if sha == "" || h["steps"] != "" {
 		return nil // not compact
 	}
-	t, err := s.Template(ctx, sha)
+	t, err := s.template(ctx, sha)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Store) fillCompactHeads(ctx context.Context, heads []map[string]string)
 		if h["def"] == "" || h["steps"] != "" {
 			continue
 		}
-		t, err := s.Template(ctx, h["def"])
+		t, err := s.template(ctx, h["def"])
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 // template: the fixed fields every run of it starts with (the steps' names,
 // policies and limits, their compensations and groups, the run's limits),
 // named as in the run hash, in the hash cairn:{q}:def:<sha>, where sha is
-// the sha256 of the template (DefinitionSHA); and the version (that sha) in
+// the sha256 of the template (definitionSHA); and the version (that sha) in
 // defv. A template never changes (a changed definition is another sha) and
 // is never deleted: runs of any age refer to theirs (the run field def),
 // and there is one per definition version, not per run.
@@ -33,11 +33,11 @@ import (
 // fills them back from the template (fillCompact), so a finished run keeps
 // only what is its own.
 
-// TemplateFields returns the fixed fields create.lua writes for a run r
+// templateFields returns the fixed fields create.lua writes for a run r
 // (from its steps, limits, compensations, groups and on_failure; not its
 // ID, input, owner, key, gates or times), named as in the run hash: the
 // template of r's definition.
-func TemplateFields(r NewRun) map[string]string {
+func templateFields(r NewRun) map[string]string {
 	t := map[string]string{
 		"steps":          strconv.Itoa(len(r.Steps)),
 		"max_iterations": strconv.Itoa(r.MaxIterations),
@@ -92,9 +92,9 @@ func TemplateFields(r NewRun) map[string]string {
 
 func stepPrefix(idx int) string { return "s" + strconv.Itoa(idx) + "." }
 
-// DefinitionSHA returns the version of a template: the sha256, in hex, of
+// definitionSHA returns the version of a template: the sha256, in hex, of
 // its fields sorted by name, each name and value preceded by its length.
-func DefinitionSHA(template map[string]string) string {
+func definitionSHA(template map[string]string) string {
 	names := make([]string, 0, len(template))
 	for k := range template {
 		names = append(names, k)
@@ -114,7 +114,7 @@ type PublishedDefinition struct {
 	// JSON is the definition's snapshot, as clients read it.
 	JSON string
 	// Run holds the fixed part of the definition's runs: RunTimeout,
-	// MaxIterations, Steps and Compensate (TemplateFields); its other
+	// MaxIterations, Steps and Compensate (templateFields); its other
 	// fields are not used.
 	Run NewRun
 }
@@ -141,8 +141,8 @@ func (s *Store) publishDefinitions(ctx context.Context, defs []PublishedDefiniti
 	}
 	pipe := s.rdb.TxPipeline()
 	for _, d := range defs {
-		t := TemplateFields(d.Run)
-		sha := DefinitionSHA(t)
+		t := templateFields(d.Run)
+		sha := definitionSHA(t)
 		versions[d.Name] = sha
 		vals := make([]any, 0, 2*len(t))
 		for k, v := range t {
@@ -173,7 +173,7 @@ type DefinitionVersion struct {
 	// SHA is its version, which names its template; "" when it was
 	// published by a worker that published no versions (before templates).
 	SHA string
-	// Template is the template SHA names (TemplateFields); nil without
+	// Template is the template SHA names (templateFields); nil without
 	// SHA. It must not be changed.
 	Template map[string]string
 }
@@ -194,7 +194,7 @@ func (s *Store) PublishedDefinition(ctx context.Context, name string) (Definitio
 	if v.SHA == "" {
 		return v, nil
 	}
-	t, err := s.Template(ctx, v.SHA)
+	t, err := s.template(ctx, v.SHA)
 	if err != nil {
 		return DefinitionVersion{}, err
 	}
@@ -205,10 +205,10 @@ func (s *Store) PublishedDefinition(ctx context.Context, name string) (Definitio
 	return v, nil
 }
 
-// Template returns the template of definition version sha (nil when there
+// template returns the template of definition version sha (nil when there
 // is none). Templates never change, so the store keeps those it has read.
 // The map must not be changed.
-func (s *Store) Template(ctx context.Context, sha string) (map[string]string, error) {
+func (s *Store) template(ctx context.Context, sha string) (map[string]string, error) {
 	if t, ok := s.templates.Load(sha); ok {
 		return t.(map[string]string), nil //nolint:forcetypeassert // only maps are stored
 	}
@@ -232,7 +232,7 @@ func (s *Store) CreatedRun(r NewRun, res CreateResult) *Run {
 	if r.Template != nil {
 		maps.Copy(h, r.Template)
 	} else {
-		maps.Copy(h, TemplateFields(r))
+		maps.Copy(h, templateFields(r))
 	}
 	now := strconv.FormatInt(ms(r.Now), 10)
 	idemKey := ""
@@ -276,7 +276,7 @@ func (s *Store) CreatedRun(r NewRun, res CreateResult) *Run {
 }
 
 // newStepFields are the fields create.lua gives every step, but its fixed
-// ones (TemplateFields).
+// ones (templateFields).
 var newStepFields = map[string]string{"status": string(StepPending), "attempt": "0", "budget_base": "0",
 	"retry_attempts": "0", "retry_state": string(RetryNone), "next_attempt_at": "0", "attempts_started": "0",
 	"crashes": "0", "gen": "0", "task": "", "fence": "", "fence_expires_at": "0", "last_error": "",

@@ -42,7 +42,7 @@ var (
 	ErrMailboxFull = errors.New("mailbox full")
 )
 
-// RefusedError is an action a script refused (OutcomeRefused), and why. It
+// RefusedError is an action a script refused (outcomeRefused), and why. It
 // is ErrRefused, and any RefusedError with the same reason, for errors.Is.
 type RefusedError struct {
 	Reason string
@@ -78,7 +78,7 @@ func (e *RunEndedError) Is(target error) bool {
 }
 
 // MailboxFullError is a signal to a run whose mailbox is full
-// (OutcomeMailboxFull): it holds Pending signals, its maximum. It is
+// (outcomeMailboxFull): it holds Pending signals, its maximum. It is
 // ErrMailboxFull, and any MailboxFullError with the same Pending, for
 // errors.Is.
 type MailboxFullError struct {

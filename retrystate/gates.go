@@ -74,8 +74,8 @@ func SplitOrderingKey(stored string) (key, owner string, shared bool) {
 // WorkflowGate names the gate of a workflow's max_running.
 func WorkflowGate(workflow string) string { return gateWorkflow + workflow }
 
-// MaxHeldBy bounds Run.HeldBy.
-const MaxHeldBy = 10
+// maxHeldBy bounds Run.HeldBy.
+const maxHeldBy = 10
 
 // waitGate is the gate whose line the run waits in.
 func (r *Run) waitGate() string {
@@ -146,23 +146,6 @@ func (s *Store) RepairGates(ctx context.Context, now time.Time, limit int) (Gate
 		rep.Started += started
 	}
 	return rep, nil
-}
-
-// CountWaiting counts the runs waiting for each reason (idx:waiting:<reason>).
-func (s *Store) CountWaiting(ctx context.Context) (map[WaitReason]int64, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make(map[WaitReason]*redis.IntCmd, len(WaitReasons))
-	for _, r := range WaitReasons {
-		cmds[r] = pipe.ZCard(ctx, s.keys.waiting(r))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("count waiting runs: %w", err)
-	}
-	out := make(map[WaitReason]int64, len(cmds))
-	for r, c := range cmds {
-		out[r] = c.Val()
-	}
-	return out, nil
 }
 
 // RunHeads reads runs by ID without their steps, in order, leaving out the

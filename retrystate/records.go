@@ -73,7 +73,7 @@ type Run struct {
 	Waiting  WaitReason
 	Position int
 	// HeldBy, for a run waiting in its ordering key's line, are the runs
-	// that hold the line's slots, oldest first, at most MaxHeldBy (set by
+	// that hold the line's slots, oldest first, at most 10 (set by
 	// Store.Run only): a failed run that blocks the key is one of them.
 	HeldBy []string
 	// OnFailure is "compensate" for a run whose failure runs its

@@ -534,8 +534,8 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 		cmds[i] = pipe.ZCard(ctx, s.keys.byStatus(st))
 	}
 	attention := pipe.ZCard(ctx, s.keys.attention())
-	waiting := make([]*redis.IntCmd, len(WaitReasons))
-	for i, r := range WaitReasons {
+	waiting := make([]*redis.IntCmd, len(waitReasons))
+	for i, r := range waitReasons {
 		waiting[i] = pipe.ZCard(ctx, s.keys.waiting(r))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -546,7 +546,7 @@ func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
 		out[string(st)] = cmds[i].Val()
 	}
 	out["needs_attention"] = attention.Val()
-	for i, r := range WaitReasons {
+	for i, r := range waitReasons {
 		out["waiting:"+string(r)] = waiting[i].Val()
 	}
 	return out, nil

@@ -106,9 +106,9 @@ const (
 	// OutcomeCrashed (repair's check, Store.CheckTasks): the step runs
 	// under an expired fence: its worker died (Store.Redispatch).
 	OutcomeCrashed Outcome = "crashed"
-	// OutcomeRefused (operate, restore, signal): the action does not apply
+	// outcomeRefused (operate, restore, signal): the action does not apply
 	// to the run in its state (Reason); nothing written.
-	OutcomeRefused Outcome = "refused"
+	outcomeRefused Outcome = "refused"
 
 	// Signals and timers.
 
@@ -136,9 +136,9 @@ const (
 	// OutcomeDuplicate (signal): the run received a signal with this ID
 	// before; nothing written.
 	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeMailboxFull (signal, word "full"): the run's mailbox holds
+	// outcomeMailboxFull (signal, word "full"): the run's mailbox holds
 	// Pending signals, its maximum; nothing written.
-	OutcomeMailboxFull Outcome = "full"
+	outcomeMailboxFull Outcome = "full"
 	// OutcomeSnoozed: the step runs again after its snooze (snooze.lua);
 	// Dispatch is its next visit (same attempt, the next gen, DueAt).
 	OutcomeSnoozed Outcome = "snoozed"
@@ -225,7 +225,7 @@ type decoded struct {
 	// OutcomeRunSucceeded of a signal).
 	Step string
 	// Pending is the number of signals in the run's mailbox
-	// (OutcomeQueued), or its maximum (OutcomeMailboxFull).
+	// (OutcomeQueued), or its maximum (outcomeMailboxFull).
 	Pending int
 	// Position is a waiting run's place in its gate's line, from 1
 	// (OutcomeWaiting of create, operate, restore).
@@ -686,10 +686,10 @@ func decodeSignal(res []string) (decoded, error) {
 		r.want(1)
 		return r.result(decoded{Outcome: OutcomeDuplicate})
 	case "refused":
-		return decodeReason(r, OutcomeRefused)
+		return decodeReason(r, outcomeRefused)
 	case "full":
 		r.want(2)
-		return r.result(decoded{Outcome: OutcomeMailboxFull, Pending: r.integer(replyField)})
+		return r.result(decoded{Outcome: outcomeMailboxFull, Pending: r.integer(replyField)})
 	case "ended":
 		r.want(2)
 		return r.result(decoded{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
@@ -869,7 +869,7 @@ func decodeCancel(res []string) (decoded, error) {
 		r.want(2)
 		return r.result(decoded{Outcome: OutcomeAlreadyCancelled, RunStatus: RunStatus(r.str(replyField))})
 	case "refused":
-		return decodeReason(r, OutcomeRefused)
+		return decodeReason(r, outcomeRefused)
 	case "ended":
 		r.want(2)
 		return r.result(decoded{Outcome: OutcomeEnded, RunStatus: RunStatus(r.str(replyField))})
@@ -964,7 +964,7 @@ func decodeAction(res []string, op string) (decoded, error) {
 		r.want(1)
 		return r.result(decoded{Outcome: OutcomeRunSucceeded})
 	case "refused":
-		return decodeReason(r, OutcomeRefused)
+		return decodeReason(r, outcomeRefused)
 	case "waiting":
 		return decodeWaiting(r)
 	case "gone":

@@ -10,8 +10,8 @@ import (
 var everyOutcome = []Outcome{OutcomeOK, OutcomeGone, OutcomeEnded, OutcomeStale, OutcomeBusy, OutcomeDeferred,
 	OutcomeEarly, OutcomeRunFailed, OutcomeCreated, OutcomeExists, OutcomeNext, OutcomeInline, OutcomeRunSucceeded,
 	OutcomeFenced, OutcomeDone, OutcomeRetry, OutcomeReleased, OutcomeCancelled, OutcomeAlreadyCancelled,
-	OutcomeDispatch, OutcomeAttention, OutcomeNoop, OutcomeRecheck, OutcomeCrashed, OutcomeRefused, OutcomeWait,
-	OutcomeWake, OutcomeWaiting, OutcomeDelivered, OutcomeQueued, OutcomeDuplicate, OutcomeMailboxFull,
+	OutcomeDispatch, OutcomeAttention, OutcomeNoop, OutcomeRecheck, OutcomeCrashed, outcomeRefused, OutcomeWait,
+	OutcomeWake, OutcomeWaiting, OutcomeDelivered, OutcomeQueued, OutcomeDuplicate, outcomeMailboxFull,
 	OutcomeSnoozed, OutcomeGoto, OutcomeCompensated, OutcomeCompensating}
 
 // TestResultsRefuseOtherOutcomes: each operation's typed result takes the
@@ -89,9 +89,9 @@ func TestRefusalsAreErrors(t *testing.T) {
 		is   error
 	}{
 		{decoded{Outcome: OutcomeGone}, ErrRunNotFound, ErrRunNotFound},
-		{decoded{Outcome: OutcomeRefused, Reason: "no"}, &RefusedError{Reason: "no"}, ErrRefused},
+		{decoded{Outcome: outcomeRefused, Reason: "no"}, &RefusedError{Reason: "no"}, ErrRefused},
 		{decoded{Outcome: OutcomeEnded, RunStatus: StatusFailed}, &RunEndedError{Status: StatusFailed}, ErrRunEnded},
-		{decoded{Outcome: OutcomeMailboxFull, Pending: 100}, &MailboxFullError{Pending: 100}, ErrMailboxFull},
+		{decoded{Outcome: outcomeMailboxFull, Pending: 100}, &MailboxFullError{Pending: 100}, ErrMailboxFull},
 	} {
 		d, err := refusal(c.d, nil)
 		if !errors.Is(err, c.want) || !errors.Is(err, c.is) || d.Outcome != "" {

@@ -149,7 +149,7 @@ func fresh(names ...string) *world {
 const tDef = "D1"
 
 // templateRun is a run of the named steps as fresh seeds them, for its
-// template (TemplateFields).
+// template (templateFields).
 func templateRun(names ...string) NewRun {
 	r := NewRun{}
 	for _, name := range names {
@@ -163,7 +163,7 @@ func templateRun(names ...string) NewRun {
 // sha (keys.go's definition).
 func (w *world) template(sha string, names ...string) *world {
 	args := []any{"HSET", tk.definition(sha)}
-	for k, v := range TemplateFields(templateRun(names...)) {
+	for k, v := range templateFields(templateRun(names...)) {
 		args = append(args, k, v)
 	}
 	return w.do(args...)

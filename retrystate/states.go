@@ -158,5 +158,5 @@ const (
 	WaitTimer WaitReason = "timer"
 )
 
-// WaitReasons lists every wait reason.
-var WaitReasons = []WaitReason{WaitOrderingKey, WaitWorkflowLimit, WaitSignal, WaitTimer}
+// waitReasons lists every wait reason.
+var waitReasons = []WaitReason{WaitOrderingKey, WaitWorkflowLimit, WaitSignal, WaitTimer}

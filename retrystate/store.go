@@ -31,12 +31,6 @@ func New(rdb redis.UniversalClient, queue string) *Store {
 	return &Store{rdb: rdb, keys: newKeys(queue), scripts: loadScripts()}
 }
 
-// Queue returns the queue name the store works on.
-func (s *Store) Queue() string { return s.keys.queue }
-
-// Redis returns the client the store uses.
-func (s *Store) Redis() redis.UniversalClient { return s.rdb }
-
 // runArgs returns the run-level arguments of a script acting on run runID
 // (args.go).
 func (s *Store) runArgs(runID string, now time.Time) runArgs {
@@ -93,8 +87,9 @@ type NewRun struct {
 	IdempotencyKey string // "" for none
 	Input          string // JSON
 	// Def is the version of the workflow's definition the run refers to
-	// (DefinitionSHA of its template; "" for none). With Def, the create
-	// is refused (OutcomeStale) when another version is published.
+	// (DefinitionVersion.SHA, which names its template; "" for none). With
+	// Def, the create is refused (OutcomeStale) when another version is
+	// published.
 	Def string
 	// Template, when set (with Def), is the template Def names
 	// (PublishedDefinition): the script copies the run's fixed fields from
@@ -563,8 +558,8 @@ func (s *Store) Cancel(ctx context.Context, a CancelParams) (CancelResult, error
 }
 
 // refusal turns the outcomes an action's caller can only report into
-// errors: OutcomeGone into ErrRunNotFound, OutcomeRefused into a
-// *RefusedError, OutcomeEnded into a *RunEndedError and OutcomeMailboxFull
+// errors: OutcomeGone into ErrRunNotFound, outcomeRefused into a
+// *RefusedError, OutcomeEnded into a *RunEndedError and outcomeMailboxFull
 // into a *MailboxFullError.
 func refusal(d decoded, err error) (decoded, error) {
 	if err != nil {
@@ -573,11 +568,11 @@ func refusal(d decoded, err error) (decoded, error) {
 	switch d.Outcome {
 	case OutcomeGone:
 		return decoded{}, ErrRunNotFound
-	case OutcomeRefused:
+	case outcomeRefused:
 		return decoded{}, &RefusedError{Reason: d.Reason}
 	case OutcomeEnded:
 		return decoded{}, &RunEndedError{Status: d.RunStatus}
-	case OutcomeMailboxFull:
+	case outcomeMailboxFull:
 		return decoded{}, &MailboxFullError{Pending: d.Pending}
 	default:
 		return d, nil
@@ -636,7 +631,7 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 		rank := pipe.ZRank(ctx, s.keys.gateWait(g), id)
 		var held *redis.StringSliceCmd
 		if r.Waiting == WaitOrderingKey {
-			held = pipe.ZRange(ctx, s.keys.gateAdmitted(g), 0, MaxHeldBy-1)
+			held = pipe.ZRange(ctx, s.keys.gateAdmitted(g), 0, maxHeldBy-1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("read run: %w", err)

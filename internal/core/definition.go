@@ -268,7 +268,7 @@ func (d *Definition) resolve(global Policy) Snapshot {
 
 // RunTemplate returns the fixed part of a run of the snapshot: its limits,
 // steps (with their compensations and groups) and on_failure, from which
-// the run's fixed fields are made (retrystate.TemplateFields).
+// the run's fixed fields are made (by retrystate).
 func (s Snapshot) RunTemplate() (retrystate.NewRun, error) {
 	nr := retrystate.NewRun{Workflow: s.Name, RunTimeout: s.Policy.RunTimeout, MaxIterations: s.Policy.MaxIterations,
 		MaxRunning: s.MaxRunning, Compensate: s.OnFailure == FailureCompensate}

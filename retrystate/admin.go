@@ -13,34 +13,6 @@ import (
 // auditMaxLen is the approximate number of entries the audit stream keeps.
 const auditMaxLen = 10000
 
-// ActionRestore is the action of Restore, as journaled and audited.
-const ActionRestore = "restore"
-
-// RestoreParams asks to reopen a finished run (lua/restore.lua).
-type RestoreParams struct {
-	RunID string
-	// FromStep is the step the run starts again from.
-	FromStep string
-	// Actor is who restores, as journaled and audited.
-	Actor string
-	Now   time.Time
-}
-
-// Restore reopens a finished run from the checkpoint before step FromStep:
-// earlier steps keep their outputs, FromStep and later steps start afresh,
-// and FromStep is dispatched (see lua/restore.lua). The restore is recorded
-// in the audit stream with Actor. It returns ErrRunNotFound for an unknown
-// run and a *RefusedError, with the reason, for a run or step it does not
-// apply to.
-func (s *Store) Restore(ctx context.Context, a RestoreParams) (RestoreResult, error) {
-	res, err := s.run(ctx, s.scripts.restore, restoreLua{runArgs: s.runArgs(a.RunID, a.Now), Audit: s.keys.audit(),
-		FromStep: a.FromStep, Actor: a.Actor, AuditMaxLen: auditMaxLen})
-	if err != nil {
-		return RestoreResult{}, fmt.Errorf("restore: %w", err)
-	}
-	return restoreResult(refusal(decodeAction(res, ActionRestore)))
-}
-
 // AuditEntry is one entry of the queue's audit stream: an administrator's
 // action.
 type AuditEntry struct {

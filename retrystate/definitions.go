@@ -281,3 +281,35 @@ var newStepFields = map[string]string{"status": string(StepPending), "attempt": 
 	"retry_attempts": "0", "retry_state": string(RetryNone), "next_attempt_at": "0", "attempts_started": "0",
 	"crashes": "0", "gen": "0", "task": "", "fence": "", "fence_expires_at": "0", "last_error": "",
 	"last_error_class": "", "output": "", "started_at": "0", "finished_at": "0"}
+
+// RegisterDefinitions publishes workflow definitions (name -> JSON) so that
+// clients without the workflow code (the CLI, the dashboard) can start runs,
+// as workers did before definitions had versions: without a version or a
+// template, so the runs started from them carry their fixed fields
+// themselves and are never compacted. Workers publish with
+// PublishDefinitions.
+func (s *Store) RegisterDefinitions(ctx context.Context, defs map[string]string) error {
+	if len(defs) == 0 {
+		return nil
+	}
+	vals := make([]any, 0, 2*len(defs))
+	for name, def := range defs {
+		vals = append(vals, name, def)
+	}
+	return s.rdb.HSet(ctx, s.keys.definitions(), vals...).Err()
+}
+
+// Definition returns the registered definition JSON of a workflow, or
+// ErrUnknownWorkflow.
+func (s *Store) Definition(ctx context.Context, name string) (string, error) {
+	def, err := s.rdb.HGet(ctx, s.keys.definitions(), name).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("%w %q", ErrUnknownWorkflow, name)
+	}
+	return def, err
+}
+
+// Definitions returns every registered definition, by workflow name.
+func (s *Store) Definitions(ctx context.Context) (map[string]string, error) {
+	return s.rdb.HGetAll(ctx, s.keys.definitions()).Result()
+}

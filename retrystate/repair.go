@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// The reconciler's repairs: Redispatch (a crashed attempt), RepairTask (a
+// task in trouble) and CheckTasks (the check, and repair, of many runs'
+// tasks at once).
 
 // RedispatchParams asks to repair the attempt of a run whose fence expired
 // (lua/redispatch.lua).
@@ -33,6 +37,47 @@ func (s *Store) Redispatch(ctx context.Context, a RedispatchParams) (RedispatchR
 		return RedispatchResult{}, fmt.Errorf("redispatch: %w", err)
 	}
 	return redispatchResult(decodeRedispatch(res))
+}
+
+// RedispatchResult is what Redispatch did. Its Outcome is one of:
+//
+//   - OutcomeDispatch: the crash was counted (Crashes, on the step) and the
+//     attempt resumes as Dispatch, of a run of Workflow: enqueue it.
+//   - OutcomeRunFailed: the crash spent the step's crash budget: the run
+//     failed (RunFailure).
+//   - OutcomeAttention: the run was repaired too often and is left to an
+//     operator (Reason).
+//   - OutcomeNoop: nothing to do (Reason).
+type RedispatchResult struct {
+	Outcome Outcome
+	// Kind names the repair, "crashed_attempt" (OutcomeDispatch,
+	// OutcomeRunFailed, OutcomeAttention).
+	Kind string
+	// Dispatch is the resumed attempt's, of a run of Workflow
+	// (OutcomeDispatch).
+	Dispatch *Dispatch
+	Workflow string
+	// Crashes counted on the step (OutcomeDispatch).
+	Crashes int
+	// RunFailure is the run's failure (OutcomeRunFailed).
+	RunFailure
+	// Reason says why the run needs attention (OutcomeAttention) or why
+	// nothing was done (OutcomeNoop).
+	Reason string
+}
+
+var redispatchOutcomes = []Outcome{OutcomeDispatch, OutcomeRunFailed, OutcomeAttention, OutcomeNoop}
+
+func redispatchResult(d decoded, err error) (RedispatchResult, error) {
+	if d, err = accept("redispatch", d, err, redispatchOutcomes); err != nil {
+		return RedispatchResult{}, err
+	}
+	r := RedispatchResult{Outcome: d.Outcome, Kind: d.Kind, Dispatch: d.Dispatch, Workflow: d.Workflow,
+		Crashes: d.Crashes, RunFailure: d.failure()}
+	if d.Outcome != OutcomeRunFailed {
+		r.Reason = d.Reason // (a failure's reason is RunFailure.Reason)
+	}
+	return r, nil
 }
 
 // TaskTrouble is what the caller of RepairTask found wrong with a task.
@@ -84,6 +129,38 @@ func (s *Store) RepairTask(ctx context.Context, a RepairParams) (RepairResult, e
 	return rp, err
 }
 
+// RepairResult is what RepairTask did. Its Outcome is one of:
+//
+//   - OutcomeDispatch: the step got a task that will be delivered:
+//     Next.Dispatch, of a run of Workflow, whose task the script wrote
+//     (Next.Enqueued). Kind names the repair: task_missing,
+//     retry_task_missing, wake_task_missing, task_archived or
+//     stalled_delivery.
+//   - OutcomeAttention: the run was repaired too often and is left to an
+//     operator (Reason).
+//   - OutcomeNoop: nothing to do (Reason).
+type RepairResult struct {
+	Outcome Outcome
+	// Kind names the repair (OutcomeDispatch).
+	Kind string
+	// Next is the repaired step's dispatch, of a run of Workflow
+	// (OutcomeDispatch).
+	Next
+	Workflow string
+	// Reason says why the run needs attention (OutcomeAttention) or why
+	// nothing was done (OutcomeNoop).
+	Reason string
+}
+
+var repairOutcomes = []Outcome{OutcomeDispatch, OutcomeAttention, OutcomeNoop}
+
+func repairResult(d decoded, err error) (RepairResult, error) {
+	if d, err = accept("repair task", d, err, repairOutcomes); err != nil {
+		return RepairResult{}, err
+	}
+	return RepairResult{Outcome: d.Outcome, Kind: d.Kind, Next: d.next(), Workflow: d.Workflow, Reason: d.Reason}, nil
+}
+
 // registerAsynqQueue lists the queue in asynq:queues, as asynq's own
 // enqueue does, for the scripts that write asynq's tasks directly: asynq's
 // Inspector (GetTaskInfo, DeleteTask) finds no task of a queue not listed
@@ -111,6 +188,29 @@ type Check struct {
 	RunID  string
 	Result CheckResult
 	Err    error
+}
+
+// CheckResult is what CheckTasks found and did for one run: a
+// RepairResult's outcomes, and two more:
+//
+//   - OutcomeRecheck: the step was written within the grace, its task may
+//     be on its way; look again at RecheckAt.
+//   - OutcomeCrashed: the step runs under an expired fence: its worker
+//     died (Store.Redispatch).
+type CheckResult struct {
+	RepairResult
+	// RecheckAt is when to look at the run again (OutcomeRecheck).
+	RecheckAt time.Time
+}
+
+var checkOutcomes = append(slices.Clip(repairOutcomes), OutcomeRecheck, OutcomeCrashed)
+
+func checkResult(d decoded, err error) (CheckResult, error) {
+	if d, err = accept("check task", d, err, checkOutcomes); err != nil {
+		return CheckResult{}, err
+	}
+	return CheckResult{RepairResult: RepairResult{Outcome: d.Outcome, Kind: d.Kind, Next: d.next(),
+		Workflow: d.Workflow, Reason: d.Reason}, RecheckAt: d.RecheckAt}, nil
 }
 
 // CheckTasks checks, for each run, that the task its current step waits
@@ -234,320 +334,4 @@ func isScriptError(err error) bool {
 // the server's cache, and the call ran nothing.
 func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
-}
-
-// ExpireParams asks to fail a run past its deadline (lua/timeout.lua).
-type ExpireParams struct {
-	RunID string
-	// Retention of the run once it failed.
-	Retention time.Duration
-	Now       time.Time
-}
-
-// ExpireDeadline fails a run that passed its deadline with run_timeout
-// (OutcomeRunFailed, kind deadline).
-func (s *Store) ExpireDeadline(ctx context.Context, a ExpireParams) (ExpireResult, error) {
-	res, err := s.run(ctx, s.scripts.timeout, timeoutLua{runArgs: s.runArgs(a.RunID, a.Now),
-		Retention: a.Retention.Milliseconds()})
-	if err != nil {
-		return ExpireResult{}, fmt.Errorf("expire deadline: %w", err)
-	}
-	return expireResult(decodeTimeout(res))
-}
-
-// Operator actions.
-const (
-	ActionRecover = "recover"
-	ActionRetry   = "retry"
-	ActionSkip    = "skip"
-)
-
-// OperateParams is an operator action on a run (lua/operate.lua).
-type OperateParams struct {
-	RunID string
-	// Action is ActionRecover, ActionRetry or ActionSkip.
-	Action string
-	// Step is the step retried or skipped ("" for ActionRecover).
-	Step string
-	// Actor is who acts, as journaled.
-	Actor string
-	// Retention of the run, if the action ends it (a skip of its last step).
-	Retention time.Duration
-	Now       time.Time
-}
-
-// Operate applies an operator action (ActionRecover, ActionRetry with a
-// step, ActionSkip with a step). It returns ErrRunNotFound for an unknown
-// run and a *RefusedError, with the reason, for a run the action does not
-// apply to.
-func (s *Store) Operate(ctx context.Context, a OperateParams) (OperateResult, error) {
-	res, err := s.run(ctx, s.scripts.operate, operateLua{runArgs: s.runArgs(a.RunID, a.Now), Action: a.Action,
-		StepName: a.Step, Actor: a.Actor, Retention: a.Retention.Milliseconds()})
-	if err != nil {
-		return OperateResult{}, fmt.Errorf("%s: %w", a.Action, err)
-	}
-	d, err := refusal(decodeAction(res, a.Action))
-	return operateResult(a.Action, d, err)
-}
-
-// Due is a run ID with the time an index holds for it.
-type Due struct {
-	RunID string
-	At    time.Time
-}
-
-func (s *Store) rangeByScore(ctx context.Context, key string, maxMS int64, limit int64) ([]Due, error) {
-	upper := "+inf"
-	if maxMS >= 0 {
-		upper = strconv.FormatInt(maxMS, 10)
-	}
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: upper, Count: limit}).Result()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := indexEntries(zs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Due, len(entries))
-	for i, z := range entries {
-		out[i] = Due{RunID: z.ID, At: time.UnixMilli(int64(z.Score))}
-	}
-	return out, nil
-}
-
-// StalledTasks returns up to limit IDs of tasks of the queue that asynq
-// holds as active under a lease that expires at or before leaseBefore (whole
-// seconds): with asynq's lease of LeaseDuration extended every few seconds
-// by the worker holding the task, a lease that expires before now +
-// LeaseDuration - d has not been extended for about d. The IDs may be any
-// task of the queue's asynq queue, not only step tasks.
-func (s *Store) StalledTasks(ctx context.Context, leaseBefore time.Time, limit int64) ([]string, error) {
-	return s.rdb.ZRangeByScore(ctx, s.keys.asynqLease(), &redis.ZRangeBy{
-		Min: "-inf", Max: strconv.FormatInt(leaseBefore.Unix(), 10), Count: limit}).Result()
-}
-
-// ExpiredFences returns up to limit runs whose running attempt's fence
-// expired at or before now.
-func (s *Store) ExpiredFences(ctx context.Context, now time.Time, limit int64) ([]Due, error) {
-	return s.rangeByScore(ctx, s.keys.fences(), ms(now), limit)
-}
-
-// DueDeadlines returns up to limit non-terminal runs whose deadline passed.
-func (s *Store) DueDeadlines(ctx context.Context, now time.Time, limit int64) ([]Due, error) {
-	return s.rangeByScore(ctx, s.keys.deadlines(), ms(now), limit)
-}
-
-// ScheduledRetries returns up to limit runs with a scheduled retry, by due time.
-func (s *Store) ScheduledRetries(ctx context.Context, limit int64) ([]Due, error) {
-	return s.rangeByScore(ctx, s.keys.scheduled(), -1, limit)
-}
-
-// IndexCursor is a position in a walk of an index by score, page by page
-// (ScheduledPage, IdlePage). The zero IndexCursor is the walk's start.
-//
-// It holds the score of the last entry read and how many entries of that
-// score were read: the next page starts at that score, past them (entries
-// of one score are in the order of their members). Entries added or removed
-// meanwhile may shift it: an entry of that score removed before it makes
-// the walk miss one entry of that score, and an entry added behind the
-// cursor is not seen until the next walk; entries are never read twice in
-// a walk unless their score moved.
-type IndexCursor struct {
-	score   float64
-	skip    int64
-	started bool
-}
-
-// ScheduledPage returns the next up to limit runs of idx:scheduled (runs
-// with a scheduled retry, or a waiting await or sleep) from c, by due time,
-// and the cursor after them; done when the walk reached the end (the
-// cursor is then the start again).
-func (s *Store) ScheduledPage(ctx context.Context, c IndexCursor, limit int64) ([]Due, IndexCursor, bool, error) {
-	return s.page(ctx, s.keys.scheduled(), c, -1, limit)
-}
-
-// IdlePage returns the next up to limit non-terminal runs not updated since
-// before (idx:active) from c, by last update, as ScheduledPage does.
-func (s *Store) IdlePage(ctx context.Context, c IndexCursor, before time.Time, limit int64) ([]Due, IndexCursor, bool, error) {
-	return s.page(ctx, s.keys.active(), c, ms(before), limit)
-}
-
-// page reads the entries of key from c with a score of at most maxMS (-1:
-// any), up to limit of them.
-func (s *Store) page(ctx context.Context, key string, c IndexCursor, maxMS, limit int64) ([]Due, IndexCursor, bool, error) {
-	lower, upper := "-inf", "+inf"
-	if c.started {
-		lower = strconv.FormatFloat(c.score, 'f', -1, 64)
-	}
-	if maxMS >= 0 {
-		upper = strconv.FormatInt(maxMS, 10)
-	}
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: lower, Max: upper, Offset: c.skip,
-		Count: limit}).Result()
-	if err != nil {
-		return nil, c, false, err
-	}
-	entries, err := indexEntries(zs)
-	if err != nil {
-		return nil, c, false, err
-	}
-	out := make([]Due, len(entries))
-	for i, z := range entries {
-		out[i] = Due{RunID: z.ID, At: time.UnixMilli(int64(z.Score))}
-	}
-	if int64(len(entries)) < limit {
-		return out, IndexCursor{}, true, nil
-	}
-	last := entries[len(entries)-1].Score
-	if c.started && last == c.score {
-		// The whole page has the cursor's score.
-		return out, IndexCursor{score: last, skip: c.skip + int64(len(entries)), started: true}, false, nil
-	}
-	n := int64(0)
-	for i := len(entries) - 1; i >= 0 && entries[i].Score == last; i-- {
-		n++
-	}
-	return out, IndexCursor{score: last, skip: n, started: true}, false, nil
-}
-
-// CountActive returns the number of non-terminal runs.
-func (s *Store) CountActive(ctx context.Context) (int64, error) {
-	return s.rdb.ZCard(ctx, s.keys.active()).Result()
-}
-
-// TrimIndexes removes from the indexes up to limit runs created earlier
-// than before whose records have expired. It returns how many it removed.
-func (s *Store) TrimIndexes(ctx context.Context, before time.Time, limit int64) (int, error) {
-	old, err := s.rangeByScore(ctx, s.keys.all(), ms(before), limit)
-	if err != nil || len(old) == 0 {
-		return 0, err
-	}
-	pipe := s.rdb.Pipeline()
-	exists := make([]*redis.IntCmd, len(old))
-	for i, d := range old {
-		exists[i] = pipe.Exists(ctx, s.keys.run(d.RunID))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
-	var gone []any
-	for i, e := range exists {
-		if e.Val() == 0 {
-			gone = append(gone, old[i].RunID)
-		}
-	}
-	if len(gone) == 0 {
-		return 0, nil
-	}
-	pipe = s.rdb.Pipeline()
-	keys := []string{s.keys.all(), s.keys.active(), s.keys.scheduled(), s.keys.attention(), s.keys.fences(),
-		s.keys.deadlines()}
-	for _, st := range RunStatuses {
-		keys = append(keys, s.keys.byStatus(st))
-	}
-	for _, k := range keys {
-		pipe.ZRem(ctx, k, gone...)
-	}
-	_, err = pipe.Exec(ctx)
-	return len(gone), err
-}
-
-// Lock names.
-const (
-	LockReconcile = "reconcile"
-	LockSweep     = "sweep"
-)
-
-func (s *Store) lockKey(name string) string {
-	if name == LockSweep {
-		return s.keys.sweepLock()
-	}
-	return s.keys.reconcileLock()
-}
-
-// TryLock takes the named lock for ttl if nobody holds it, or extends it
-// when the caller holds it already: a caller that keeps its token across
-// tries gets back a lock it took whose reply was lost.
-func (s *Store) TryLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
-	ok, err := s.rdb.SetNX(ctx, s.lockKey(name), token, ttl).Result()
-	if errors.Is(err, redis.Nil) {
-		ok, err = false, nil
-	}
-	if err != nil || ok {
-		return ok, err
-	}
-	return s.ExtendLock(ctx, name, token, ttl)
-}
-
-// ExtendLock extends a lock the caller holds; false when it lost it.
-func (s *Store) ExtendLock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
-	keys, argv := unlockLua{Lock: s.lockKey(name), Token: token, TTL: ttl.Milliseconds()}.args()
-	n, err := s.scripts.unlock.Run(ctx, s.rdb, keys, argv...).Int()
-	return n == 1, err
-}
-
-// Unlock releases a lock the caller holds.
-func (s *Store) Unlock(ctx context.Context, name, token string) error {
-	keys, argv := unlockLua{Lock: s.lockKey(name), Token: token}.args()
-	return s.scripts.unlock.Run(ctx, s.rdb, keys, argv...).Err()
-}
-
-// Current is a run's status and its current step's dispatch, as Peek reads
-// them.
-type Current struct {
-	Status         RunStatus
-	NeedsAttention bool
-	UpdatedAt      time.Time
-	StepStatus     StepStatus
-	Task           string
-	FenceExpiresAt time.Time
-	Dispatch       Dispatch
-}
-
-// Peek reads a run's status and current dispatch in one round trip. It
-// returns ErrRunNotFound for an unknown run.
-func (s *Store) Peek(ctx context.Context, runID string) (Current, error) {
-	keys, _ := peekLua{Run: s.keys.run(runID)}.args()
-	res, err := s.scripts.peek.Run(ctx, s.rdb, keys).Result()
-	if err != nil {
-		return Current{}, fmt.Errorf("peek: %w", err)
-	}
-	if arr, _ := res.([]any); len(arr) == 0 {
-		return Current{}, ErrRunNotFound
-	}
-	v, err := toStrings(res)
-	if err != nil {
-		return Current{}, fmt.Errorf("peek: %w", err)
-	}
-	return decodePeek(v)
-}
-
-// CountByStatus returns the number of runs of each status, of runs
-// needing attention under the key "needs_attention", and of runs waiting
-// for each WaitReason under "waiting:<reason>".
-func (s *Store) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	statuses := RunStatuses
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(statuses))
-	for i, st := range statuses {
-		cmds[i] = pipe.ZCard(ctx, s.keys.byStatus(st))
-	}
-	attention := pipe.ZCard(ctx, s.keys.attention())
-	waiting := make([]*redis.IntCmd, len(waitReasons))
-	for i, r := range waitReasons {
-		waiting[i] = pipe.ZCard(ctx, s.keys.waiting(r))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(statuses)+1)
-	for i, st := range statuses {
-		out[string(st)] = cmds[i].Val()
-	}
-	out["needs_attention"] = attention.Val()
-	for i, r := range waitReasons {
-		out["waiting:"+string(r)] = waiting[i].Val()
-	}
-	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 
 // IsRunCreate reports whether cmd is a call of retrystate's create.lua as
 // Store.CreateRuns sends it: EVALSHA (or EVAL) with six keys, the first a
-// run's hash (createArgs in retrystate/store.go). Redis hooks that stand in
+// run's hash (createArgs in retrystate/runs.go). Redis hooks that stand in
 // for a fault at a run's creation recognise it with this.
 func IsRunCreate(cmd redis.Cmder) bool {
 	args := cmd.Args()

@@ -51,13 +51,15 @@ func (e *FormatError) Error() string {
 // Unwrap makes errors.Is(err, ErrDataFormat) true.
 func (e *FormatError) Unwrap() error { return ErrDataFormat }
 
-// CheckFormat checks that the queue's data is of FormatVersion, and records
-// that version for a queue that has none yet: a queue without data (it
-// takes this code's version) or with data from before versions were
-// recorded (version 1). Data of another version is refused with a
-// *FormatError that says what to do. One or two round trips; workers call
-// it before they publish, clients before their first start.
-func (s *Store) CheckFormat(ctx context.Context) error {
+// CheckFormat checks that the queue's data is of FormatVersion. A queue that
+// recorded no version yet is of version 1 when it has data (from before
+// versions were recorded) and of any version when it has none; with record,
+// that version is recorded (a queue without data takes this code's). Data
+// of another version is refused with a *FormatError that says what to do,
+// and nothing is written. One or two round trips: workers check, recording,
+// before they publish; clients check, without recording, when they read a
+// definition.
+func (s *Store) CheckFormat(ctx context.Context, record bool) error {
 	pipe := s.rdb.Pipeline()
 	rec := pipe.Get(ctx, s.keys.format())
 	// Data of a queue that recorded no version: its definitions or runs.
@@ -71,6 +73,9 @@ func (s *Store) CheckFormat(ctx context.Context) error {
 		version := FormatVersion
 		if data.Val() > 0 {
 			version = 1
+		}
+		if version == FormatVersion && !record {
+			return nil
 		}
 		if version == FormatVersion {
 			// Another process may record it at the same time: SETNX keeps

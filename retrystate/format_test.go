@@ -15,15 +15,24 @@ import (
 func TestCheckFormat(t *testing.T) {
 	t.Run("new queue records this version", func(t *testing.T) {
 		s, rdb := newStore(t)
-		if err := s.CheckFormat(ctxb); err != nil {
+		if err := s.CheckFormat(ctxb, true); err != nil {
 			t.Fatal(err)
 		}
 		key := "cairn:{" + s.Queue() + "}:format"
 		if got := rdb.Get(ctxb, key).Val(); got != "1" {
 			t.Fatalf("%s = %q, want %q", key, got, "1")
 		}
-		if err := s.CheckFormat(ctxb); err != nil {
+		if err := s.CheckFormat(ctxb, true); err != nil {
 			t.Fatalf("second check: %v", err)
+		}
+	})
+	t.Run("a client's check records nothing", func(t *testing.T) {
+		s, rdb := newStore(t)
+		if err := s.CheckFormat(ctxb, false); err != nil {
+			t.Fatal(err)
+		}
+		if n := rdb.Exists(ctxb, "cairn:{"+s.Queue()+"}:format").Val(); n != 0 {
+			t.Fatal("CheckFormat without record wrote the format record")
 		}
 	})
 	t.Run("data from before versions is version 1", func(t *testing.T) {
@@ -33,7 +42,7 @@ func TestCheckFormat(t *testing.T) {
 		if rdb.Exists(ctxb, key).Val() != 0 {
 			t.Fatalf("premise: creating a run recorded %s", key)
 		}
-		if err := s.CheckFormat(ctxb); err != nil {
+		if err := s.CheckFormat(ctxb, true); err != nil {
 			t.Fatal(err)
 		}
 		if got := rdb.Get(ctxb, key).Val(); got != "1" {
@@ -54,7 +63,10 @@ func TestCheckFormat(t *testing.T) {
 			s, rdb := newStore(t)
 			key := "cairn:{" + s.Queue() + "}:format"
 			rdb.Set(ctxb, key, tc.recorded, 0)
-			err := s.CheckFormat(ctxb)
+			err := s.CheckFormat(ctxb, true)
+			if err2 := s.CheckFormat(ctxb, false); !errors.Is(err2, retrystate.ErrDataFormat) {
+				t.Fatalf("a client's check = %v, want ErrDataFormat", err2)
+			}
 			var fe *retrystate.FormatError
 			if !errors.As(err, &fe) || !errors.Is(err, retrystate.ErrDataFormat) {
 				t.Fatalf("CheckFormat = %v, want a *FormatError", err)
@@ -75,7 +87,7 @@ func TestCheckFormatConcurrent(t *testing.T) {
 	s, rdb := newStore(t)
 	errs := make(chan error, 8)
 	for range 8 {
-		go func() { errs <- s.CheckFormat(ctxb) }()
+		go func() { errs <- s.CheckFormat(ctxb, true) }()
 	}
 	deadline := time.After(30 * time.Second)
 	for range 8 {

@@ -106,6 +106,12 @@ func IdempotencyKey(runID string, step string, attempt int) string {
 var (
 	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
 	ErrUnknownWorkflow = core.ErrUnknownWorkflow
+	// ErrDataFormat: the queue's data in Redis is of a format this release
+	// does not read (a newer release wrote it, or it awaits a migration);
+	// nothing was read or written. The error says which format and what to
+	// do (docs/upgrading.md). Worker.Run and Engine.Publish return it;
+	// Client calls that read a definition (Start) fail with it.
+	ErrDataFormat = core.ErrDataFormat
 	// ErrRunNotFound: no run has that ID (never started, or expired after
 	// its retention).
 	ErrRunNotFound = core.ErrRunNotFound

@@ -21,6 +21,12 @@ import (
 var (
 	// ErrUnknownWorkflow: no worker has registered a workflow of that name.
 	ErrUnknownWorkflow = errors.New("unknown workflow")
+	// ErrDataFormat: the queue's data in Redis is of a format this release
+	// does not read (a newer release wrote it, or it awaits a migration);
+	// nothing was read or written. The error says which format and what to
+	// do (docs/upgrading.md). Worker.Run and Engine.Publish return it;
+	// Client calls that read a definition (Start) fail with it.
+	ErrDataFormat = retrystate.ErrDataFormat
 	// ErrRunNotFound: no run has that ID (never started, or expired after
 	// its retention).
 	ErrRunNotFound = errors.New("run not found")

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/maintenance"
+	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -109,8 +111,8 @@ func (e *Engine) AsynqConfig(cfg asynq.Config) asynq.Config {
 // the reconciler (rc configures it; nil: the defaults) until ctx is done. It
 // returns nil when ctx ends. Run it on every replica, as a Worker would be.
 func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) error {
-	if !e.publishRetrying(ctx) {
-		return nil
+	if ok, err := e.publishRetrying(ctx); !ok {
+		return err
 	}
 	var cfg maintenance.ReconcilerConfig
 	if rc != nil {
@@ -137,17 +139,23 @@ func AsynqHandler(typ string, h asynq.Handler) core.StepFunc {
 }
 
 // publishRetrying publishes the registered definitions, retrying with
-// backoff while Redis refuses; false when ctx ended first.
-func (e *Engine) publishRetrying(ctx context.Context) bool {
+// backoff while Redis refuses; false when ctx ended first (nil error) or the
+// queue's data is of a format this code does not read (that error, which
+// retrying cannot cure).
+func (e *Engine) publishRetrying(ctx context.Context) (bool, error) {
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
 		err := e.Publish(ctx)
 		if err == nil {
-			return true
+			return true, nil
+		}
+		if errors.Is(err, retrystate.ErrDataFormat) {
+			e.log.Error("refusing the queue's data: it is of another format", core.AttrError, err)
+			return false, err
 		}
 		e.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", core.AttrError, err,
 			"retry_in", backoff)
 		if core.SleepContext(ctx, backoff) != nil {
-			return false
+			return false, nil //nolint:nilerr // ctx ended: Run returns nil, as after start-up
 		}
 	}
 }

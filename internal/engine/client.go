@@ -404,6 +404,12 @@ func (c *Client) definition(ctx context.Context, workflow string, refresh bool) 
 			return d.(*publishedDef), nil //nolint:forcetypeassert // only *publishedDef is stored
 		}
 	}
+	// The queue's data must be of the format the client writes: checked
+	// at each read of a definition (a migration publishes new versions,
+	// which the clients' creates then find stale and read again).
+	if err := c.store.CheckFormat(ctx, false); err != nil {
+		return nil, err
+	}
 	v, err := c.store.PublishedDefinition(ctx, workflow)
 	if errors.Is(err, retrystate.ErrUnknownWorkflow) {
 		var known bool

@@ -174,6 +174,9 @@ func (e *Engine) Register(defs ...core.Definition) error {
 // snapshot, and its version with the template of its runs' fixed fields
 // (retrystate.PublishDefinitions), stored once per version.
 func (e *Engine) Publish(ctx context.Context) error {
+	if err := e.store.CheckFormat(ctx, true); err != nil {
+		return err
+	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := make([]retrystate.PublishedDefinition, 0, len(e.defs))

@@ -98,10 +98,10 @@ func (w *Worker) Engine() *Engine { return w.engine }
 // until ctx is done, and shuts down gracefully. While Redis is unreachable
 // it keeps trying and logs it; it never gives up on its own.
 func (w *Worker) Run(ctx context.Context) error {
-	if !w.engine.publishRetrying(ctx) {
+	if ok, err := w.engine.publishRetrying(ctx); !ok {
 		// ctx is done: Run returns nil, as it does when ctx ends after
-		// start-up.
-		return nil
+		// start-up; or the queue's data is of another format.
+		return err
 	}
 	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
 		Concurrency:              w.cfg.Concurrency,

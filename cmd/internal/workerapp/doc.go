@@ -44,7 +44,9 @@
 //     check goes on in the background, the worker waiting for Redis as it
 //     does anyway, and a difference found then stops the worker (exit 1).
 //     Then the HTTP server starts and workflow.Worker.Run runs until ctx is
-//     done (SIGINT or SIGTERM: exit 0).
+//     done (SIGINT or SIGTERM: exit 0); first it checks the queue's data
+//     format (a queue of another format: exit 1, with what to do,
+//     docs/upgrading.md).
 //
 // Any other error exits 1. Shutting down undoes the steps in reverse:
 // the worker's graceful stop (CAIRN_SHUTDOWN_TIMEOUT), then the HTTP

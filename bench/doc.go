@@ -102,6 +102,10 @@
 // the default execution and inline continuation: p50 and p99 of
 // CAIRN_BENCH_LATENCY_RUNS runs (default 100).
 //
+// BenchmarkTimerLateness measures how late a 150ms retry and a 150ms sleep
+// start after their due time on an idle worker, from the run's journal:
+// p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20).
+//
 // BenchmarkIdleWorker measures what a worker with no runs costs Redis, per
 // second: CPU time and commands, with nothing connected, with a raw asynq
 // server at the worker's polling intervals, and with a Cairn worker.
@@ -144,6 +148,7 @@
 //	CAIRN_BENCH_RETAINED_CHAINS        runs of each of its Cairn phases; default 3000
 //	CAIRN_BENCH_RETAINED_DIRECT        runs it takes through their life one call at a time, per queue and round; default 1000
 //	CAIRN_BENCH_SCALE_RUNS             runs per queue of BenchmarkScale; default 2000
+//	CAIRN_BENCH_TIMER_RUNS             runs of each kind of BenchmarkTimerLateness; default 20
 //	CAIRN_BENCH_IDLE_SECONDS           seconds each phase of BenchmarkIdleWorker measures; default 10
 //	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor; default 200
 //

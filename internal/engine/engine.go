@@ -229,7 +229,10 @@ func IsFailure(err error) bool {
 	return err != nil && !redeliver
 }
 
-// ProcessTask handles one delivery of a step attempt's task.
+// ProcessTask handles one delivery of a step attempt's task: it begins the
+// attempt (begin), settles a delivery that must not run the body
+// (notStarted), and runs the body and the steps an inline workflow
+// continues with (runChain).
 func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	p, err := tasks.Decode(t.Payload())
 	if err != nil {
@@ -247,12 +250,23 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		log.Error("this worker has no handler for the step; asynq will deliver the task again (is a worker of another version running?)")
 		return &redeliverError{after: 30 * time.Second, why: "no handler registered for " + p.Workflow + "/" + p.Name}
 	}
-
 	token := core.NewToken()
-	var b retrystate.BeginResult
-	// begunAt is the time the begin that answered was asked at: the fence it
-	// took expires a FenceTTL after it, however late the answer came.
-	var begunAt time.Time
+	b, begunAt, err := e.begin(ctx, log, p, taskID, token)
+	if err != nil {
+		return err
+	}
+	if b.Outcome != retrystate.OutcomeOK {
+		return e.notStarted(ctx, log, p, taskID, b)
+	}
+	return e.runChain(ctx, log, p, token, fn, b.Started, begunAt)
+}
+
+// begin begins the attempt of delivery p under token, waiting out a short
+// early delivery; begunAt is the time the begin that answered was asked at:
+// the fence it took expires a FenceTTL after it, however late the answer
+// came.
+func (e *Engine) begin(ctx context.Context, log core.LineLogger, p tasks.Step, taskID, token string) (
+	b retrystate.BeginResult, begunAt time.Time, err error) {
 	for {
 		// A begin whose reply is lost may have taken the fence all the
 		// same: asking again with the same token gets that begin's answer
@@ -268,17 +282,22 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		})
 		if err != nil {
 			log.Error("could not begin the attempt; asynq will deliver the task again", core.AttrError, err)
-			return err
+			return b, begunAt, err
 		}
 		if b.Outcome != retrystate.OutcomeEarly || b.Wait > e.cfg.MaxEarlyWait {
-			break
+			return b, begunAt, nil
 		}
 		log.Debug("attempt delivered before its due time; waiting", core.AttrDelay, b.Wait)
 		if err := core.SleepContext(ctx, b.Wait); err != nil {
-			return err
+			return b, begunAt, err
 		}
 	}
+}
 
+// notStarted settles a delivery whose begin answered anything but
+// OutcomeOK: acknowledged, handed back to asynq, deferred, failed, or a
+// wait's start or wake-up.
+func (e *Engine) notStarted(ctx context.Context, log core.LineLogger, p tasks.Step, taskID string, b retrystate.BeginResult) error {
 	switch b.Outcome {
 	case retrystate.OutcomeGone:
 		log.Warn("acknowledged a task of an unknown run")
@@ -322,13 +341,15 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// An await or a sleep (engine_waits.go).
 		return e.wait(ctx, log, p, taskID, b)
 	default:
-		// OutcomeOK, the only other outcome Begin replies with: run the
-		// step body.
+		return fmt.Errorf("begin answered %q: %w", b.Outcome, retrystate.ErrUnexpectedReply)
 	}
-	// Run the step, and the steps an inline workflow continues with in this
-	// delivery (engine_inline.go).
+}
+
+// runChain runs the step body of the attempt begun as st, and the steps an
+// inline workflow continues with in this delivery (engine_inline.go).
+func (e *Engine) runChain(ctx context.Context, log core.LineLogger, p tasks.Step, token string, fn core.StepFunc,
+	st *retrystate.Started, begunAt time.Time) error {
 	chain := &inlineChain{since: e.cfg.Clock.Now()}
-	st := b.Started
 	for {
 		next, err := e.execute(ctx, log, p, token, fn, st, begunAt, chain)
 		if next == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -73,24 +74,11 @@ func BenchmarkIdleWorker(b *testing.B) {
 	measure("asynq")
 	raw.Shutdown()
 
-	rdb := srv.Client(b)
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
-		Queue: newQueue("idle"), Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	if err := w.Register(workflow.Definition{Name: "idle", Steps: []workflow.Step{{Name: "s1", Run: noop}}}); err != nil {
-		b.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
+	testkit.StartWorker(b, srv.Client(b), workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: newQueue("idle"), Logger: slog.New(slog.DiscardHandler)}},
+		workflow.Definition{Name: "idle", Steps: []workflow.Step{{Name: "s1", Run: noop}}})
 	cpu, cmds := measure("cairn")
-	stop()
-	if err := <-errc; err != nil {
-		b.Fatal(err)
-	}
 	b.ReportMetric(float64(cpu.Microseconds()), "idle_redis_cpu_µs/s")
 	b.ReportMetric(cmds, "idle_commands/s")
 	b.ReportMetric(0, "ns/op")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/internal/testkit"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -30,11 +31,6 @@ func BenchmarkTimerLateness(b *testing.B) {
 	rdb := srv.Client(b)
 	queue := newQueue("timers")
 	hook := finishHook{done: make(chan string, 1)}
-	w, err := workflow.NewWorker(rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
-		Queue: queue, Logger: slog.New(slog.DiscardHandler), Observer: hook}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
 	failOnce := func(_ context.Context, sc *workflow.StepContext) (any, error) {
 		if sc.Attempt == 1 {
@@ -42,27 +38,12 @@ func BenchmarkTimerLateness(b *testing.B) {
 		}
 		return nil, nil
 	}
-	for _, def := range []workflow.Definition{
-		{Name: "retry", Steps: []workflow.Step{{Name: "a", Run: failOnce}}},
-		{Name: "sleep", Steps: []workflow.Step{{Name: "nap", Sleep: &workflow.Sleep{For: wait}}, {Name: "b", Run: noop}}},
-	} {
-		if err := w.Register(def); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if err := w.Engine().Publish(ctx); err != nil {
-		b.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
-	defer func() {
-		stop()
-		if err := <-errc; err != nil {
-			b.Error(err)
-		}
-	}()
+	testkit.StartWorker(b, rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{
+		Queue: queue, Logger: slog.New(slog.DiscardHandler), Observer: hook}},
+		workflow.Definition{Name: "retry", Steps: []workflow.Step{{Name: "a", Run: failOnce}}},
+		workflow.Definition{Name: "sleep", Steps: []workflow.Step{
+			{Name: "nap", Sleep: &workflow.Sleep{For: wait}}, {Name: "b", Run: noop}}})
+	ctx := context.Background()
 	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: queue, Logger: slog.New(slog.DiscardHandler)})
 
 	// lateness reads a finished run's journal: how long after the due time

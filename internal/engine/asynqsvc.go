@@ -149,8 +149,7 @@ func (e *Engine) publishRetrying(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		if errors.Is(err, retrystate.ErrDataFormat) {
-			e.log.Error("refusing the queue's data: it is of another format", core.AttrError, err)
-			return false, err
+			return false, err // the caller reports it: retrying cannot cure it
 		}
 		e.log.Error("cannot publish workflow definitions; is Redis reachable? retrying", core.AttrError, err,
 			"retry_in", backoff)

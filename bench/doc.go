@@ -104,7 +104,8 @@
 //
 // BenchmarkTimerLateness measures how late a 150ms retry and a 150ms sleep
 // start after their due time on an idle worker, from the run's journal:
-// p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20).
+// p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20), for
+// the retry's attempt, the sleep's timer and the step after the sleep.
 //
 // BenchmarkIdleWorker measures what a worker with no runs costs Redis, per
 // second: CPU time and commands, with nothing connected, with a raw asynq

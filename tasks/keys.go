@@ -17,11 +17,12 @@ import (
 // and its Inspector (asynqmon) knows only the queues there.
 const AllQueues = "asynq:queues"
 
-// Keys names asynq's keys of one queue.
-type Keys struct{ prefix string }
+// Keys names asynq's keys of one queue, and the one key of Cairn's that
+// indexes asynq's tasks (Timers).
+type Keys struct{ prefix, queue string }
 
 // QueueKeys returns asynq's keys of queue.
-func QueueKeys(queue string) Keys { return Keys{prefix: "asynq:{" + queue + "}:"} }
+func QueueKeys(queue string) Keys { return Keys{prefix: "asynq:{" + queue + "}:", queue: queue} }
 
 // Pending is the list of the queue's pending task IDs: asynq pushes on the
 // left and takes from the right, so the oldest is last.
@@ -30,6 +31,14 @@ func (k Keys) Pending() string { return k.prefix + "pending" }
 // Scheduled is the sorted set of the queue's scheduled task IDs, by due
 // time in Unix seconds.
 func (k Keys) Scheduled() string { return k.prefix + "scheduled" }
+
+// Timers is Cairn's sorted set of the queue's scheduled task IDs by due
+// time in Unix milliseconds (asynq's Scheduled keeps whole seconds): the
+// scripts that schedule a task add it (put_task, put_now, AddTimer), and
+// PromoteDue moves the task to Pending when its millisecond comes
+// (timers.go). It is Cairn's key, in the queue's slot, named here because
+// only this package reads it.
+func (k Keys) Timers() string { return "cairn:{" + k.queue + "}:timers" }
 
 // Lease is the sorted set of the queue's active task IDs, by the expiry of
 // the lease of the worker that dequeued them, in Unix seconds (see

@@ -243,7 +243,8 @@ func readRecord(ctx context.Context, rdb redis.UniversalClient, queue, id string
 
 func deleteTaskKeys(ctx context.Context, rdb redis.UniversalClient, queue, id string) error {
 	task, pending, scheduled := asynqKeys(queue, id)
-	return rdb.Del(ctx, task, pending, scheduled).Err()
+	// (And Cairn's index of the scheduled task's millisecond, timers.go.)
+	return rdb.Del(ctx, task, pending, scheduled, QueueKeys(queue).Timers()).Err()
 }
 
 // deleteProbeKeys deletes every key the probe's cases may have written and

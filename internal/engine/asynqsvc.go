@@ -118,7 +118,13 @@ func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) erro
 	if rc != nil {
 		cfg = *rc
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.disp.timers.run(ctx)
+	}()
 	e.NewReconciler(cfg).Run(ctx)
+	<-done
 	return nil
 }
 

@@ -17,15 +17,19 @@ import (
 // on one queue. The engine, the reconciler and the client each reach asynq
 // through one.
 type dispatcher struct {
+	rdb       redis.UniversalClient
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	queue     string
 	clock     core.Clock
+	// timers is the engine's promoter, which a task scheduled in this
+	// process wakes (timers.go); nil for a client's dispatcher.
+	timers *promoter
 }
 
 func newDispatcher(rdb redis.UniversalClient, queue string, clock core.Clock) *dispatcher {
-	return &dispatcher{client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
-		queue: queue, clock: clock}
+	return &dispatcher{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb), queue: queue, clock: clock}
 }
 
 // Stop deletes the task of a step that must not run any more and, when the
@@ -49,17 +53,33 @@ func (d *dispatcher) Stop(log core.Logger, task string, stepStatus core.StepStat
 }
 
 // Enqueue makes sure the task of a dispatch exists. Enqueueing an attempt
-// whose task exists already is a no-op, so it can always be retried.
+// whose task exists already is a no-op, so it can always be retried. A task
+// due later is also indexed by its millisecond (tasks.AddTimer), as the
+// scripts index theirs, so that a promoter moves it when it is due rather
+// than at asynq's next whole second.
 func (d *dispatcher) Enqueue(ctx context.Context, runID, workflow string, x retrystate.Dispatch) error {
 	p := tasks.Step{RunID: runID, Workflow: workflow, Index: x.Index, Name: x.Name, Attempt: x.Attempt, Gen: x.Gen}
 	id := p.ID()
 	_, err := d.client.EnqueueContext(ctx, asynq.NewTask(tasks.TypeStep, p.Encode()),
 		tasks.Options(d.queue, id, x.Timeout, x.DueAt, d.clock.Now())...)
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 		return fmt.Errorf("enqueue task %s: %w", id, err)
 	}
+	if x.DueAt.After(d.clock.Now()) {
+		// Best effort: without the entry, asynq's forwarder moves the task
+		// at its whole second (never early).
+		if err := tasks.AddTimer(ctx, d.rdb, d.queue, id, x.DueAt); err == nil {
+			d.timers.wake(x.DueAt)
+		}
+	}
 	return nil
+}
+
+// scheduled tells this process's promoter that a script wrote a task due
+// at x.DueAt (indexed by the script itself), so that it is promoted at its
+// millisecond.
+func (d *dispatcher) scheduled(x *retrystate.Dispatch) {
+	if x != nil {
+		d.timers.wake(x.DueAt)
+	}
 }

@@ -132,13 +132,19 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 	if err := cfg.Defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("global policy: %w", err)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:     cfg,
 		deps:    newDeps(rdb, cfg),
 		log:     cfg.Logger,
 		defs:    make(map[string]*registered),
 		tracing: newTracer(cfg.TracerProvider),
-	}, nil
+	}
+	// Moved ahead by an idle fetch's worst wait at the interval
+	// AsynqConfig sets (a Worker sets its own: NewWorker), never more
+	// than an early delivery waits in-process.
+	e.disp.timers = newPromoter(rdb, cfg.Queue, cfg.Clock, cfg.Logger.With("component", "timers"),
+		min(asynqTaskCheckInterval*3/2, cfg.MaxEarlyWait))
+	return e, nil
 }
 
 // Register adds workflow definitions to the engine. Publish makes them
@@ -595,6 +601,7 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 	log.Warn("attempt failed; retry scheduled", core.AttrError, runErr, core.AttrClass, class, core.AttrDelay, delay,
 		core.AttrDueAt, next.DueAt, "next_attempt", next.Attempt, core.AttrDuration, elapsed)
 	if res.Enqueued {
+		e.disp.scheduled(&next)
 		return nil
 	}
 	if err := e.persist(ctx, log, "enqueue retry", func(ctx context.Context) error {

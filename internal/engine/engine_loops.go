@@ -47,6 +47,7 @@ func (e *Engine) snooze(ctx context.Context, log core.Logger, p tasks.Step, toke
 	e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeSnoozed, elapsed)
 	log.Info("step snoozed", core.AttrDelay, delay, core.AttrDueAt, res.Dispatch.DueAt, core.AttrDuration, elapsed)
 	if res.Enqueued {
+		e.disp.scheduled(res.Dispatch)
 		return nil
 	}
 	next := *res.Dispatch

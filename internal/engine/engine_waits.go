@@ -80,6 +80,7 @@ func (e *Engine) wait(ctx context.Context, log core.LineLogger, p tasks.Step, ta
 			log.Info("step sleeps", "until", res.Dispatch.DueAt)
 		}
 		if res.Enqueued {
+			e.disp.scheduled(res.Dispatch)
 			return nil
 		}
 		d := *res.Dispatch

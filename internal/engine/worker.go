@@ -74,6 +74,8 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A due task is promoted an idle fetch's worst wait ahead (timers.go).
+	e.disp.timers.lead = min(cfg.TaskCheckInterval*3/2, e.cfg.MaxEarlyWait)
 	if cfg.Webhook != nil {
 		if err := cfg.Webhook.Validate(); err != nil {
 			return nil, err
@@ -137,6 +139,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(recDone)
 		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
 	}()
+	timersDone := make(chan struct{})
+	go func() {
+		defer close(timersDone)
+		w.engine.disp.timers.run(recCtx)
+	}()
 	notifierDone := make(chan struct{})
 	if notifier != nil {
 		go func() {
@@ -153,6 +160,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopRec()
 	srv.Shutdown()
 	<-recDone
+	<-timersDone
 	<-notifierDone
 	w.log.Info("worker stopped")
 	return nil

@@ -4,7 +4,8 @@
 -- string: it is written as is): the task that continues a run, written by
 -- the script that changes the run (gate admission, compensations). Given
 -- due_ms (Unix ms) after now, the task is scheduled instead, for due_ms
--- rounded up to the whole second, as asynq's schedule would (put_task; the
+-- rounded up to the whole second, as asynq's schedule would, and indexed
+-- for due_ms in Cairn's timers index (put_task; the
 -- reconciler's repair of a retry or wake-up, repair.lua). It encodes the
 -- message itself: tasks.Step.AsynqMessage in Lua, which tasks.CheckAsynqWire
 -- compares with asynq's own client's at every worker's start (as do
@@ -44,6 +45,7 @@ local function put_now(queue, now, rid, workflow, idx, name, attempt, gen, id, t
   if due > tonumber(now) then
     redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "scheduled")
     redis.call("ZADD", "asynq:{" .. queue .. "}:scheduled", string.format("%d", math.floor((due + 999) / 1000)), id)
+    redis.call("ZADD", "cairn:{" .. queue .. "}:timers", string.format("%d", due), id)
     return
   end
   redis.call("HSET", "asynq:{" .. queue .. "}:t:" .. id, "msg", msg, "state", "pending", "pending_since",

@@ -1,0 +1,92 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/workflow"
+)
+
+// TestTimersWithoutAsynqForwarder: a retry, a snooze and a sleep are moved
+// to the queue by the worker's promoter, at their millisecond, with asynq's
+// own forwarder (whole seconds) kept out of the way, and none of them
+// starts before its due time.
+func TestTimersWithoutAsynqForwarder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var failed, snoozed atomic.Bool
+	def := workflow.Definition{Name: "timers", Steps: []workflow.Step{
+		{Name: "flaky", Run: func(context.Context, *workflow.StepContext) (any, error) {
+			if !failed.Swap(true) {
+				return nil, workflow.RetryAfter(errors.New("429"), 150*time.Millisecond)
+			}
+			return nil, nil
+		}},
+		{Name: "nap", Sleep: &workflow.Sleep{For: 120 * time.Millisecond}},
+		{Name: "poll", Run: func(context.Context, *workflow.StepContext) (any, error) {
+			if !snoozed.Swap(true) {
+				return nil, workflow.Snooze(130 * time.Millisecond)
+			}
+			return nil, nil
+		}},
+	}}
+	// asynq's forwarder would first look an hour from now.
+	e.startWorker(workflow.WorkerConfig{DelayedTaskCheckInterval: time.Hour}, def)
+	run := e.wait(mustStart(t, e.client, "timers", nil).ID, time.Minute)
+	if run.Status != workflow.StatusSucceeded {
+		t.Fatalf("run ended %s: %s", run.Status, run.FailureReason)
+	}
+	ms := func(ev workflow.Event, field string) time.Time {
+		t.Helper()
+		n, err := strconv.ParseInt(ev.Details[field], 10, 64)
+		if err != nil {
+			if ts, err := time.Parse(time.RFC3339Nano, ev.Details[field]); err == nil {
+				return ts
+			}
+			t.Fatalf("%s entry: %s = %q", ev.Type, field, ev.Details[field])
+		}
+		return time.UnixMilli(n)
+	}
+	var retryDue, napUntil, snoozeDue time.Time
+	checked := 0
+	for _, ev := range e.events(run.ID) {
+		switch {
+		case ev.Type == workflow.EventRetryScheduled:
+			retryDue = ms(ev, "due_at")
+		case ev.Type == workflow.EventTimerFired:
+			napUntil = ms(ev, "until")
+			if ev.At.Before(napUntil) {
+				t.Errorf("the sleep's timer fired at %s, before %s", ev.At, napUntil)
+			}
+			checked++
+		case ev.Type == workflow.EventStepSnoozed:
+			snoozeDue = ev.At.Add(time.Duration(mustAtoi(t, ev.Details["delay_ms"])) * time.Millisecond)
+		case ev.Type == workflow.EventAttemptStarted && ev.Step == "flaky" && ev.Attempt == 2:
+			if retryDue.IsZero() || ev.At.Before(retryDue) {
+				t.Errorf("the retry started at %s; due at %s", ev.At, retryDue)
+			}
+			checked++
+		case ev.Type == workflow.EventAttemptStarted && ev.Step == "poll" && !snoozeDue.IsZero():
+			if ev.At.Before(snoozeDue) {
+				t.Errorf("the snoozed step started at %s; due at %s", ev.At, snoozeDue)
+			}
+			checked++
+		}
+	}
+	if checked != 3 {
+		t.Errorf("checked %d of the 3 timers in the journal: %+v", checked, e.events(run.ID))
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}

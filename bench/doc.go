@@ -107,6 +107,11 @@
 // p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20), for
 // the retry's attempt, the sleep's timer and the step after the sleep.
 //
+// BenchmarkPickup measures how long a task waits on an idle fetcher before
+// its handler starts, with asynq's polling fetch loop and with a prototype
+// that blocks on the pending list (the question behind a dequeue of
+// Cairn's own), and each one's idle commands per second.
+//
 // BenchmarkIdleWorker measures what a worker with no runs costs Redis, per
 // second: CPU time and commands, with nothing connected, with a raw asynq
 // server at the worker's polling intervals, and with a Cairn worker.
@@ -150,6 +155,7 @@
 //	CAIRN_BENCH_RETAINED_DIRECT        runs it takes through their life one call at a time, per queue and round; default 1000
 //	CAIRN_BENCH_SCALE_RUNS             runs per queue of BenchmarkScale; default 2000
 //	CAIRN_BENCH_TIMER_RUNS             runs of each kind of BenchmarkTimerLateness; default 20
+//	CAIRN_BENCH_PICKUP_TASKS           tasks of each fetcher in BenchmarkPickup; default 100
 //	CAIRN_BENCH_IDLE_SECONDS           seconds each phase of BenchmarkIdleWorker measures; default 10
 //	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor; default 200
 //

@@ -9,7 +9,10 @@
 // BenchmarkScriptInstructions and BenchmarkScriptFloor start private
 // servers of their own. Every figure is printed with the machine's load
 // average (/proc/loadavg) at the time: on a shared machine, throughput
-// moves with it.
+// moves with it. When the run ends, a table puts each figure that has a
+// target of the lean step path (targets_test.go: instructions per step and
+// per create, the end-to-end ratios, bytes per run, run latency, timer
+// lateness, kill -9 to resume) next to its target, met or not.
 //
 // BenchmarkStepThroughput is the main one. It compares, end to end, with
 // the same asynq server settings (the polling intervals the Cairn worker

@@ -23,6 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	before := runtime.NumGoroutine()
 	code := m.Run()
+	printTargets(os.Stdout)
 	if err := redistest.StopShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}

@@ -255,11 +255,11 @@ func compare(b *testing.B, title, tag string, cfg phaseConfig) {
 	b.ReportMetric(raw.tripsPerUnit(), "trips/raw_task")
 	for i, v := range cfg.variants {
 		b.ReportMetric(cairn[i].perSec(), v.name+"_steps/s")
-		b.ReportMetric(median(ratios[i]), "ratio_"+v.name)
+		reportTarget(b, median(ratios[i]), "ratio_"+v.name)
 		b.ReportMetric(cairn[i].cmdsPerUnit(), "cmds/"+v.name+"_step")
 		b.ReportMetric(cairn[i].tripsPerUnit(), "trips/"+v.name+"_step")
 		if m := cairn[i].mem; m != nil {
-			b.ReportMetric(m.perRun(), "bytes/run_"+v.name)
+			reportTarget(b, m.perRun(), "bytes/run_"+v.name)
 		}
 	}
 

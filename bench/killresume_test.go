@@ -14,6 +14,8 @@ import (
 	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/retrystate"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -177,4 +179,116 @@ func BenchmarkKillResume(b *testing.B) {
 	b.ReportMetric(ms(resumed[len(resumed)/2]), "ms_kill_to_resume")
 	b.ReportMetric(ms(resumed[len(resumed)-1]), "ms_kill_to_resume_max")
 	b.ReportMetric(0, "ns/op")
+}
+
+// The worker's defaults that BenchmarkFenceCost prices:
+// workflow.EngineConfig.FenceTTL (CAIRN_FENCE_TTL) and
+// workflow.ReconcilerConfig.SweepInterval (CAIRN_SWEEP_INTERVAL).
+const (
+	defaultFenceTTL      = 3 * time.Second
+	defaultSweepInterval = 500 * time.Millisecond
+)
+
+// BenchmarkFenceCost counts, under valgrind's callgrind (as
+// BenchmarkScriptInstructions does), what a fence costs Redis: the
+// instructions of a renewal (renew.lua, Store.Renew, with its EVALSHA) of
+// a running step's fence, and of a sweep of a queue with nothing to
+// repair, as the reconciler sweeps now (Store.SweepDue, no lock: the
+// expired fences read at every sweep, asynq's leases too every 2s) and as
+// it swept before issue 26 (the sweep lock taken, the expired fences and
+// stalled leases read, the lock released: four round trips). Each is the
+// mean of CAIRN_BENCH_COST_RUNS calls (default 200). With the worker's
+// defaults (a renewal every third of the fence TTL, 3s; a sweep every
+// 500ms) and those before (10s, 2s), it prints what a running step's
+// renewals cost Redis per second and what an idle worker's sweeps do, and
+// reports instr/renew, instr/s/running-step and instr/s/idle-sweeps.
+func BenchmarkFenceCost(b *testing.B) {
+	runs := envInt(b, "CAIRN_BENCH_COST_RUNS", 200)
+	cg := startCallgrind(b, os.Getenv("CAIRN_BENCH_CALLGRIND_DIR"))
+	rdb := cg.rdb
+	ctx := context.Background()
+	const queue = "fencecost"
+	client := publishNoop(b, rdb, queue)
+	store := retrystate.New(rdb, queue)
+	run, err := client.Start(ctx, workflowName, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const token = "token"
+	if bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: tasks.ID(run.ID, 0, 1, 0),
+		Token: token, FenceTTL: time.Minute, Retention: time.Hour, Now: time.Now()}); err != nil || bg.Outcome != retrystate.OutcomeOK {
+		b.Fatalf("begin: %+v %v", bg, err)
+	}
+	renew := func() {
+		if r, err := store.Renew(ctx, retrystate.RenewParams{RunID: run.ID, Index: 0, Token: token, TTL: time.Minute,
+			Now: time.Now()}); err != nil || r != retrystate.Renewed {
+			b.Fatalf("renew: %v %v", r, err)
+		}
+	}
+	// An empty queue of its own for the sweeps (the run's fence is alive
+	// anyway): nothing due.
+	idle := retrystate.New(rdb, "fencecost_idle")
+	sweepIdle := func(leases bool) func() {
+		return func() {
+			now := time.Now()
+			var leaseBefore time.Time
+			if leases {
+				leaseBefore = now.Add(tasks.AsynqLeaseDuration - 8*time.Second)
+			}
+			if due, err := idle.SweepDue(ctx, now, leaseBefore); err != nil || due {
+				b.Fatalf("sweep check: %v %v", due, err)
+			}
+		}
+	}
+	sweepLocked := func() {
+		now := time.Now()
+		if ok, err := idle.TryLock(ctx, retrystate.LockSweep, token, 30*time.Second); err != nil || !ok {
+			b.Fatalf("sweep lock: %v %v", ok, err)
+		}
+		if dead, err := idle.ExpiredFences(ctx, now, 1000); err != nil || len(dead) > 0 {
+			b.Fatalf("expired fences: %v %v", dead, err)
+		}
+		if ids, err := idle.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-8*time.Second), 1000); err != nil || len(ids) > 0 {
+			b.Fatalf("stalled tasks: %v %v", ids, err)
+		}
+		if err := idle.Unlock(ctx, retrystate.LockSweep, token); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The first of each goes through unmeasured: it loads the scripts.
+	renew()
+	sweepIdle(true)()
+	sweepLocked()
+	per := func(label string, fn func()) int64 {
+		return cg.count(label, func() {
+			for range runs {
+				fn()
+			}
+		}) / int64(runs)
+	}
+	r, sf, si, sl := per("renew", renew), per("sweep idle fences", sweepIdle(false)), per("sweep idle", sweepIdle(true)),
+		per("sweep locked idle", sweepLocked)
+
+	fmt.Printf("\nBenchmarkFenceCost: instructions redis-server executes per call (callgrind), %d calls each\n", runs)
+	fmt.Printf("  renew (renew.lua)                                  %9d\n", r)
+	fmt.Printf("  sweep, nothing due: fences read (SweepDue)         %9d\n", sf)
+	fmt.Printf("  sweep, nothing due: fences and leases read         %9d\n", si)
+	fmt.Printf("  sweep, nothing due, under the lock (before)        %9d\n", sl)
+	// An idle worker's sweeps per second: now, one in every
+	// stalledEvery/SweepInterval reads the leases too; before, each took
+	// the lock.
+	const stalledEvery = 2 * time.Second
+	sweeps, leaseReads := time.Second.Seconds()/defaultSweepInterval.Seconds(), time.Second.Seconds()/stalledEvery.Seconds()
+	idleNow := (sweeps-leaseReads)*float64(sf) + leaseReads*float64(si)
+	idleBefore := float64(sl) / 2
+	const fenceBefore = 10 * time.Second
+	fmt.Printf("  a running step's renewals: %.0f instr/s (a renewal every %s; before, every %s: %.0f instr/s)\n",
+		float64(r)/(defaultFenceTTL/3).Seconds(), defaultFenceTTL/3, (fenceBefore / 3).Round(time.Millisecond),
+		float64(r)/(fenceBefore/3).Seconds())
+	fmt.Printf("  an idle worker's sweeps: %.0f instr/s (every %s; before, every 2s: %.0f instr/s)\n",
+		idleNow, defaultSweepInterval, idleBefore)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(r), "instr/renew")
+	b.ReportMetric(float64(r)/(defaultFenceTTL/3).Seconds(), "instr/s/running-step")
+	b.ReportMetric(idleNow, "instr/s/idle-sweeps")
 }

@@ -48,6 +48,28 @@ func (s *Store) StalledTasks(ctx context.Context, leaseBefore time.Time, limit i
 		Min: "-inf", Max: strconv.FormatInt(leaseBefore.Unix(), 10), Count: limit}).Result()
 }
 
+// SweepDue reports whether a sweep has anything to look at: a fence that
+// expired at or before now (ExpiredFences), or, unless leaseBefore is zero,
+// a task whose lease expires at or before leaseBefore (StalledTasks). One
+// round trip of one read of one entry per index (both keys in the queue's
+// slot): what an idle worker's sweep costs Redis, instead of taking and
+// releasing the sweep lock.
+func (s *Store) SweepDue(ctx context.Context, now, leaseBefore time.Time) (bool, error) {
+	var fences, leases *redis.StringSliceCmd
+	if _, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		fences = pipe.ZRangeByScore(ctx, s.keys.fences(), &redis.ZRangeBy{
+			Min: "-inf", Max: strconv.FormatInt(ms(now), 10), Count: 1})
+		if !leaseBefore.IsZero() {
+			leases = pipe.ZRangeByScore(ctx, s.keys.asynqLease(), &redis.ZRangeBy{
+				Min: "-inf", Max: strconv.FormatInt(leaseBefore.Unix(), 10), Count: 1})
+		}
+		return nil
+	}); err != nil {
+		return false, err
+	}
+	return len(fences.Val()) > 0 || (leases != nil && len(leases.Val()) > 0), nil
+}
+
 // ExpiredFences returns up to limit runs whose running attempt's fence
 // expired at or before now.
 func (s *Store) ExpiredFences(ctx context.Context, now time.Time, limit int64) ([]Due, error) {

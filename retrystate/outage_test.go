@@ -210,6 +210,44 @@ func TestStalledTasks(t *testing.T) {
 	}
 }
 
+// TestSweepDue: a sweep has something to look at when a fence expired or,
+// when asked, a lease went unextended; not for a live fence or a fresh
+// lease, nor for a stale lease it was not asked about.
+func TestSweepDue(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	cut := t0.Add(10 * time.Second) // the leases' cut-off
+	due := func(now, leaseBefore time.Time) bool {
+		t.Helper()
+		d, err := s.SweepDue(ctxb, now, leaseBefore)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if due(t0, cut) {
+		t.Fatal("due on an empty queue")
+	}
+	id := runID(1)
+	create(t, s, id, t0, "a")
+	begin(t, s, id, 0, tasks.ID(id, 0, 1, 0), "tok", t0) // a fence of 10s
+	lease := tasks.QueueKeys(s.Queue()).Lease()
+	rdb.ZAdd(ctxb, lease, redis.Z{Score: float64(t0.Unix() + 30), Member: "fresh"})
+	if due(t0.Add(9*time.Second), cut) {
+		t.Fatal("due with a live fence and a fresh lease")
+	}
+	if !due(t0.Add(10*time.Second), cut) {
+		t.Fatal("not due with the fence expired")
+	}
+	rdb.ZAdd(ctxb, lease, redis.Z{Score: float64(t0.Unix()), Member: "old"})
+	if !due(t0, cut) {
+		t.Fatal("not due with a stale lease")
+	}
+	if due(t0, time.Time{}) {
+		t.Fatal("due for a stale lease with the leases left unread")
+	}
+}
+
 // TestRecoveryNotifications: every automatic repair that changes a run's
 // course appends run_recovered, with by and kind, in its own script; the
 // recovery-loop breaker appends run_needs_attention.

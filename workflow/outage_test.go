@@ -271,8 +271,19 @@ func (h *freezeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook holds up a pipeline when any of its commands matches.
 func (h *freezeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		for _, cmd := range cmds {
+			if h.match != nil && h.match(cmd.Args()) {
+				h.match = nil
+				h.clock.Advance(h.freeze)
+			}
+		}
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
 }
 
 // cmdOn matches a command named name (evalsha matches a script's run) whose
@@ -344,12 +355,17 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 		// queue q.
 		match func(q string) func(args []any) bool
 	}{
+		// The sweep's first read, without the lock (Store.SweepDue: one
+		// entry of each index, in one pipeline).
+		{"sweep check", false, func(q string) func([]any) bool {
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:fences", 1)
+		}},
 		{"sweep lock", false, func(q string) func([]any) bool { return cmdOn("set", "cairn:{"+q+"}:lock:sweep", nil) }},
 		{"expired fences", false, func(q string) func([]any) bool {
-			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:fences", nil)
+			return cmdOn("zrangebyscore", "cairn:{"+q+"}:idx:fences", 1000)
 		}},
 		{"stalled deliveries", false, func(q string) func([]any) bool {
-			return cmdOn("zrangebyscore", tasks.QueueKeys(q).Lease(), nil)
+			return cmdOn("zrangebyscore", tasks.QueueKeys(q).Lease(), 1000)
 		}},
 		// (The unlock is the lock script run with a TTL of 0.)
 		{"sweep unlock", false, func(q string) func([]any) bool { return cmdOn("evalsha", "cairn:{"+q+"}:lock:sweep", 0) }},
@@ -394,6 +410,15 @@ func TestOutageGraceWhicheverCallWaited(t *testing.T) {
 			}
 			if k := "cairn:{" + f.queue + "}:idx:fences"; rdb.Exists(ctxb, k).Val() != 1 {
 				t.Fatalf("no key %s: the test's key names are stale", k)
+			}
+			if !c.pass {
+				// A sweep takes its lock, and makes the calls after its
+				// first read, only when something is due: a task of another
+				// kind (not a step's) whose lease nobody extends.
+				if err := rdb.ZAdd(ctxb, tasks.QueueKeys(f.queue).Lease(),
+					redis.Z{Score: float64(clock.Now().Add(-time.Minute).Unix()), Member: "not-a-step"}).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 
 			hook.arm(c.match(f.queue))

@@ -38,8 +38,12 @@ type EngineConfig struct {
 	Retention time.Duration
 	// FenceTTL is how long a running attempt owns its step without
 	// renewing; it is renewed every FenceTTL/3 while the step runs. A
-	// delivery that finds an expired fence treats the attempt's worker as
-	// crashed. Default 10s.
+	// delivery, or the reconciler's sweep, that finds an expired fence
+	// treats the attempt's worker as crashed: a killed worker's step
+	// begins again on another worker within about FenceTTL +
+	// ReconcilerConfig.SweepInterval. A worker that cannot renew it (Redis
+	// unreachable for about 2/3 of it) stops the step and hands it back.
+	// Default 3s (a renewal a second per running step).
 	FenceTTL time.Duration
 	// MaxEarlyWait: asynq may deliver a retry up to a second early (it
 	// stores due times in whole seconds). A delivery at most this early
@@ -75,7 +79,7 @@ func (c EngineConfig) withDefaults() EngineConfig {
 		c.Retention = 7 * 24 * time.Hour
 	}
 	if c.FenceTTL == 0 {
-		c.FenceTTL = 10 * time.Second
+		c.FenceTTL = 3 * time.Second
 	}
 	if c.MaxEarlyWait == 0 {
 		c.MaxEarlyWait = 2 * time.Second

@@ -104,10 +104,12 @@ func (r *Reconciler) call(ctx context.Context, fn func(context.Context) error) e
 // of a sweep or pass is waiting, and the next sweep, whose calls are all
 // prompt, must still hold. A freeze that begins and ends while the
 // reconciler makes no call at all is not seen here; as the sweep ticker
-// asks Redis every SweepInterval, such a freeze lasts less than
-// SweepInterval + slowCall, too short to expire the fence of a live attempt
-// (renewed every FenceTTL/3) unless FenceTTL < 1.5 * (SweepInterval +
-// slowCall), 4.5s with the default SweepInterval.
+// asks Redis every SweepInterval (an idle sweep too: its one read),
+// such a freeze lasts less than SweepInterval + slowCall, too short to
+// expire the fence of a live attempt (renewed every FenceTTL/3, so never
+// less than 2/3 of FenceTTL from expiry) unless FenceTTL < 1.5 *
+// (SweepInterval + slowCall): 2.25s with the default SweepInterval (500ms),
+// under the default FenceTTL (3s).
 func (r *Reconciler) reached(ctx context.Context, asked time.Time, err error) {
 	if err != nil && ctx.Err() != nil {
 		return // cancelled: says nothing about Redis

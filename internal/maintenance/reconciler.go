@@ -17,7 +17,9 @@ type ReconcilerConfig struct {
 	Interval time.Duration
 	// SweepInterval is the time between sweeps for attempts whose worker
 	// died (their fence expired), so that a crashed step resumes within
-	// about FenceTTL + SweepInterval. Default 2s.
+	// about FenceTTL + SweepInterval. A sweep with nothing to do costs
+	// Redis one round trip of two reads, and takes no lock. Keep FenceTTL
+	// at least 1.5 * (SweepInterval + 1s) (see outage.go). Default 500ms.
 	SweepInterval time.Duration
 	// Concurrency bounds the repairs in flight that take calls of their
 	// own (not a pass's checks of the tasks, which go a page of runs per
@@ -64,7 +66,7 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 		c.Interval = 30 * time.Second
 	}
 	if c.SweepInterval <= 0 {
-		c.SweepInterval = 2 * time.Second
+		c.SweepInterval = 500 * time.Millisecond
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 5
@@ -143,6 +145,9 @@ type Reconciler struct {
 	mu         sync.Mutex
 	unreached  bool      // the last call to Redis failed
 	quietUntil time.Time // expired fences wait until then (OutageGrace)
+	// leasesReadAt is when a sweep last read asynq's leases for stalled
+	// deliveries in its first read (stalledEvery).
+	leasesReadAt time.Time
 }
 
 // New returns a reconciler working with d, logging to log. cfg.Observer

@@ -12,8 +12,11 @@ import (
 //nolint:recvcheck // Total and String take a value so that a Report value is a fmt.Stringer; the unexported add and merge update one in place
 type Report struct {
 	// Locked is false when another replica held the lock and this call did
-	// nothing.
+	// nothing, or when a sweep was Idle.
 	Locked bool
+	// Idle is set by a sweep that found nothing due (no expired fence, no
+	// stalled delivery) in its first read, and so took no lock.
+	Idle bool
 	// Incomplete is the number of runs not yet finished (full passes only).
 	Incomplete int64
 	// Repairs counts the repairs made, by kind: crashed_attempt,

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/cairnhq/cairn/internal/core"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/retrystate"
@@ -31,9 +33,9 @@ func newTestReconciler(t *testing.T, queue string, cfg ReconcilerConfig) *Reconc
 
 // TestServicesSignal: a running reconciler's startup pass, its sweeps and
 // the services of the pass tell a test when they end (test signals),
-// so the test waits for those events instead of polling; of two
-// reconcilers of one queue, the one that finds the lock taken reports
-// Locked false.
+// so the test waits for those events instead of polling; a sweep with
+// nothing due reports Idle and takes no lock; of two reconcilers of one
+// queue, the one that finds the lock taken reports Locked false.
 func TestServicesSignal(t *testing.T) {
 	t.Parallel()
 	q := "m_" + t.Name() // the shared server's keys are the test's by its name
@@ -64,22 +66,33 @@ func TestServicesSignal(t *testing.T) {
 			t.Errorf("the startup pass did not signal %s", w.what)
 		}
 	}
-	if rep, ok := r.sweepSignals.swept.Wait(deadline); !ok || !rep.Locked {
-		t.Fatalf("a sweep: %+v (signalled %v), want locked", rep, ok)
+	// Nothing is due on an empty queue: the sweep reads, takes no lock.
+	if rep, ok := r.sweepSignals.swept.Wait(deadline); !ok || !rep.Idle || rep.Locked {
+		t.Fatalf("a sweep: %+v (signalled %v), want idle, not locked", rep, ok)
 	}
+	cancel() // the rest is this test's own calls
+	<-done
+	ctx = context.Background()
 
 	// Another reconciler of the queue, while this one holds the sweep lock
-	// (taken here under this reconciler's token, as its sweep would).
+	// (taken here under this reconciler's token, as its sweep would), once
+	// an expired fence is due: it reads it, then finds the lock taken.
 	other := newTestReconciler(t, q, ReconcilerConfig{})
 	other.sweepSignals.swept.Init()
 	if ok, err := r.deps.Store.TryLock(ctx, retrystate.LockSweep, r.token, time.Minute); err != nil || !ok {
 		t.Fatalf("taking the sweep lock: %v %v", ok, err)
 	}
 	defer func() { _ = r.deps.Store.Unlock(context.Background(), retrystate.LockSweep, r.token) }()
+	rdb := redistest.Shared(t).Client(t)
+	fences := "cairn:{" + q + "}:idx:fences"
+	if err := rdb.ZAdd(ctx, fences, redis.Z{Score: 1, Member: "dead-run"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.ZRem(context.Background(), fences, "dead-run")
 	if _, err := other.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rep, ok := other.sweepSignals.swept.Wait(deadline); !ok || rep.Locked {
-		t.Errorf("a sweep while another holds the lock: %+v (signalled %v), want Locked false", rep, ok)
+	if rep, ok := other.sweepSignals.swept.Wait(deadline); !ok || rep.Locked || rep.Idle {
+		t.Errorf("a sweep while another holds the lock: %+v (signalled %v), want Locked false, not idle", rep, ok)
 	}
 }

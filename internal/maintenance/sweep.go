@@ -13,6 +13,8 @@ import (
 // whose worker died (their fence expired) are re-dispatched, and so are the
 // steps whose task asynq handed to a worker that never received it
 // (stalled deliveries); not while Redis has just come back (outage.go).
+// A sweep that finds neither in its first read (one round trip) takes no
+// lock, so that sweeping often costs an idle worker's Redis little.
 
 // sweepConfig is the sweep's own configuration (ReconcilerConfig).
 type sweepConfig struct {
@@ -26,16 +28,51 @@ type sweepConfig struct {
 }
 
 // sweepSignals tell a test of this package that a sweep ended, with its
-// report (Locked false: another replica held the lock; RepairsHeld: held
-// by the outage grace).
+// report (Idle: nothing was due, no lock taken; Locked false otherwise:
+// another replica held the lock; RepairsHeld: held by the outage grace).
 type sweepSignals struct {
 	swept testsignal.Signal[Report]
 }
 
+// stalledEvery is how often a sweep with nothing else to do looks for
+// stalled deliveries (reads asynq's leases), when SweepInterval is
+// shorter: they are found StalledAfter (8s) after their dequeue, so looking
+// every 2s (the SweepInterval before issue 26) is enough, and an idle
+// worker's Redis does not pay for a second read at every sweep.
+const stalledEvery = 2 * time.Second
+
 // Sweep re-dispatches the attempts whose worker died (their fence expired)
 // and the steps whose task asynq handed to a worker that never received it.
+// It first asks Redis, in one round trip and without the lock, whether
+// there is any (Store.SweepDue: expired fences at every sweep, stalled
+// leases every stalledEvery); when there is none, as on an idle worker or
+// one whose attempts are all alive, it returns with Idle set, having taken
+// no lock.
 func (r *Reconciler) Sweep(ctx context.Context) (Report, error) {
 	var rep Report
+	now := r.deps.Clock.Now()
+	var leaseBefore time.Time // zero: not this time
+	r.mu.Lock()
+	leases := !now.Before(r.leasesReadAt.Add(max(r.sweepCfg.interval, stalledEvery)))
+	r.mu.Unlock()
+	if leases {
+		leaseBefore = r.leaseBefore(now)
+	}
+	var due bool
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		due, err = r.deps.Store.SweepDue(ctx, now, leaseBefore)
+		return err
+	})
+	if err == nil && leases {
+		r.mu.Lock()
+		r.leasesReadAt = now
+		r.mu.Unlock()
+	}
+	if err != nil || !due {
+		rep.Idle = err == nil
+		r.sweepSignals.swept.Signal(rep)
+		return rep, err
+	}
 	locked, err := r.withLock(ctx, retrystate.LockSweep, 30*time.Second, func(ctx context.Context) error {
 		var err error
 		rep, err = r.sweep(ctx)
@@ -77,6 +114,12 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
+// leaseBefore is the lease expiry at or before which a task asynq holds
+// as active has gone StalledAfter without being extended, at now.
+func (r *Reconciler) leaseBefore(now time.Time) time.Time {
+	return now.Add(tasks.AsynqLeaseDuration - r.sweepCfg.stalledAfter)
+}
+
 // stalled finds the step tasks asynq holds as active under a lease no
 // worker has extended for StalledAfter, and returns their runs and, for
 // each, its latest such task (the others are older dispatches, stale
@@ -85,7 +128,7 @@ func (r *Reconciler) sweep(ctx context.Context) (Report, error) {
 func (r *Reconciler) stalled(ctx context.Context, now time.Time) ([]retrystate.Due, map[string]string, error) {
 	var ids []string
 	err := r.call(ctx, func(ctx context.Context) (err error) {
-		ids, err = r.deps.Store.StalledTasks(ctx, now.Add(tasks.AsynqLeaseDuration-r.sweepCfg.stalledAfter), batch)
+		ids, err = r.deps.Store.StalledTasks(ctx, r.leaseBefore(now), batch)
 		return err
 	})
 	if err != nil || len(ids) == 0 || r.repairsHeld(r.deps.Clock.Now()) {

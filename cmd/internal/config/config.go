@@ -81,10 +81,10 @@ type Config struct {
 	// before it is left for an operator.
 	MaxAutoRecoveries int `env:"CAIRN_MAX_AUTO_RECOVERIES" envDefault:"3"`
 	// FenceTTL is how long a running attempt owns its step between renewals.
-	FenceTTL time.Duration `env:"CAIRN_FENCE_TTL" envDefault:"10s"`
+	FenceTTL time.Duration `env:"CAIRN_FENCE_TTL" envDefault:"3s"`
 	// SweepInterval is how often the reconciler looks for attempts whose
 	// worker died.
-	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"2s"`
+	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"500ms"`
 
 	// DemoChaos also registers the demo workflows of the test suites: the
 	// chaos workflow (the chaos suite) and the ordered workflows (the

@@ -93,8 +93,8 @@ func TestLoadDefaults(t *testing.T) {
 			ReconcileInterval:        30 * time.Second,
 			RecoveryConcurrency:      5,
 			MaxAutoRecoveries:        3,
-			FenceTTL:                 10 * time.Second,
-			SweepInterval:            2 * time.Second,
+			FenceTTL:                 3 * time.Second,
+			SweepInterval:            500 * time.Millisecond,
 			HTTPStepMaxBody:          1 << 20,
 			HTTPAddr:                 "127.0.0.1:8080",
 		}

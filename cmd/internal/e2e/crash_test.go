@@ -59,7 +59,7 @@ func TestKillWorkerMidStep(t *testing.T) {
 	// The crash is found once the fence, renewed until the kill, expires
 	// (FenceTTL), at the next sweep (SweepInterval), which waits out the
 	// reconciler's outage grace when one of its calls to Redis was slow, as
-	// on a loaded machine. Four times that (68s with the defaults) is a
+	// on a loaded machine. Four times that (34s with the defaults) is a
 	// ceiling only a broken sweep misses; asynq's own recovery, which would
 	// also resume the attempt, is told apart by the journal (below).
 	resumeCeiling := 4 * (cfg.FenceTTL + cfg.SweepInterval + outageGrace)

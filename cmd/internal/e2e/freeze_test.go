@@ -20,8 +20,9 @@ import (
 // progressCeiling is how soon after Redis comes back every run in flight
 // must make progress, for workers with cfg. The slowest repair is a step
 // whose task asynq handed out while Redis was away, the reply lost: the
-// sweep (every SweepInterval) gives it a new dispatch once its lease has
-// gone StalledAfter unextended, and not before the reconciler's outage
+// sweep (which looks for stalled leases every SweepInterval, or every
+// stalledEvery when that is shorter) gives it a new dispatch once its lease
+// has gone StalledAfter unextended, and not before the reconciler's outage
 // grace has passed since Redis answered again: 15s with the defaults (the
 // target of issue 10, a figure for make bench). Three times that is a
 // ceiling only a broken repair misses; it must stay below asynq's own
@@ -29,7 +30,7 @@ import (
 // freeze ends), or a test could not tell the repair from asynq's: a wider
 // factor would let a test pass with the repair broken.
 func progressCeiling(cfg config.Config) time.Duration {
-	return 3 * (outageGrace + stalledAfter + cfg.SweepInterval)
+	return 3 * (outageGrace + stalledAfter + max(cfg.SweepInterval, stalledEvery))
 }
 
 // TestRedisFreeze: Redis is stopped with SIGSTOP for longer than the

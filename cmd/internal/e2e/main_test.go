@@ -85,6 +85,9 @@ const (
 	// stalledAfter: a dequeued task whose lease no worker has extended
 	// for this long is given a new dispatch.
 	stalledAfter = 8 * time.Second
+	// stalledEvery: a sweep with nothing else to do reads asynq's leases
+	// for stalled deliveries at most this often.
+	stalledEvery = 2 * time.Second
 )
 
 // asynqFallback is the earliest asynq's own lease recovery redelivers the

@@ -119,6 +119,22 @@
 // second: CPU time and commands, with nothing connected, with a raw asynq
 // server at the worker's polling intervals, and with a Cairn worker.
 //
+// BenchmarkKillResume measures how soon a step whose worker is killed
+// (SIGKILL) begins again on another worker: two worker processes (the
+// cmd/worker binary, its defaults) on one queue, a run whose first step
+// blocks, the kill of the worker running it at a random point of its
+// fence's renewal cycle, and the time from the kill to the resumed
+// attempt's attempt_started entry (resumed=1) on the other worker, with
+// when the fence expired and when the sweep found the crash; p50 and max of
+// CAIRN_BENCH_KILL_ROUNDS rounds (default 6), reported as
+// ms_kill_to_resume and ms_kill_to_resume_max. The workers take the
+// benchmark's CAIRN_* environment: CAIRN_FENCE_TTL=10s
+// CAIRN_SWEEP_INTERVAL=2s measures the defaults before issue 26.
+// BenchmarkFenceCost prices the fence in Redis instructions (callgrind, as
+// BenchmarkScriptInstructions below; it needs valgrind): a renewal
+// (renew.lua), and a sweep with nothing due now (one read, no lock) and
+// before (under the lock), per call and per second with the defaults.
+//
 // BenchmarkScale (make bench-scale, skipped by make bench) runs the worker
 // binary as processes: 1, 2 and 4 of them on one Redis, then one queue and
 // three queues (one per master) on a 3-master Redis Cluster, and reports
@@ -160,7 +176,8 @@
 //	CAIRN_BENCH_TIMER_RUNS             runs of each kind of BenchmarkTimerLateness; default 20
 //	CAIRN_BENCH_PICKUP_TASKS           tasks of each fetcher in BenchmarkPickup; default 100
 //	CAIRN_BENCH_IDLE_SECONDS           seconds each phase of BenchmarkIdleWorker measures; default 10
-//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor; default 200
+//	CAIRN_BENCH_KILL_ROUNDS            kills of BenchmarkKillResume; default 6
+//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor (calls of BenchmarkFenceCost); default 200
 //
 // With -benchtime Nx each throughput phase runs N times the rounds,
 // alternating, and the figures are the totals. With -v, each phase also

@@ -110,6 +110,10 @@
 // p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20), for
 // the retry's attempt, the sleep's timer and the step after the sleep.
 //
+// BenchmarkFunctionCall measures, with callgrind, what a Redis 7 function
+// (FCALL) costs against a script (EVALSHA): an empty body, and one with the
+// helpers a script recreates on every call.
+//
 // BenchmarkPickup measures how long a task waits on an idle fetcher before
 // its handler starts, with asynq's polling fetch loop and with a prototype
 // that blocks on the pending list (the question behind a dequeue of

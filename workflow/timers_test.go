@@ -11,10 +11,12 @@ import (
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// TestTimersWithoutAsynqForwarder: a retry, a snooze and a sleep are moved
-// to the queue by the worker's promoter, at their millisecond, with asynq's
-// own forwarder (whole seconds) kept out of the way, and none of them
-// starts before its due time.
+// TestTimersWithoutAsynqForwarder: a retry, a snooze, a sleep and a
+// circuit breaker's cooldown are moved to the queue by the worker's
+// promoter, at their millisecond, with asynq's own forwarder (whole seconds)
+// kept out of the way, and none of them starts before its due time. (The
+// breaker's deferred attempt is enqueued through asynq's client, not a
+// script: tasks.AddTimer indexes it.)
 func TestTimersWithoutAsynqForwarder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -34,8 +36,49 @@ func TestTimersWithoutAsynqForwarder(t *testing.T) {
 			return nil, nil
 		}},
 	}}
+	var tripped atomic.Bool
+	breaker := workflow.Definition{Name: "tripped", Policy: workflow.Policy{MaxAttempts: 3,
+		InitialInterval: 10 * time.Millisecond, MaxInterval: 10 * time.Millisecond, Jitter: workflow.JitterNone,
+		CircuitBreaker: &workflow.CircuitBreaker{Name: "timers-dep", FailureThreshold: 1, Window: time.Minute,
+			Cooldown: 200 * time.Millisecond}},
+		Steps: []workflow.Step{{Name: "call", Run: func(context.Context, *workflow.StepContext) (any, error) {
+			if !tripped.Swap(true) {
+				return nil, errors.New("503") // opens the breaker
+			}
+			return nil, nil
+		}}}}
 	// asynq's forwarder would first look an hour from now.
-	e.startWorker(workflow.WorkerConfig{DelayedTaskCheckInterval: time.Hour}, def)
+	e.startWorker(workflow.WorkerConfig{DelayedTaskCheckInterval: time.Hour}, def, breaker)
+	// The breaker: its first failure opens it; the retry, due 10ms later,
+	// is deferred until the cooldown ends, then probes and succeeds.
+	b := e.wait(mustStart(t, e.client, "tripped", nil).ID, time.Minute)
+	if b.Status != workflow.StatusSucceeded {
+		t.Fatalf("the breaker's run ended %s: %s", b.Status, b.FailureReason)
+	}
+	var until time.Time
+	probed := false
+	for _, ev := range e.events(b.ID) {
+		switch {
+		case ev.Type == "attempt_deferred":
+			n, err := strconv.ParseInt(ev.Details["until"], 10, 64)
+			if err != nil {
+				if until, err = time.Parse(time.RFC3339Nano, ev.Details["until"]); err != nil {
+					t.Fatalf("attempt_deferred: until = %q", ev.Details["until"])
+				}
+			} else {
+				until = time.UnixMilli(n)
+			}
+		case ev.Type == workflow.EventAttemptStarted && ev.Attempt == 2:
+			probed = true
+			if until.IsZero() || ev.At.Before(until) {
+				t.Errorf("the probe started at %s; the breaker deferred it until %s", ev.At, until)
+			}
+		}
+	}
+	if !probed {
+		t.Errorf("no second attempt in the journal: %+v", e.events(b.ID))
+	}
+
 	run := e.wait(mustStart(t, e.client, "timers", nil).ID, time.Minute)
 	if run.Status != workflow.StatusSucceeded {
 		t.Fatalf("run ended %s: %s", run.Status, run.FailureReason)

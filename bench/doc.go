@@ -111,6 +111,11 @@
 // p50, p99 and max of CAIRN_BENCH_TIMER_RUNS runs each (default 20), for
 // the retry's attempt, the sleep's timer and the step after the sleep.
 //
+// BenchmarkJournalForms measures, with callgrind and MEMORY USAGE, what an
+// append to a run's journal costs and how much a run's journal keeps, in
+// each form issue 26 allows: a stream (today), a list, a string, fields of
+// the run hash.
+//
 // BenchmarkFunctionCall measures, with callgrind, what a Redis 7 function
 // (FCALL) costs against a script (EVALSHA): an empty body, and one with the
 // helpers a script recreates on every call.

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -148,5 +150,37 @@ func TestAddTimer(t *testing.T) {
 	}
 	if n, err := rdb.LLen(ctx, tasks.QueueKeys(queue).Pending()).Result(); err != nil || n != 1 {
 		t.Fatalf("pending: %d, %v", n, err)
+	}
+}
+
+// TestPromoteDueEmbedded: the promoter's script runs on the embedded store
+// (miniredis, `make run`) as on Redis: a due task moves, a later one stays.
+func TestPromoteDueEmbedded(t *testing.T) {
+	store, err := embedded.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	const queue = "embedded"
+	now := time.Now().Truncate(time.Millisecond)
+	w := tasks.NewLuaTaskWriter(rdb)
+	var ids []string
+	for i, due := range []time.Time{now.Add(time.Hour + 100*time.Millisecond), now.Add(time.Hour + 900*time.Millisecond)} {
+		s := tasks.Step{RunID: "r", Workflow: "w", Index: i, Name: "s", Attempt: 2}
+		if err := w.WriteTask(ctx, queue, s.ID(), s.AsynqMessage(queue, time.Minute), due, now); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID())
+	}
+	p, err := tasks.PromoteDue(ctx, rdb, queue, now, now.Add(time.Hour+500*time.Millisecond), 10)
+	if err != nil || p.Moved != 1 || p.Read != 1 || !p.Next.Equal(now.Add(time.Hour+900*time.Millisecond)) {
+		t.Fatalf("promote: %+v, %v; want the first task moved, the second next", p, err)
+	}
+	pending, err := rdb.LRange(ctx, tasks.QueueKeys(queue).Pending(), 0, -1).Result()
+	if err != nil || len(pending) != 1 || pending[0] != ids[0] {
+		t.Fatalf("pending %q, %v; want %s", pending, err, ids[0])
 	}
 }

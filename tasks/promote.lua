@@ -1,35 +1,31 @@
--- promote.lua (PromoteDue, timers.go): promote_due moves the tasks of queue that Cairn's timers index
--- cairn:{q}:timers (put_task, put_now) holds as due at or before upto
--- (Unix ms), at most limit of them, from asynq's scheduled set to its
--- pending list, as asynq's forwarder would at the whole second: state
--- pending, pending_since now (Unix ms as a decimal string) in ns. A task
--- that is no longer scheduled (asynq's forwarder moved it first, an
--- operator ran or deleted it) only leaves the index. An entry due after
--- upto stays.
+-- promote.lua (PromoteDue, timers.go): moves the tasks that Cairn's timers
+-- index (put_task, put_now) holds as due at or before upto (Unix ms), at
+-- most limit of them, from asynq's scheduled set to its pending list, as
+-- asynq's forwarder would at the whole second: state pending, pending_since
+-- now (Unix ms as a decimal string) in ns. A task that is no longer
+-- scheduled (asynq's forwarder moved it first, an operator ran or deleted
+-- it) only leaves the index. An entry due after upto stays.
+-- KEYS: the timers index cairn:{q}:timers, asynq:{q}:scheduled,
+-- asynq:{q}:pending. ARGV: task_prefix (asynq:{q}:t:, Keys.Task("")), now,
+-- upto, limit.
 -- Returns {moved, read, next}: the tasks moved, the index entries read
 -- (limit of them: more may be due) and the earliest due time left in the
 -- index (Unix ms, "" when it is empty).
-local function promote_due(queue, now, upto, limit)
-  local q = "{" .. queue .. "}:"
-  local timers = "cairn:" .. q .. "timers"
-  local ids = redis.call("ZRANGEBYSCORE", timers, "-inf", upto, "LIMIT", 0, limit)
-  local moved = 0
-  if #ids > 0 then
-    local scheduled, pending, task = "asynq:" .. q .. "scheduled", "asynq:" .. q .. "pending", "asynq:" .. q .. "t:"
-    local since = now .. "000000"
-    for i = 1, #ids do
-      local id = ids[i]
-      if redis.call("ZREM", scheduled, id) == 1 then
-        redis.call("LPUSH", pending, id)
-        redis.call("HSET", task .. id, "state", "pending", "pending_since", since)
-        moved = moved + 1
-      end
+local timers, scheduled, pending = unpack(KEYS)
+local task_prefix, now, upto, limit = unpack(ARGV)
+local ids = redis.call("ZRANGEBYSCORE", timers, "-inf", upto, "LIMIT", 0, limit)
+local moved = 0
+if #ids > 0 then
+  local since = now .. "000000"
+  for i = 1, #ids do
+    local id = ids[i]
+    if redis.call("ZREM", scheduled, id) == 1 then
+      redis.call("LPUSH", pending, id)
+      redis.call("HSET", task_prefix .. id, "state", "pending", "pending_since", since)
+      moved = moved + 1
     end
-    redis.call("ZREM", timers, unpack(ids))
   end
-  local nxt = redis.call("ZRANGE", timers, 0, 0, "WITHSCORES")
-  return {moved, #ids, nxt[2] or ""}
+  redis.call("ZREM", timers, unpack(ids))
 end
-
-local queue, now, upto, limit = unpack(ARGV)
-return promote_due(queue, now, upto, limit)
+local nxt = redis.call("ZRANGE", timers, 0, 0, "WITHSCORES")
+return {moved, #ids, nxt[2] or ""}

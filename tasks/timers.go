@@ -30,8 +30,8 @@ import (
 //go:embed promote.lua
 var promoteSrc string
 
-// promoteScript runs promote.lua. Its caller declares the keys it touches
-// (all in the queue's slot), for a Cluster's routing.
+// promoteScript runs promote.lua, on the keys Keys names (all in the
+// queue's slot).
 var promoteScript = sync.OnceValue(func() *redis.Script { return redis.NewScript(promoteSrc) })
 
 // Promoted is what one PromoteDue did.
@@ -57,7 +57,7 @@ type Promoted struct {
 // (begin.lua's "early").
 func PromoteDue(ctx context.Context, rdb redis.Scripter, queue string, now, upTo time.Time, limit int) (Promoted, error) {
 	k := QueueKeys(queue)
-	v, err := promoteScript().Run(ctx, rdb, []string{k.Timers(), k.Scheduled(), k.Pending()}, queue,
+	v, err := promoteScript().Run(ctx, rdb, []string{k.Timers(), k.Scheduled(), k.Pending()}, k.Task(""),
 		strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(upTo.UnixMilli(), 10), limit).Slice()
 	if err != nil {
 		return Promoted{}, err

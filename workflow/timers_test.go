@@ -3,7 +3,6 @@ package workflow_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,19 +54,22 @@ func TestTimersWithoutAsynqForwarder(t *testing.T) {
 	if b.Status != workflow.StatusSucceeded {
 		t.Fatalf("the breaker's run ended %s: %s", b.Status, b.FailureReason)
 	}
+	// untilOf reads an entry's until, which Client.Events gives in RFC 3339
+	// (core.EventFromEntry), as it gives due_at (Event.DueAt).
+	untilOf := func(ev workflow.Event) time.Time {
+		t.Helper()
+		ts, err := time.Parse(time.RFC3339Nano, ev.Details["until"])
+		if err != nil {
+			t.Fatalf("%s entry: until = %q", ev.Type, ev.Details["until"])
+		}
+		return ts
+	}
 	var until time.Time
 	probed := false
 	for _, ev := range e.events(b.ID) {
 		switch {
 		case ev.Type == "attempt_deferred":
-			n, err := strconv.ParseInt(ev.Details["until"], 10, 64)
-			if err != nil {
-				if until, err = time.Parse(time.RFC3339Nano, ev.Details["until"]); err != nil {
-					t.Fatalf("attempt_deferred: until = %q", ev.Details["until"])
-				}
-			} else {
-				until = time.UnixMilli(n)
-			}
+			until = untilOf(ev)
 		case ev.Type == workflow.EventAttemptStarted && ev.Attempt == 2:
 			probed = true
 			if until.IsZero() || ev.At.Before(until) {
@@ -83,31 +85,23 @@ func TestTimersWithoutAsynqForwarder(t *testing.T) {
 	if run.Status != workflow.StatusSucceeded {
 		t.Fatalf("run ended %s: %s", run.Status, run.FailureReason)
 	}
-	ms := func(ev workflow.Event, field string) time.Time {
-		t.Helper()
-		n, err := strconv.ParseInt(ev.Details[field], 10, 64)
-		if err != nil {
-			if ts, err := time.Parse(time.RFC3339Nano, ev.Details[field]); err == nil {
-				return ts
-			}
-			t.Fatalf("%s entry: %s = %q", ev.Type, field, ev.Details[field])
-		}
-		return time.UnixMilli(n)
-	}
 	var retryDue, napUntil, snoozeDue time.Time
 	checked := 0
 	for _, ev := range e.events(run.ID) {
 		switch {
 		case ev.Type == workflow.EventRetryScheduled:
-			retryDue = ms(ev, "due_at")
+			var ok bool
+			if retryDue, ok = ev.DueAt(); !ok {
+				t.Fatalf("retry_scheduled entry without due_at: %+v", ev)
+			}
 		case ev.Type == workflow.EventTimerFired:
-			napUntil = ms(ev, "until")
+			napUntil = untilOf(ev)
 			if ev.At.Before(napUntil) {
 				t.Errorf("the sleep's timer fired at %s, before %s", ev.At, napUntil)
 			}
 			checked++
 		case ev.Type == workflow.EventStepSnoozed:
-			snoozeDue = ev.At.Add(time.Duration(mustAtoi(t, ev.Details["delay_ms"])) * time.Millisecond)
+			snoozeDue = ev.At.Add(delayOf(t, ev))
 		case ev.Type == workflow.EventAttemptStarted && ev.Step == "flaky" && ev.Attempt == 2:
 			if retryDue.IsZero() || ev.At.Before(retryDue) {
 				t.Errorf("the retry started at %s; due at %s", ev.At, retryDue)
@@ -123,13 +117,4 @@ func TestTimersWithoutAsynqForwarder(t *testing.T) {
 	if checked != 3 {
 		t.Errorf("checked %d of the 3 timers in the journal: %+v", checked, e.events(run.ID))
 	}
-}
-
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatalf("not a number: %q", s)
-	}
-	return n
 }

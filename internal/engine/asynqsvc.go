@@ -118,13 +118,9 @@ func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) erro
 	if rc != nil {
 		cfg = *rc
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.disp.timers.run(ctx)
-	}()
+	timersDone := e.disp.timers.start(ctx)
 	e.NewReconciler(cfg).Run(ctx)
-	<-done
+	<-timersDone
 	return nil
 }
 

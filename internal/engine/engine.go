@@ -143,11 +143,10 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 		defs:    make(map[string]*registered),
 		tracing: newTracer(cfg.TracerProvider),
 	}
-	// Moved ahead by an idle fetch's worst wait at the interval
-	// AsynqConfig sets (a Worker sets its own: NewWorker), never more
-	// than an early delivery waits in-process.
+	// At the fetch interval AsynqConfig sets (a Worker sets its own:
+	// NewWorker).
 	e.disp.timers = newPromoter(rdb, cfg.Queue, cfg.Clock, cfg.Logger.With("component", "timers"),
-		min(asynqTaskCheckInterval*3/2, cfg.MaxEarlyWait))
+		promoteLead(asynqTaskCheckInterval, cfg.MaxEarlyWait))
 	return e, nil
 }
 

@@ -67,6 +67,25 @@ type promoter struct {
 	looked testsignal.Signal[tasks.Promoted]
 }
 
+// promoteLead is how far ahead of its due time a task is promoted for an
+// asynq server that fetches every taskCheck: the longest its idle fetch
+// sleeps (the interval and half of it as jitter), never more than an early
+// delivery waits in-process (maxEarlyWait).
+func promoteLead(taskCheck, maxEarlyWait time.Duration) time.Duration {
+	return min(taskCheck*3/2, maxEarlyWait)
+}
+
+// start runs the promoter until ctx ends; the channel is closed when it
+// has stopped.
+func (p *promoter) start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.run(ctx)
+	}()
+	return done
+}
+
 func newPromoter(rdb redis.Scripter, queue string, clock core.Clock, log core.Logger, lead time.Duration) *promoter {
 	return &promoter{rdb: rdb, queue: queue, clock: clock, log: log, lead: lead, poll: promotePoll,
 		kick: make(chan struct{}, 1)}

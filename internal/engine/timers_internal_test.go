@@ -22,11 +22,7 @@ func startPromoter(t *testing.T, rdb *redis.Client, queue string, lead, poll tim
 	p.poll = poll
 	p.looked.Init()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.run(ctx)
-	}()
+	done := p.start(ctx)
 	t.Cleanup(func() {
 		cancel()
 		<-done

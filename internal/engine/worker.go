@@ -74,8 +74,7 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A due task is promoted an idle fetch's worst wait ahead (timers.go).
-	e.disp.timers.lead = min(cfg.TaskCheckInterval*3/2, e.cfg.MaxEarlyWait)
+	e.disp.timers.lead = promoteLead(cfg.TaskCheckInterval, e.cfg.MaxEarlyWait)
 	if cfg.Webhook != nil {
 		if err := cfg.Webhook.Validate(); err != nil {
 			return nil, err
@@ -139,11 +138,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(recDone)
 		w.engine.NewReconciler(w.cfg.Reconciler).Run(recCtx)
 	}()
-	timersDone := make(chan struct{})
-	go func() {
-		defer close(timersDone)
-		w.engine.disp.timers.run(recCtx)
-	}()
+	timersDone := w.engine.disp.timers.start(recCtx)
 	notifierDone := make(chan struct{})
 	if notifier != nil {
 		go func() {

@@ -120,6 +120,12 @@
 // (FCALL) costs against a script (EVALSHA): an empty body, and one with the
 // helpers a script recreates on every call.
 //
+// BenchmarkLuaCosts measures, with callgrind, what each operation a script
+// is made of costs Redis (a script call, its arguments, a concatenation, a
+// number formatted, a closure, a table insert; HMGET, HSET, HGETALL, COPY,
+// DUMP and RESTORE on a 3-step run's hash as a hash table and as a
+// listpack; XADD, ZADD): the cost model of the run record's layout.
+//
 // BenchmarkPickup measures how long a task waits on an idle fetcher before
 // its handler starts, with asynq's polling fetch loop and with a prototype
 // that blocks on the pending list (the question behind a dequeue of
@@ -172,6 +178,7 @@
 //	CAIRN_BENCH_ROUNDS                 rounds of BenchmarkStepThroughput; default 5
 //	CAIRN_BENCH_PROCESSING_ROUNDS      rounds of BenchmarkStepThroughputProcessing; default 3
 //	CAIRN_BENCH_DEFAULTS_CHAINS        chains of BenchmarkStepThroughputAsynqDefaults/busy; default 200
+//	CAIRN_BENCH_LUA_CALLS              calls of each snippet of BenchmarkLuaCosts; default 200
 //	CAIRN_BENCH_SPARSE_CHAINS          chains of the sparse benchmarks; default 1
 //	CAIRN_BENCH_DEFAULTS=0             skips BenchmarkStepThroughputAsynqDefaults and ...Sparse
 //	CAIRN_BENCH_CONCURRENCY            asynq concurrency of every phase; default 10

@@ -57,20 +57,27 @@ func (c *control) resetStats(ctx context.Context) error {
 
 // cpu returns the CPU time redis-server has used (INFO cpu, user + sys).
 func (c *control) cpu(ctx context.Context) (time.Duration, error) {
+	user, sys, err := c.cpuSplit(ctx)
+	return user + sys, err
+}
+
+// cpuSplit returns the CPU time redis-server has used in user space and in
+// the kernel (INFO cpu's used_cpu_user and used_cpu_sys): the kernel's is
+// mostly the sockets' reads and writes, which a round trip costs whatever
+// it carries.
+func (c *control) cpuSplit(ctx context.Context) (user, sys time.Duration, err error) {
 	c.own["info"]++
 	s, err := c.rdb.Info(ctx, "cpu").Result()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var total float64
-	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
-		v, err := strconv.ParseFloat(infoField(s, f), 64)
-		if err != nil {
-			return 0, fmt.Errorf("INFO cpu: %s: %w", f, err)
+	var v [2]float64
+	for i, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		if v[i], err = strconv.ParseFloat(infoField(s, f), 64); err != nil {
+			return 0, 0, fmt.Errorf("INFO cpu: %s: %w", f, err)
 		}
-		total += v
 	}
-	return time.Duration(total * float64(time.Second)), nil
+	return time.Duration(v[0] * float64(time.Second)), time.Duration(v[1] * float64(time.Second)), nil
 }
 
 // processCPU returns the CPU time this process (the workload's Go side)

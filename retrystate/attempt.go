@@ -39,7 +39,7 @@ func (s *Store) Begin(ctx context.Context, a BeginParams) (BeginResult, error) {
 	if a.Trace {
 		args.Trace = "1"
 	}
-	res, err := s.run(ctx, s.scripts.begin, args)
+	res, err := s.runBatched(ctx, s.scripts.begin, args)
 	if err != nil {
 		return BeginResult{}, fmt.Errorf("begin: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *Store) Complete(ctx context.Context, a CompleteParams) (CompleteResult,
 		// complete.lua's hot path knows nothing of sagas.
 		script, decode = s.scripts.compdone, decodeCompDone
 	}
-	res, err := s.run(ctx, script, completeLua{runArgs: s.runArgs(a.RunID, a.Now),
+	res, err := s.runBatched(ctx, script, completeLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.NextTaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		Output: a.Output, Retention: a.Retention.Milliseconds(), NextID: a.NextTaskID, NextMsg: a.NextMessage,
 		InlineToken: a.InlineToken, InlineTTL: a.FenceTTL.Milliseconds()})

@@ -26,3 +26,11 @@ func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 func (s *Store) Template(ctx context.Context, sha string) (map[string]string, error) {
 	return s.template(ctx, sha)
 }
+
+// BatchQueued is the number of step-path calls waiting for the batch on the
+// wire (batch.go).
+func (s *Store) BatchQueued() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}

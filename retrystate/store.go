@@ -23,11 +23,14 @@ type Store struct {
 	// queueAdded: this store added its queue to asynq's set of queues
 	// (CreateRuns), as asynq's own enqueue does.
 	queueAdded atomic.Bool
+	// batch sends the step path's calls made at once in one round trip
+	// (batch.go).
+	batch *batcher
 }
 
 // New returns the Store of queue on rdb.
 func New(rdb redis.UniversalClient, queue string) *Store {
-	return &Store{rdb: rdb, keys: newKeys(queue), scripts: loadScripts()}
+	return &Store{rdb: rdb, keys: newKeys(queue), scripts: loadScripts(), batch: &batcher{rdb: rdb}}
 }
 
 // runArgs returns the run-level arguments of a script acting on run runID
@@ -40,6 +43,17 @@ func (s *Store) runArgs(runID string, now time.Time) runArgs {
 func (s *Store) run(ctx context.Context, sc *redis.Script, a luaArgs) ([]string, error) {
 	keys, argv := a.args()
 	res, err := sc.Run(ctx, s.rdb, keys, argv...).Result()
+	if err != nil {
+		return nil, err
+	}
+	return toStrings(res)
+}
+
+// runBatched runs script sc as run does, in one round trip with the other
+// calls of the step path made at the same time (batch.go).
+func (s *Store) runBatched(ctx context.Context, sc *redis.Script, a luaArgs) ([]string, error) {
+	keys, argv := a.args()
+	res, err := s.batch.run(ctx, sc, keys, argv)
 	if err != nil {
 		return nil, err
 	}

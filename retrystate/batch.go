@@ -36,6 +36,7 @@ type batcher struct {
 
 // batchCall is one script call waiting in or sent with a batch.
 type batchCall struct {
+	ctx  context.Context // its caller's
 	sc   *redis.Script
 	keys []string
 	args []any
@@ -49,7 +50,7 @@ const maxBatch = 64
 
 // run runs sc, in a batch with the calls made meanwhile.
 func (b *batcher) run(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
-	c := &batchCall{sc: sc, keys: keys, args: args, done: make(chan struct{})}
+	c := &batchCall{ctx: ctx, sc: sc, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	start := !b.sending
@@ -87,10 +88,25 @@ func (b *batcher) send() {
 	}
 }
 
-// exec sends one batch and answers its calls. (Its context is not the
+// exec sends one batch and answers its calls. A call whose caller stopped
+// waiting before its batch left is not sent (its caller saw an error, as
+// for a request lost on the way). (The batch's context is not the
 // callers': each of them stops waiting when its own ends, and the client's
 // timeouts bound the batch.)
 func (b *batcher) exec(q []*batchCall) {
+	live := q[:0]
+	for _, c := range q {
+		if c.ctx.Err() != nil {
+			c.err = c.ctx.Err()
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	q = live
+	if len(q) == 0 {
+		return
+	}
 	ctx := context.Background()
 	if len(q) == 1 {
 		c := q[0]

@@ -127,7 +127,8 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// A caller whose context ends stops waiting for its batch.
+// A caller whose context ends stops waiting for its batch, and a call whose
+// caller stopped waiting before its batch left is not sent.
 func TestGroupCommitCallerContext(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, nil)
@@ -154,5 +155,17 @@ func TestGroupCommitCallerContext(t *testing.T) {
 	close(h.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.BatchIdle() {
+		if time.Now().After(deadline) {
+			t.Fatal("the batcher is still sending")
+		}
+		time.Sleep(time.Millisecond) // polling for the event, under the deadline
+	}
+	// Its caller had stopped waiting before its batch left: it was not sent.
+	r, err := s.Run(ctxb, b)
+	if err != nil || r.Steps[0].Status != retrystate.StepPending {
+		t.Fatalf("the abandoned begin ran: %+v %v", r, err)
 	}
 }

@@ -34,3 +34,10 @@ func (s *Store) BatchQueued() int {
 	defer s.batch.mu.Unlock()
 	return len(s.batch.queue)
 }
+
+// BatchIdle tells whether no batch is being sent.
+func (s *Store) BatchIdle() bool {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return !s.batch.sending
+}

@@ -426,6 +426,20 @@ func TestCheckSagasCatches(t *testing.T) {
 				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
 				return append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At}), 1, nil
 			}, want: []string{"charge attempt 1 deferred at 00:00:00.011 until 00:00:01.311; the breaker was open until 00:00:00.311"}},
+		{name: "deferred-behind-a-probe-by-a-later-clock", in: compensated,
+			// The breaker's cooldown ended by another worker's now, which
+			// took the probe first; this attempt, by its own now still in
+			// the open period, waits a cooldown as for a probe that is out.
+			mutate: func(s *sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
+				b := opening(s, 300*time.Millisecond)
+				i := indexOf(s, workflow.EventAttemptStarted, demo.SagaCharge)
+				s.shift(s.evs[i].At, 400*time.Millisecond)
+				insert(s, i, workflow.Event{ID: fmt.Sprintf("%d-0", ms(b[0].at)+1), Type: "attempt_deferred", At: b[0].at,
+					Step: demo.SagaCharge, Attempt: 1, Details: map[string]string{"breaker": demo.SagaBreaker,
+						"until": b[0].at.Add(2 * demo.SagaBreakerCooldown).Format(time.RFC3339Nano)}})
+				ok := s.evs[indexOf(s, workflow.EventAttemptSucceeded, demo.SagaCharge)]
+				return append(b, breakerEvent{id: streamID{ms(ok.At), 1}, at: ok.At}), 1, nil
+			}},
 		{name: "deferral-count", in: compensated,
 			mutate: func(*sagaSynth) ([]breakerEvent, int64, map[int]time.Time) {
 				return nil, 5, nil

@@ -580,7 +580,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-// halfOpenDeferral tells whether a deferral at at until until is one a
+// halfOpenDeferral tells whether a deferral made at one time until another is one a
 // half-open breaker whose probe is out makes: to the probe's lease or a
 // cooldown from now, whichever comes first, so later than now and within
 // the longest cooldown.

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"errors"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -97,3 +98,43 @@ func (k Keys) Processed() string { return k.prefix + "processed" }
 // Active is the list of the IDs of the queue's tasks a worker dequeued
 // (their leases are in Lease).
 func (k Keys) Active() string { return k.prefix + "active" }
+
+// Retry is the sorted set of the queue's tasks waiting for a retry, by due
+// time in Unix seconds.
+func (k Keys) Retry() string { return k.prefix + "retry" }
+
+// Archived is the sorted set of the queue's archived tasks, by the time
+// they were archived (Unix seconds).
+func (k Keys) Archived() string { return k.prefix + "archived" }
+
+// Completed is the sorted set of the queue's completed tasks kept for
+// their retention, by the time they expire (Unix seconds).
+func (k Keys) Completed() string { return k.prefix + "completed" }
+
+// Paused exists while asynq's Inspector has the queue paused.
+func (k Keys) Paused() string { return k.prefix + "paused" }
+
+// Failed is asynq's counter of the queue's failed tasks (its daily
+// counters are apart).
+func (k Keys) Failed() string { return k.prefix + "failed" }
+
+// ProcessedOn is asynq's counter of the tasks the queue's servers
+// processed on the day of t (UTC).
+func (k Keys) ProcessedOn(t time.Time) string {
+	return k.prefix + "processed:" + t.UTC().Format("2006-01-02")
+}
+
+// FailedOn is asynq's counter of the queue's tasks that failed on the day
+// of t (UTC).
+func (k Keys) FailedOn(t time.Time) string {
+	return k.prefix + "failed:" + t.UTC().Format("2006-01-02")
+}
+
+// Fetchers is Cairn's sorted set of the workers that fetch from the queue
+// with Cairn's own dequeue (Dequeuer), by the expiry of their heartbeat in
+// Unix ms.
+func (k Keys) Fetchers() string { return "cairn:{" + k.queue + "}:fetchers" }
+
+// Claim is the list of the task IDs worker took from Pending and has not
+// taken into Active yet (Dequeuer.Claim, Dequeuer.Take).
+func (k Keys) Claim(worker string) string { return "cairn:{" + k.queue + "}:claim:" + worker }

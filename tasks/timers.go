@@ -57,7 +57,7 @@ type Promoted struct {
 // (begin.lua's "early").
 func PromoteDue(ctx context.Context, rdb redis.Scripter, queue string, now, upTo time.Time, limit int) (Promoted, error) {
 	k := QueueKeys(queue)
-	v, err := promoteScript().Run(ctx, rdb, []string{k.Timers(), k.Scheduled(), k.Pending()}, k.Task(""),
+	v, err := promoteScript().Run(ctx, rdb, []string{k.Timers(), k.Scheduled(), k.Pending(), k.Retry()}, k.Task(""),
 		strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(upTo.UnixMilli(), 10), limit).Slice()
 	if err != nil {
 		return Promoted{}, err

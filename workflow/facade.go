@@ -829,6 +829,12 @@ func ReadOutbox(path string, lockTimeout time.Duration) (*OutboxContents, error)
 	return engine.ReadOutbox(path, lockTimeout)
 }
 
+// DequeueCairn and DequeueAsynq are the values of WorkerConfig.Dequeue.
+const (
+	DequeueCairn = engine.DequeueCairn
+	DequeueAsynq = engine.DequeueAsynq
+)
+
 // FindRunsOptions select the runs FindRuns returns.
 type FindRunsOptions = engine.FindRunsOptions
 

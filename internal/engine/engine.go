@@ -243,13 +243,21 @@ func IsFailure(err error) bool {
 // (notStarted), and runs the body and the steps an inline workflow
 // continues with (runChain).
 func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	p, err := tasks.Decode(t.Payload())
+	taskID, _ := asynq.GetTaskID(ctx)
+	return e.ProcessStep(ctx, taskID, t.Payload())
+}
+
+// ProcessStep is ProcessTask for a processor that is not asynq's (a
+// Worker's own dequeue): taskID is the delivered task's ID ("": the one the
+// payload names), payload the task's. Its error means what ProcessTask's
+// means to asynq's processor.
+func (e *Engine) ProcessStep(ctx context.Context, taskID string, payload []byte) error {
+	p, err := tasks.Decode(payload)
 	if err != nil {
 		e.log.Error("dropping a malformed step task", core.AttrError, err)
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
-	taskID, ok := asynq.GetTaskID(ctx)
-	if !ok {
+	if taskID == "" {
 		taskID = p.ID()
 	}
 	log := core.LineLogger{L: e.log, Attrs: []any{core.AttrRunID, p.RunID, core.AttrWorkflow, p.Workflow, core.AttrStep, p.Name,

@@ -41,6 +41,15 @@ type WorkerConfig struct {
 	// and eviction settings (for stores without CONFIG, like the embedded
 	// one).
 	SkipRedisChecks bool
+	// Dequeue chooses who takes the queue's tasks: DequeueCairn (the
+	// default; "" reads the environment variable CAIRN_DEQUEUE, and is
+	// DequeueCairn when it is unset), the worker's own dequeue, which
+	// blocks on the queue instead of polling it (processor.go); or
+	// DequeueAsynq, asynq's processor, as before (TaskCheckInterval and
+	// DelayedTaskCheckInterval apply to it alone). Either way the tasks
+	// are asynq's, in asynq's format, and asynq servers that embed the
+	// engine may serve the same queue.
+	Dequeue string
 	// Webhook, when set, delivers the queue's notifications to a URL (see
 	// Notifier and WebhookHandler). Nil: no webhooks.
 	Webhook *WebhookConfig
@@ -54,6 +63,10 @@ type Worker struct {
 	engine *Engine
 	log    *slog.Logger
 	ready  chan struct{}
+	// proc is the worker's own processor, once Run started it;
+	// onProcessor, when set (tests), is called with it before it starts.
+	proc        *processor
+	onProcessor func(*processor)
 }
 
 // NewWorker returns a worker on rdb.
@@ -70,11 +83,28 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
+	if cfg.Dequeue == "" {
+		cfg.Dequeue = os.Getenv("CAIRN_DEQUEUE")
+	}
+	switch cfg.Dequeue {
+	case "":
+		cfg.Dequeue = DequeueCairn
+	case DequeueCairn, DequeueAsynq:
+	default:
+		return nil, fmt.Errorf("cairn: unknown dequeue %q (CAIRN_DEQUEUE): want %q or %q", cfg.Dequeue,
+			DequeueCairn, DequeueAsynq)
+	}
 	e, err := NewEngine(rdb, cfg.EngineConfig)
 	if err != nil {
 		return nil, err
 	}
-	e.disp.timers.lead = promoteLead(cfg.TaskCheckInterval, e.cfg.MaxEarlyWait)
+	if cfg.Dequeue == DequeueAsynq {
+		e.disp.timers.lead = promoteLead(cfg.TaskCheckInterval, e.cfg.MaxEarlyWait)
+	} else {
+		// A blocked fetch takes a task the moment it is pending: nothing
+		// to promote ahead of time for.
+		e.disp.timers.lead = 0
+	}
 	if cfg.Webhook != nil {
 		if err := cfg.Webhook.Validate(); err != nil {
 			return nil, err
@@ -104,6 +134,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// start-up; or the queue's data is of another format.
 		return err
 	}
+	if w.cfg.Dequeue == DequeueCairn {
+		return w.runOwn(ctx)
+	}
 	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
 		Concurrency:              w.cfg.Concurrency,
 		Queues:                   map[string]int{w.engine.cfg.Queue: 1},
@@ -117,10 +150,57 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	mux := asynq.NewServeMux()
 	mux.Handle(tasks.TypeStep, w.engine)
-	notifier := w.webhooks(mux)
+	var notifier *Notifier
+	if h := w.webhookHandler(); h != nil {
+		mux.Handle(tasks.TypeWebhook, h)
+		notifier = w.notifier()
+	}
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
+	services := w.start(ctx, notifier)
+	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency, "dequeue", DequeueAsynq)
+	close(w.ready)
+	<-ctx.Done()
+	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
+	srv.Shutdown()
+	services()
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// runOwn is Run on the worker's own dequeue (processor.go).
+func (w *Worker) runOwn(ctx context.Context) error {
+	proc := newProcessor(w.engine, w.rdb, w.cfg.Concurrency, w.cfg.ShutdownTimeout)
+	var notifier *Notifier
+	if h := w.webhookHandler(); h != nil {
+		proc.webhook = h.Deliver
+		notifier = w.notifier()
+	}
+	w.proc = proc
+	if w.onProcessor != nil {
+		w.onProcessor(proc)
+	}
+	services := w.start(ctx, notifier)
+	procDone := make(chan struct{})
+	go func() {
+		defer close(procDone)
+		proc.run(ctx)
+	}()
+	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency, "dequeue", DequeueCairn)
+	close(w.ready)
+	<-ctx.Done()
+	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
+	<-procDone
+	services()
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// start runs what a worker runs beside its processor (the Redis checks,
+// the reconciler, the promoter, the notifier) until ctx ends; the function
+// it returns stops them and waits for them.
+func (w *Worker) start(ctx context.Context, notifier *Notifier) (stop func()) {
 	if !w.cfg.SkipRedisChecks {
 		CheckRedis(ctx, w.rdb, w.log)
 	}
@@ -148,17 +228,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	} else {
 		close(notifierDone)
 	}
-	w.log.Info("worker started", "queue", w.engine.cfg.Queue, "concurrency", w.cfg.Concurrency)
-	close(w.ready)
-	<-ctx.Done()
-	w.log.Info("shutting down: waiting for running steps", "timeout", w.cfg.ShutdownTimeout)
-	stopRec()
-	srv.Shutdown()
-	<-recDone
-	<-timersDone
-	<-notifierDone
-	w.log.Info("worker stopped")
-	return nil
+	return func() {
+		stopRec()
+		<-recDone
+		<-timersDone
+		<-notifierDone
+	}
 }
 
 // CheckRedis warns, once each and with the fix, when Redis is set up so that
@@ -215,19 +290,29 @@ func (a asynqLogger) Fatal(args ...any) {
 	os.Exit(1)
 }
 
-// webhooks registers the webhook delivery handler on mux and returns the
-// notifier to run, when webhooks are configured.
-func (w *Worker) webhooks(mux *asynq.ServeMux) *Notifier {
-	if w.cfg.Webhook == nil {
-		return nil
-	}
+// webhookConfig is the worker's webhook configuration with its clock.
+func (w *Worker) webhookConfig() WebhookConfig {
 	cfg := *w.cfg.Webhook
 	if cfg.Clock == nil {
 		cfg.Clock = w.engine.cfg.Clock
 	}
-	h, _ := NewWebhookHandler(cfg, w.log) // validated by NewWorker
-	mux.Handle(tasks.TypeWebhook, h)
-	return webhookdelivery.NewNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue, cfg, w.log)
+	return cfg
+}
+
+// webhookHandler returns the webhook delivery handler, nil when webhooks
+// are not configured.
+func (w *Worker) webhookHandler() *WebhookHandler {
+	if w.cfg.Webhook == nil {
+		return nil
+	}
+	h, _ := NewWebhookHandler(w.webhookConfig(), w.log) // validated by NewWorker
+	return h
+}
+
+// notifier returns the notifier to run when webhooks are configured.
+func (w *Worker) notifier() *Notifier {
+	return webhookdelivery.NewNotifier(w.engine.store, w.engine.disp.client, w.engine.cfg.Queue,
+		w.webhookConfig(), w.log)
 }
 
 // retryDelay is the worker's asynq RetryDelayFunc: WebhookRetryDelay for

@@ -59,13 +59,19 @@ func (e *retryAfter) Unwrap() error { return e.err }
 
 // ProcessTask delivers one notification.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	body := t.Payload()
+	retried, _ := asynq.GetRetryCount(ctx)
+	return h.Deliver(ctx, t.Payload(), retried)
+}
+
+// Deliver is ProcessTask for a processor that is not asynq's (a Worker's
+// own dequeue): body is the task's payload, retried how often asynq's
+// record says it was retried. Its error means what ProcessTask's means.
+func (h *Handler) Deliver(ctx context.Context, body []byte, retried int) error {
 	var note webhook.Payload
 	if err := json.Unmarshal(body, &note); err != nil || note.ID == "" {
 		h.log.Error("dropping a malformed webhook task", attrError, err)
 		return fmt.Errorf("malformed webhook payload: %w", asynq.SkipRetry)
 	}
-	retried, _ := asynq.GetRetryCount(ctx)
 	log := h.log.With(attrRunID, note.RunID, attrWorkflow, note.Workflow, "event", note.Type,
 		"delivery", note.ID, attrAttempt, retried+1)
 	now := h.cfg.Clock.Now()

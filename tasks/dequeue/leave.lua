@@ -1,0 +1,18 @@
+-- leave.lua (Dequeuer.Leave): a worker's clean exit from Cairn's own
+-- dequeue: the IDs left in its claim list go back to the right end of
+-- pending (IDs whose record is gone dropped), the list is deleted and the
+-- worker leaves cairn:{q}:fetchers.
+-- KEYS: cairn:{q}:fetchers, the claim list, asynq:{q}:pending. ARGV:
+-- worker, task_prefix (asynq:{q}:t:).
+local fetchers, claim, pending = unpack(KEYS)
+local worker, task_prefix = unpack(ARGV)
+local ids = redis.call("LRANGE", claim, 0, -1)
+for _, id in ipairs(ids) do
+  if redis.call("EXISTS", task_prefix .. id) == 1 then
+    redis.call("RPUSH", pending, id)
+    redis.call("HSET", task_prefix .. id, "state", "pending")
+  end
+end
+redis.call("DEL", claim)
+redis.call("ZREM", fetchers, worker)
+return #ids

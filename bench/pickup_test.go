@@ -26,7 +26,9 @@ import (
 // second. CAIRN_BENCH_PICKUP_TASKS tasks (default 100) are enqueued one at
 // a time by asynq's client, each once the previous has started and after a
 // pause, so that the fetcher is idle. It prints p50, p99 and max of each,
-// and reports p99_µs_pickup_asynq and p99_µs_pickup_blocking.
+// and reports p99_µs_pickup_asynq, p99_µs_pickup_blocking and
+// p99_µs_pickup_cairn (the worker's own dequeue, tasks.Dequeuer, with its
+// heartbeat).
 //
 // The prototype is a measurement, not a fetcher Cairn runs: it has no
 // recovery of a task taken by a fetcher that died between its two calls,
@@ -120,7 +122,67 @@ func BenchmarkPickup(b *testing.B) {
 		}
 		report("blocking", "p99_µs_pickup_blocking", waits, cmds)
 	}
+
+	// The worker's own dequeue (tasks.Dequeuer, as internal/engine's
+	// processor drives it): BLMOVE into the worker's claim list, take.lua,
+	// done.lua, and its housekeeping once a second (the heartbeat).
+	{
+		queue := newQueue("pickup_cairn")
+		started := make(chan time.Time, 1)
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 2)
+		dq := tasks.NewDequeuer(rdb, queue, "bench")
+		go func() {
+			for fctx.Err() == nil {
+				if _, err := dq.Housekeep(fctx, time.Now(), 10*time.Second); err != nil && fctx.Err() == nil {
+					done <- err
+					return
+				}
+				select {
+				case <-fctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			done <- nil
+		}()
+		go func() {
+			done <- dequeuerFetch(fctx, dq, func() { started <- time.Now() })
+		}()
+		waits := run(queue, started)
+		cmds := idle()
+		stop()
+		for range 2 {
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+		report("cairn", "p99_µs_pickup_cairn", waits, cmds)
+	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// dequeuerFetch takes the tasks of dq's queue with the worker's own
+// dequeue, one at a time, blocking a second at a time, and calls handle
+// for each, until ctx ends (nil) or Redis fails.
+func dequeuerFetch(ctx context.Context, dq *tasks.Dequeuer, handle func()) error {
+	for ctx.Err() == nil {
+		id, err := dq.Claim(context.WithoutCancel(ctx), time.Second)
+		if err != nil {
+			return err
+		}
+		if id == "" {
+			continue
+		}
+		m, out, err := dq.Take(ctx, id, time.Now())
+		if err != nil || out != tasks.Taken {
+			return fmt.Errorf("take %s: %v, %w", id, out, err)
+		}
+		handle()
+		if err := dq.Done(ctx, m, time.Now()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // takeScript does what asynq's dequeue does besides moving the ID from

@@ -18,6 +18,11 @@ import (
 // and its Inspector (asynqmon) knows only the queues there.
 const AllQueues = "asynq:queues"
 
+// CancelChannel is asynq's pub/sub channel on which Inspector.CancelProcessing
+// publishes the ID of a task whose running handler must be cancelled (of
+// every queue).
+const CancelChannel = "asynq:cancel"
+
 // Keys names asynq's keys of one queue, and the one key of Cairn's that
 // indexes asynq's tasks (Timers).
 type Keys struct{ prefix, queue string }

@@ -73,9 +73,6 @@ const (
 	// asynqDefaultTimeout is asynq's timeout of a task whose message has
 	// neither timeout nor deadline (asynq v0.26, client.go).
 	asynqDefaultTimeout = 30 * time.Minute
-	// cancelChannel is asynq's pub/sub channel of Inspector.CancelProcessing
-	// (v0.26, internal/base.CancelChannel).
-	cancelChannel = "asynq:cancel"
 )
 
 // processor is a Worker's own dequeue (see above).
@@ -490,7 +487,7 @@ func (p *processor) recover(ctx context.Context, m *tasks.Message, now time.Time
 // Inspector.CancelProcessing names, until ctx ends.
 func (p *processor) cancellations(ctx context.Context) {
 	for ctx.Err() == nil {
-		sub := p.rdb.Subscribe(ctx, cancelChannel)
+		sub := p.rdb.Subscribe(ctx, tasks.CancelChannel)
 		if _, err := sub.Receive(ctx); err != nil {
 			_ = sub.Close()
 			if ctx.Err() == nil {

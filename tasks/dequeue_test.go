@@ -172,8 +172,14 @@ func TestDequeueRetryAndArchive(t *testing.T) {
 	if qi.Processed != 1 || qi.Failed != 1 || qi.Retry != 1 {
 		t.Fatalf("queue stats %+v, want 1 processed, 1 failed, 1 retry", qi)
 	}
-	// The fallback forwarder (Housekeep) moves the due retry.
-	h, err := d.Housekeep(f.ctx, time.Now(), 10*time.Second)
+	// The fallback forwarder (Housekeep) moves the due retry once the
+	// second after its score began (never early), not before.
+	retryAt := time.Unix(int64(mustScore(t, f, k.Retry(), "a")), 0)
+	h, err := d.Housekeep(f.ctx, retryAt.Add(999*time.Millisecond), 10*time.Second)
+	if err != nil || h.Forwarded != 0 {
+		t.Fatalf("Housekeep within the retry's second: %+v, %v; want none forwarded", h, err)
+	}
+	h, err = d.Housekeep(f.ctx, retryAt.Add(time.Second), 10*time.Second)
 	if err != nil || h.Forwarded != 1 {
 		t.Fatalf("Housekeep: %+v, %v; want 1 forwarded", h, err)
 	}
@@ -352,4 +358,13 @@ func TestMessageRoundTrip(t *testing.T) {
 		info.Retention != time.Hour || string(info.Payload) != "\x00\x01\x02" {
 		t.Fatalf("asynq reads the written message as %+v", info)
 	}
+}
+
+func mustScore(t *testing.T, f *dequeueFixture, key, member string) float64 {
+	t.Helper()
+	v, err := f.rdb.ZScore(f.ctx, key, member).Result()
+	if err != nil {
+		t.Fatalf("ZSCORE %s %s: %v", key, member, err)
+	}
+	return v
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/core"
+	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/tasks"
 )
@@ -341,4 +342,34 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
+}
+
+// TestOwnDequeueEmbedded: a worker on the own dequeue runs on the embedded
+// store (miniredis, `make run`): its BLMOVE, scripts and cancellation
+// subscription work there, and a run completes.
+func TestOwnDequeueEmbedded(t *testing.T) {
+	store, err := embedded.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const queue = "own_embedded"
+	def := core.Definition{Name: "two", Steps: []core.Step{
+		{Name: "a", Run: func(context.Context, *core.StepContext) (any, error) { return 1, nil }},
+		{Name: "b", Run: func(context.Context, *core.StepContext) (any, error) { return 2, nil }},
+	}}
+	o := startOwnWorker(t, rdb, queue, time.Second, def)
+	c := NewClient(rdb, ClientConfig{Queue: queue})
+	run, err := c.Start(context.Background(), "two", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := waitEnded(t, c, run.ID); r.Status != core.StatusSucceeded {
+		t.Fatalf("run %s", r.Status)
+	}
+	if _, ok := o.proc.housekept.Wait(deadlineOwn); !ok {
+		t.Fatal("no housekeeping pass on the embedded store")
+	}
 }

@@ -7,8 +7,9 @@
 --      their BLMOVE and their take) go back to the right end of pending,
 --      IDs whose record is gone dropped, and the worker leaves the set;
 --   3. asynq's forwarder, as a fallback of the promoter (promote.lua): due
---      scheduled and retry tasks (whole seconds, at most 100 of each) move
---      to pending (a task of a group to its group, as asynq does);
+--      scheduled and retry tasks (whole seconds, at most 100 of each, a
+--      retry a second after its score, so never early) move to pending (a
+--      task of a group to its group, as asynq does);
 --   4. asynq's janitor: completed tasks past their retention are deleted
 --      (at most 100);
 --   5. asynq's recoverer's query: the messages of active tasks whose lease
@@ -43,8 +44,11 @@ for _, w in ipairs(dead) do
 end
 local forwarded = 0
 local since = now .. "000000000"
-for _, set in ipairs({scheduled, retry}) do
-  local ids = redis.call("ZRANGEBYSCORE", set, "-inf", now, "LIMIT", 0, 100)
+-- A retry's score is its due time rounded down (asynq's Retry): forwarded
+-- once the next second began, it is never early (the promoter moves it at
+-- its millisecond anyway); a schedule's is rounded up.
+for set, upto in pairs({[scheduled] = tonumber(now), [retry] = tonumber(now) - 1}) do
+  local ids = redis.call("ZRANGEBYSCORE", set, "-inf", upto, "LIMIT", 0, 100)
   for _, id in ipairs(ids) do
     local key = task_prefix .. id
     local group = redis.call("HGET", key, "group")

@@ -207,7 +207,14 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	// step's scripts; an inline run is one asynq task for its steps.
 	strictStep := (create+begin+complete)/stepsPerChain + dequeueDone
 	inlineStep := (create + inlineRun + dequeueDone) / stepsPerChain
+	ownDequeueDone := ownDequeueInstructions(b, rdb, runs, measure, &rows)
 	fmt.Printf("  raw asynq (v0.26) per task: enqueue %d, dequeue and done %d, in all %d\n", enqueue, dequeueDone, task)
+	fmt.Printf("  the worker's own dequeue (BLMOVE, take.lua) and done (done.lua) per task: %d; a strict step with "+
+		"it %d, an inline step %d\n", ownDequeueDone, strictStep-dequeueDone+ownDequeueDone,
+		(create+inlineRun+ownDequeueDone)/stepsPerChain)
+	b.ReportMetric(float64(ownDequeueDone), "instr/own-dequeue-done")
+	b.ReportMetric(float64(strictStep-dequeueDone+ownDequeueDone), "instr/strict-step-own-dequeue")
+	b.ReportMetric(float64((create+inlineRun+ownDequeueDone)/stepsPerChain), "instr/inline-step-own-dequeue")
 	fmt.Printf("  Cairn per step, with asynq's dequeue and done of its task: strict %d (%.2f times a raw task), "+
 		"inline %d (%.2f times)\n", strictStep, float64(strictStep)/float64(task), inlineStep,
 		float64(inlineStep)/float64(task))
@@ -278,6 +285,45 @@ func asynqTaskInstructions(b *testing.B, rdb *redis.Client, runs int, measure fu
 		<-done
 	})
 	return enqueue, (*rows)[0].instr
+}
+
+// ownDequeueInstructions measures, with measure, the Redis work of the
+// worker's own dequeue and done of a task (tasks.Dequeuer: Claim's BLMOVE,
+// Take's take.lua, Done's done.lua), per task, over runs tasks asynq's
+// client enqueued (rows is measure's, emptied).
+func ownDequeueInstructions(b *testing.B, rdb *redis.Client, runs int, measure func(string, func()),
+	rows *[]row) int64 {
+	b.Helper()
+	const queue = "owncost"
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	dq := tasks.NewDequeuer(rdb, queue, "cost")
+	take := func() {
+		id, err := dq.Claim(ctx, time.Second)
+		if err != nil || id == "" {
+			b.Fatalf("claim: %q, %v", id, err)
+		}
+		m, out, err := dq.Take(ctx, id, time.Now())
+		if err != nil || out != tasks.Taken {
+			b.Fatalf("take %s: %v, %v", id, out, err)
+		}
+		if err := dq.Done(ctx, m, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range runs + 1 {
+		if _, err := client.Enqueue(asynq.NewTask(rawTaskType, nil), asynq.Queue(queue)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	take() // the first goes through unmeasured: it loads the scripts
+	*rows = (*rows)[:0]
+	measure("own dequeue and done", func() {
+		for range runs {
+			take()
+		}
+	})
+	return (*rows)[0].instr
 }
 
 // row is one measured figure of BenchmarkScriptInstructions: instructions

@@ -131,6 +131,10 @@ const (
 	// TakeMissing: the task's record is gone (deleted); the ID only left
 	// the claim list.
 	TakeMissing
+	// TakeMalformed: the task is active under the worker's lease but its
+	// message is not one this package reads (the error says why); it is
+	// left for an operator (asynqmon shows it active).
+	TakeMalformed
 )
 
 // Take makes the claimed task id active under the worker's lease (until
@@ -160,7 +164,7 @@ func (d *Dequeuer) Take(ctx context.Context, id string, now time.Time) (*Message
 		}
 		m, err := ParseMessage([]byte(s))
 		if err != nil {
-			return nil, 0, fmt.Errorf("task %s: %w", id, err)
+			return nil, TakeMalformed, fmt.Errorf("task %s: %w", id, err)
 		}
 		return m, Taken, nil
 	}

@@ -195,13 +195,11 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 			release()
 			return // Leave hands the claim back
 		}
-		msg, outcome, err := p.dq.Take(context.WithoutCancel(ctx), id, p.e.cfg.Clock.Now())
+		msg, outcome, err := p.take(ctx, id, backoff)
 		if err != nil {
-			// The ID stays claimed under a live heartbeat: Leave (or,
-			// after a crash, another worker's housekeeping) hands it back.
+			// ctx ended: Leave hands the claim back.
 			release()
-			backoff(err)
-			continue
+			return
 		}
 		if failing {
 			p.log.Info("fetching tasks again")
@@ -213,7 +211,7 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 			p.paused.Signal(struct{}{})
 			p.waitPaused(ctx)
 			continue
-		case tasks.TakeGone, tasks.TakeMissing:
+		case tasks.TakeGone, tasks.TakeMissing, tasks.TakeMalformed:
 			release()
 			continue
 		case tasks.Taken:
@@ -223,6 +221,29 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 			defer release()
 			p.handle(msg)
 		})
+	}
+}
+
+// take takes the claimed task id, trying again while Redis fails (the ID
+// would otherwise stay claimed for as long as this worker lives); an error
+// only when ctx ended first. A take whose reply was lost answers TakeGone
+// when tried again: its task is active under a lease nobody extends, and
+// the lease's recovery delivers it again (as after asynq's lost replies).
+func (p *processor) take(ctx context.Context, id string, backoff func(error)) (*tasks.Message, tasks.TakeOutcome, error) {
+	for {
+		msg, outcome, err := p.dq.Take(context.WithoutCancel(ctx), id, p.e.cfg.Clock.Now())
+		if err == nil {
+			return msg, outcome, nil
+		}
+		if outcome == tasks.TakeMalformed {
+			p.log.Error("took a task whose message cannot be read; left active for an operator",
+				core.AttrTaskID, id, core.AttrError, err)
+			return nil, outcome, nil
+		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		backoff(err)
 	}
 }
 

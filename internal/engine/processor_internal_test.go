@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,10 +215,11 @@ func TestOwnDequeueShutdownHandsBack(t *testing.T) {
 	const queue = "own_shutdown"
 	started := make(chan struct{}, 10)
 	succeeded := make(chan struct{}, 10)
-	block := true
+	var block atomic.Bool
+	block.Store(true)
 	def := oneStep("slow", func(ctx context.Context, _ *core.StepContext) (any, error) {
 		started <- struct{}{}
-		if block {
+		if block.Load() {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
@@ -240,7 +242,7 @@ func TestOwnDequeueShutdownHandsBack(t *testing.T) {
 	if how := a.waitAck(t, id); how != "requeue" {
 		t.Fatalf("the running task was %s at shutdown, want requeue", how)
 	}
-	block = false // before the second worker starts: no race
+	block.Store(false) // before the second worker starts
 	startOwnWorker(t, rdb, queue, time.Second, def)
 	r := waitEnded(t, c, run.ID)
 	if r.Status != core.StatusSucceeded {

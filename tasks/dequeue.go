@@ -55,6 +55,7 @@ func dequeueScript(name string) func() *redis.Script {
 
 var (
 	takeScript      = dequeueScript("take")
+	takeNextScript  = dequeueScript("take_next")
 	doneScript      = dequeueScript("done")
 	retryScript     = dequeueScript("retry")
 	archiveScript   = dequeueScript("archive")
@@ -131,6 +132,8 @@ const (
 	// TakeMissing: the task's record is gone (deleted); the ID only left
 	// the claim list.
 	TakeMissing
+	// TakeEmpty: TakeNext found no pending task.
+	TakeEmpty
 	// TakeMalformed: the task is active under the worker's lease but its
 	// message is not one this package reads (the error says why); it is
 	// left for an operator (asynqmon shows it active).
@@ -147,8 +150,31 @@ func (d *Dequeuer) Take(ctx context.Context, id string, now time.Time) (*Message
 	if err != nil {
 		return nil, 0, err
 	}
+	m, out, err := takeReply(v, "take")
+	if out == TakeMalformed {
+		err = fmt.Errorf("task %s: %w", id, err)
+	}
+	return m, out, err
+}
+
+// TakeNext takes the oldest pending task in one call, as asynq's dequeue
+// does (take_next.lua): for a worker that found work at its last look,
+// where Claim and Take would cost two round trips. TakeEmpty when none is
+// pending, TakePaused on a paused queue (nothing moves).
+func (d *Dequeuer) TakeNext(ctx context.Context, now time.Time) (*Message, TakeOutcome, error) {
+	v, err := takeNextScript().Run(ctx, d.rdb,
+		[]string{d.keys.Pending(), d.keys.Paused(), d.keys.Active(), d.keys.Lease()},
+		d.keys.Task(""), now.Add(AsynqLeaseDuration).Unix()).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	return takeReply(v, "take_next")
+}
+
+// takeReply reads the reply of take.lua or take_next.lua.
+func takeReply(v []any, script string) (*Message, TakeOutcome, error) {
 	if len(v) == 0 {
-		return nil, 0, fmt.Errorf("tasks: take answered %v", v)
+		return nil, 0, fmt.Errorf("tasks: %s answered %v", script, v)
 	}
 	switch v[0] {
 	case "paused":
@@ -157,18 +183,20 @@ func (d *Dequeuer) Take(ctx context.Context, id string, now time.Time) (*Message
 		return nil, TakeGone, nil
 	case "missing":
 		return nil, TakeMissing, nil
+	case "empty":
+		return nil, TakeEmpty, nil
 	case "ok":
 		s, ok := v[1].(string)
 		if !ok || len(v) != 2 {
-			return nil, 0, fmt.Errorf("tasks: take answered %v", v)
+			return nil, 0, fmt.Errorf("tasks: %s answered %v", script, v)
 		}
 		m, err := ParseMessage([]byte(s))
 		if err != nil {
-			return nil, TakeMalformed, fmt.Errorf("task %s: %w", id, err)
+			return nil, TakeMalformed, err
 		}
 		return m, Taken, nil
 	}
-	return nil, 0, fmt.Errorf("tasks: take answered %v", v)
+	return nil, 0, fmt.Errorf("tasks: %s answered %v", script, v)
 }
 
 // notFound maps asynq's "NOT FOUND" reply to ErrNotActive.

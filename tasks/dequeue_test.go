@@ -368,3 +368,44 @@ func mustScore(t *testing.T, f *dequeueFixture, key, member string) float64 {
 	}
 	return v
 }
+
+// TestDequeueTakeNext: a worker that found work takes the next task in one
+// call, as asynq's dequeue does: the oldest first, active with its lease;
+// nothing moves on a paused queue; an empty queue answers TakeEmpty.
+func TestDequeueTakeNext(t *testing.T) {
+	f := newDequeueFixture(t, "dq_next")
+	d := tasks.NewDequeuer(f.rdb, f.queue, "w1")
+	f.enqueue("a")
+	f.enqueue("b")
+	m, out, err := d.TakeNext(f.ctx, time.Now())
+	if err != nil || out != tasks.Taken || m.ID != "a" {
+		t.Fatalf("TakeNext = %+v, %v, %v; want a", m, out, err)
+	}
+	if info := f.state("a"); info.State != asynq.TaskStateActive {
+		t.Fatalf("a is %v", info.State)
+	}
+	if _, err := f.rdb.ZScore(f.ctx, tasks.QueueKeys(f.queue).Lease(), "a").Result(); err != nil {
+		t.Fatalf("no lease for a: %v", err)
+	}
+	if err := f.insp.PauseQueue(f.queue); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, err := d.TakeNext(f.ctx, time.Now()); err != nil || out != tasks.TakePaused {
+		t.Fatalf("TakeNext on a paused queue: %v, %v", out, err)
+	}
+	if info := f.state("b"); info.State != asynq.TaskStatePending {
+		t.Fatalf("b on a paused queue: %v", info.State)
+	}
+	if err := f.insp.UnpauseQueue(f.queue); err != nil {
+		t.Fatal(err)
+	}
+	if m, out, err := d.TakeNext(f.ctx, time.Now()); err != nil || out != tasks.Taken || m.ID != "b" {
+		t.Fatalf("TakeNext = %+v, %v, %v; want b", m, out, err)
+	}
+	if _, out, err := d.TakeNext(f.ctx, time.Now()); err != nil || out != tasks.TakeEmpty {
+		t.Fatalf("TakeNext on an empty queue: %v, %v", out, err)
+	}
+	if err := d.Done(f.ctx, m, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,7 +31,9 @@ import (
 //   - one fetcher takes a task when a slot is free: it blocks on the
 //     queue's pending list (BLMOVE, fetchBlock at a time) into a claim list
 //     of the worker's own, then takes it (active, its state, its lease) in
-//     one script, which honours asynq's pause;
+//     one script, which honours asynq's pause; while it finds work, it
+//     takes the next task in one call, as asynq's dequeue does (TakeNext),
+//     and blocks again once the queue is empty;
 //   - a handler runs per task, the engine's for a step attempt, the webhook
 //     handler for a delivery, with the deadline asynq would give it; its
 //     result is acknowledged as asynq's processor would (done or completed,
@@ -171,6 +173,9 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 		}
 		_ = core.SleepContext(ctx, time.Second)
 	}
+	// busy: the last look found a task, so the next one takes the next
+	// task in one call (TakeNext) before it blocks again.
+	busy := false
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
@@ -178,28 +183,45 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 		case slots <- struct{}{}:
 		}
 		release := func() { <-slots }
-		// The claim is never abandoned half-way: a BLMOVE ctx ended
-		// would leave its reply unread (Leave hands back whatever it
-		// claimed).
-		id, err := p.dq.Claim(context.WithoutCancel(ctx), fetchBlock)
-		if err != nil {
-			release()
-			backoff(err)
-			continue
+		var (
+			msg     *tasks.Message
+			outcome tasks.TakeOutcome
+			err     error
+		)
+		if busy {
+			msg, outcome, err = p.dq.TakeNext(ctx, p.e.cfg.Clock.Now())
+			if err != nil && outcome != tasks.TakeMalformed {
+				release()
+				busy = false
+				if ctx.Err() == nil {
+					backoff(err)
+				}
+				continue
+			}
 		}
-		if id == "" {
-			release()
-			continue
-		}
-		if ctx.Err() != nil {
-			release()
-			return // Leave hands the claim back
-		}
-		msg, outcome, err := p.take(ctx, id, backoff)
-		if err != nil {
-			// ctx ended: Leave hands the claim back.
-			release()
-			return
+		if !busy || outcome == tasks.TakeEmpty {
+			busy = false
+			// The claim is never abandoned half-way: a BLMOVE ctx ended
+			// would leave its reply unread (Leave hands back whatever it
+			// claimed).
+			id, err := p.dq.Claim(context.WithoutCancel(ctx), fetchBlock)
+			if err != nil {
+				release()
+				backoff(err)
+				continue
+			}
+			if id == "" {
+				release()
+				continue
+			}
+			if ctx.Err() != nil {
+				release()
+				return // Leave hands the claim back
+			}
+			if msg, outcome, err = p.take(ctx, id, backoff); err != nil {
+				release()
+				return // ctx ended: Leave hands the claim back
+			}
 		}
 		if failing {
 			p.log.Info("fetching tasks again")
@@ -208,14 +230,23 @@ func (p *processor) fetch(ctx context.Context, slots chan struct{}, handlers *sy
 		switch outcome {
 		case tasks.TakePaused:
 			release()
+			busy = false
 			p.paused.Signal(struct{}{})
 			p.waitPaused(ctx)
 			continue
-		case tasks.TakeGone, tasks.TakeMissing, tasks.TakeMalformed:
+		case tasks.TakeMalformed:
+			if err != nil {
+				p.log.Error("took a task whose message cannot be read; left active for an operator",
+					core.AttrError, err)
+			}
+			release()
+			continue
+		case tasks.TakeGone, tasks.TakeMissing, tasks.TakeEmpty:
 			release()
 			continue
 		case tasks.Taken:
 		}
+		busy = true
 		p.taken.Signal(msg.ID)
 		handlers.Go(func() {
 			defer release()

@@ -934,12 +934,13 @@ func VerifyWebhookSignature(secret string, timestamp string, body []byte, header
 	return engine.VerifyWebhookSignature(secret, timestamp, body, header)
 }
 
-// WorkerConfig configures a Worker: an Engine on an asynq server. A zero
-// field takes the default given in its comment.
+// WorkerConfig configures a Worker: an Engine taking its queue's asynq
+// tasks (see Dequeue). A zero field takes the default given in its comment.
 type WorkerConfig = engine.WorkerConfig
 
 // Worker runs registered workflows: it executes step attempts from the
-// queue with an Engine on an asynq server.
+// queue with an Engine, taking the queue's asynq tasks itself (or with
+// asynq's processor: WorkerConfig.Dequeue).
 type Worker = engine.Worker
 
 // NewWorker returns a worker on rdb.

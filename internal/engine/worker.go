@@ -16,24 +16,27 @@ import (
 	"github.com/cairnhq/cairn/tasks"
 )
 
-// WorkerConfig configures a Worker: an Engine on an asynq server. A zero
-// field takes the default given in its comment.
+// WorkerConfig configures a Worker: an Engine taking its queue's asynq
+// tasks (see Dequeue). A zero field takes the default given in its comment.
 type WorkerConfig struct {
 	EngineConfig
 	// Concurrency is how many step attempts run at once. Default 10.
 	Concurrency int
-	// TaskCheckInterval is how long asynq's fetch loop sleeps (on average)
-	// after it found the queue empty. asynq's own default, 1s, stalls step
+	// TaskCheckInterval, with Dequeue DequeueAsynq, is how long asynq's
+	// fetch loop sleeps (on average) after it found the queue empty; it
+	// also sets how far ahead of its due time the promoter moves a timer
+	// (1.5 times it). asynq's own default, 1s, stalls step
 	// chains: each step's successor waits for the next poll. Default 20ms
 	// (see the README's benchmark section for the measurements).
 	TaskCheckInterval time.Duration
-	// DelayedTaskCheckInterval is how often asynq moves due retries from
-	// its scheduled set to the queue. asynq's default, 5s, would delay
+	// DelayedTaskCheckInterval, with Dequeue DequeueAsynq, is how often
+	// asynq moves due retries from its scheduled set to the queue (the own
+	// dequeue does it once a second, behind the promoter). asynq's default, 5s, would delay
 	// every retry by up to 5s. Default 200ms.
 	DelayedTaskCheckInterval time.Duration
 	// ShutdownTimeout is how long a graceful shutdown waits for running
-	// steps. A step still running then is handed back to asynq; its next
-	// delivery resumes it once its fence expires. Default 30s.
+	// steps. A step still running then is handed back to the queue; its
+	// next delivery resumes it once its fence expires. Default 30s.
 	ShutdownTimeout time.Duration
 	// Reconciler configures the reconciler the worker runs.
 	Reconciler maintenance.ReconcilerConfig
@@ -56,7 +59,8 @@ type WorkerConfig struct {
 }
 
 // Worker runs registered workflows: it executes step attempts from the
-// queue with an Engine on an asynq server.
+// queue with an Engine, taking the queue's asynq tasks itself (or with
+// asynq's processor: WorkerConfig.Dequeue).
 type Worker struct {
 	cfg    WorkerConfig
 	rdb    redis.UniversalClient

@@ -63,6 +63,12 @@ func (w *twins) each(fn func(s *retrystate.Store, id string)) {
 // step begins and completes step idx, attempt attempt, at now.
 func (w *twins) step(idx, attempt int, now time.Time) {
 	w.t.Helper()
+	w.stepOut(idx, attempt, now, fmt.Sprintf(`{"i":%d}`, idx))
+}
+
+// stepOut is step, the attempt returning output.
+func (w *twins) stepOut(idx, attempt int, now time.Time, output string) {
+	w.t.Helper()
 	w.each(func(s *retrystate.Store, id string) {
 		w.t.Helper()
 		b := begin(w.t, s, id, idx, tasks.ID(id, idx, attempt, 0), "tok", now)
@@ -70,7 +76,7 @@ func (w *twins) step(idx, attempt int, now time.Time) {
 			w.t.Fatalf("begin %s step %d: %+v", id, idx, b)
 		}
 		c, err := s.Complete(ctxb, retrystate.CompleteParams{RunID: id, Index: idx, Token: "tok",
-			Output: fmt.Sprintf(`{"i":%d}`, idx), Retention: time.Hour, Now: now.Add(5 * time.Millisecond)})
+			Output: output, Retention: time.Hour, Now: now.Add(5 * time.Millisecond)})
 		if err != nil || c.Outcome == retrystate.OutcomeFenced {
 			w.t.Fatalf("complete %s step %d: %+v %v", id, idx, c, err)
 		}
@@ -186,6 +192,14 @@ func TestCompactRunReadsAsBefore(t *testing.T) {
 		w.step(1, 1, t0.Add(2*time.Second))
 		w.check(false)
 		w.step(2, 1, t0.Add(3*time.Second))
+		w.check(true)
+	})
+	t.Run("succeeded, its steps returning 0", func(t *testing.T) {
+		t.Parallel()
+		w := newTwins(t, 150, threeStepRun(), nil)
+		for i := range 3 {
+			w.stepOut(i, 1, t0.Add(time.Duration(i+1)*time.Second), "0")
+		}
 		w.check(true)
 	})
 	t.Run("succeeded after a retry", func(t *testing.T) {

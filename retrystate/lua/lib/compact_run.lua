@@ -1,9 +1,9 @@
--- needs: task_id
+-- needs: COMP_BASE, task_id
 -- compact_run rewrites a run that has ended, succeeded or cancelled, in its
 -- compact form (definitions.go): it deletes the fixed fields its definition's
 -- template holds (create.lua copied them from it; Store.Run fills them back)
--- and every field that holds its default ("" or "0", "none" for a retry
--- state; a step's task ID when it is its attempt 1's, its attempts_started
+-- and every field that holds its default ("", or "0" or "none" but in a
+-- field of text its caller chose, TEXT_*_FIELDS; a step's task ID when it is its attempt 1's, its attempts_started
 -- when it is its attempt, its attempt_started_at when it is its started_at;
 -- the run's updated_at when it is its finished_at, its deadline_base when
 -- it is its created_at: compact.go's fillCompact), and it moves the
@@ -29,7 +29,7 @@
 local function compact_run()
   local RUN = unpack(KEYS)
   local RUN_ID, PREFIX = unpack(ARGV, 1, 2)
-  local r = redis.call("HMGET", RUN, "def", "steps", "jn", "finished_at", "created_at")
+  local r = redis.call("HMGET", RUN, "def", "steps", "jn", "finished_at", "created_at", "sagas")
   if not r[1] or not r[2] then
     return
   end
@@ -44,6 +44,13 @@ local function compact_run()
   -- hold that value, and stay, even "" or "0", when not). A step's empty
   -- task stays: it was never activated, or waited in a gate's line.
   local n = tonumber(r[2]) or 0
+  -- TEXT_RUN_FIELDS and TEXT_STEP_FIELDS are the fields of the run and of
+  -- each step (and compensation) that hold text its caller chose: an input, an
+  -- output, an error, a reason. A "0" or a "none" there is a value, which
+  -- stays; in any other field it is the default, which goes.
+  local TEXT_RUN_FIELDS = {"workflow", "input", "owner", "idempotency_key", "idem_key", "failure_code", "failure_reason",
+    "warning", "attention_reason", "ord_key"}
+  local TEXT_STEP_FIELDS = {"output", "last_error", "last_error_code"}
   local f = {}
   for i = 0, n - 1 do
     local p = "s" .. i .. "."
@@ -56,6 +63,23 @@ local function compact_run()
   end
   local derived = {updated_at = r[4] or "", deadline_base = r[5] or ""}
   local keep = {updated_at = true, deadline_base = true}
+  local text = {}
+  for i = 1, #TEXT_RUN_FIELDS do
+    text[TEXT_RUN_FIELDS[i]] = true
+  end
+  local last = n - 1
+  if r[6] == "1" then
+    last = 2 * n - 1 -- and the compensations', s<COMP_BASE + i>.
+  end
+  for k = 0, last do
+    local p = "s" .. k .. "."
+    if k >= n then
+      p = "s" .. (COMP_BASE + k - n) .. "."
+    end
+    for j = 1, #TEXT_STEP_FIELDS do
+      text[p .. TEXT_STEP_FIELDS[j]] = true
+    end
+  end
   for i = 0, n - 1 do
     local p = "s" .. i .. "."
     derived[p .. "task"] = task_id(RUN_ID, i, 1)
@@ -67,7 +91,7 @@ local function compact_run()
   local w, gone, nw, ng, big = {}, {}, 0, 0, false
   for i = 1, #h, 2 do
     local k, v = h[i], h[i + 1]
-    if derived[k] == v or (not keep[k] and (v == "" or v == "0" or v == "none")) then
+    if derived[k] == v or (not keep[k] and (v == "" or ((v == "0" or v == "none") and not text[k]))) then
       ng = ng + 1
       gone[ng] = k
     else

@@ -3,6 +3,7 @@ package retrystate_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -277,6 +278,10 @@ func TestCompactRunRestores(t *testing.T) {
 		w.step(i, 1, t0.Add(time.Duration(i+1)*time.Second))
 	}
 	w.check(true)
+	moved := movedJournal(t, w.ss[0], w.ids[0])
+	if len(moved) == 0 {
+		t.Fatal("the compact run holds no moved journal")
+	}
 	w.each(func(s *retrystate.Store, id string) {
 		res, err := s.Restore(ctxb, retrystate.RestoreParams{RunID: id, FromStep: "b", Actor: "admin",
 			Now: t0.Add(10 * time.Second)})
@@ -288,6 +293,11 @@ func TestCompactRunRestores(t *testing.T) {
 	w.step(1, 2, t0.Add(11*time.Second))
 	w.step(2, 2, t0.Add(12*time.Second))
 	w.check(true) // compact again; its moved journal stays, and its new entries are in a stream
+	// Compacted again, the run keeps its moved journal's chunks byte for
+	// byte (a chunk's bytes are the DUMP's: "0" or "none" among them too).
+	if again := movedJournal(t, w.ss[0], w.ids[0]); !maps.Equal(again, moved) {
+		t.Fatalf("the moved journal's fields changed with the second compaction:\n%q\nwant\n%q", again, moved)
+	}
 	rec, err := w.ss[0].Run(ctxb, w.ids[0])
 	if err != nil || rec.Status != retrystate.StatusSucceeded || rec.Steps[1].Attempt != 2 {
 		t.Fatalf("%+v %v", rec, err)
@@ -388,4 +398,21 @@ func TestCreateFromSeed(t *testing.T) {
 	if got := hash(runID(11)); !reflect.DeepEqual(got, before) {
 		t.Errorf("after the refused create the run hash is\n%v\nwant\n%v", got, before)
 	}
+}
+
+// movedJournal returns the fields of run id's hash that hold its moved
+// journal (jn, j0, j1, ...).
+func movedJournal(t *testing.T, s *retrystate.Store, id string) map[string]string {
+	t.Helper()
+	h, err := s.Redis().HGetAll(ctxb, "cairn:{"+s.Queue()+"}:run:"+id).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range h {
+		if k == "jn" || (len(k) > 1 && k[0] == 'j' && k[1] >= '0' && k[1] <= '9') {
+			out[k] = v
+		}
+	}
+	return out
 }

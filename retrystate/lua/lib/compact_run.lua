@@ -63,6 +63,14 @@ local function compact_run()
   end
   local derived = {updated_at = r[4] or "", deadline_base = r[5] or ""}
   local keep = {updated_at = true, deadline_base = true}
+  -- A journal moved before (a restored run that ends again) keeps its
+  -- chunks, whatever bytes they hold.
+  if r[3] then
+    keep.jn = true
+    for i = 0, (tonumber(r[3]) or 0) - 1 do
+      keep["j" .. i] = true
+    end
+  end
   local text = {}
   for i = 1, #TEXT_RUN_FIELDS do
     text[TEXT_RUN_FIELDS[i]] = true

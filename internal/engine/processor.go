@@ -384,39 +384,31 @@ func (p *processor) ack(log core.LineLogger, m *tasks.Message, err error) {
 		d := retryDelay(m.Retried, err, asynq.NewTask(m.Type, m.Payload))
 		at := p.e.cfg.Clock.Now().Add(d)
 		failure := IsFailure(err)
-		write = func(ctx context.Context, now time.Time) error {
-			if err := p.dq.Retry(ctx, m, at, err.Error(), failure, now); err != nil {
-				return err
-			}
-			p.e.disp.timers.wake(at)
-			return nil
-		}
+		write = func(ctx context.Context, now time.Time) error { return p.retryTask(ctx, m, at, err, failure, now) }
 	}
 	// As asynq: a write that fails is tried again until the lease (30 s
 	// from the last extension at most) would end; then the recoverer's.
-	until := p.e.cfg.Clock.Now().Add(tasks.AsynqLeaseDuration)
-	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		werr := write(ctx, p.e.cfg.Clock.Now())
-		cancel()
-		switch {
-		case werr == nil:
-			p.acked.Signal(ackEvent{m.ID, how})
-			return
-		case errors.Is(werr, tasks.ErrNotActive):
-			log.Warn("task no longer active here (its lease was recovered); not acknowledged", core.AttrError, werr)
-			p.acked.Signal(ackEvent{m.ID, "lost"})
-			return
-		case !p.e.cfg.Clock.Now().Before(until):
-			log.Error("could not acknowledge the task; asynq's recovery will deliver it again",
-				"ack", how, core.AttrError, werr)
-			p.acked.Signal(ackEvent{m.ID, "lost"})
-			return
+	ctx, cancel := context.WithTimeout(context.Background(), tasks.AsynqLeaseDuration)
+	defer cancel()
+	notActive := false
+	werr := p.e.retry(ctx, log, "acknowledge the task ("+how+")", func(ctx context.Context) error {
+		err := write(ctx, p.e.cfg.Clock.Now())
+		if errors.Is(err, tasks.ErrNotActive) {
+			notActive = true
+			return nil // nothing to try again
 		}
-		if attempt == 0 {
-			log.Warn("could not acknowledge the task; retrying", "ack", how, core.AttrError, werr)
-		}
-		time.Sleep(min(100*time.Millisecond<<min(attempt, 4), time.Second))
+		return err
+	})
+	switch {
+	case notActive:
+		log.Warn("task no longer active here (its lease was recovered); not acknowledged")
+		p.acked.Signal(ackEvent{m.ID, "lost"})
+	case werr == nil:
+		p.acked.Signal(ackEvent{m.ID, how})
+	default:
+		log.Error("could not acknowledge the task; asynq's recovery will deliver it again",
+			"ack", how, core.AttrError, werr)
+		p.acked.Signal(ackEvent{m.ID, "lost"})
 	}
 }
 
@@ -522,9 +514,7 @@ func (p *processor) recover(ctx context.Context, m *tasks.Message, now time.Time
 		err = p.dq.Archive(ctx, m, errLease.Error(), now)
 	} else {
 		at := now.Add(retryDelay(m.Retried, errLease, asynq.NewTask(m.Type, m.Payload)))
-		if err = p.dq.Retry(ctx, m, at, errLease.Error(), IsFailure(errLease), now); err == nil {
-			p.e.disp.timers.wake(at)
-		}
+		err = p.retryTask(ctx, m, at, errLease, IsFailure(errLease), now)
 	}
 	switch {
 	case err == nil:
@@ -533,6 +523,17 @@ func (p *processor) recover(ctx context.Context, m *tasks.Message, now time.Time
 	default:
 		p.log.Warn("could not recover a task whose lease expired", core.AttrTaskID, m.ID, core.AttrError, err)
 	}
+}
+
+// retryTask puts task m back in asynq's retry set for at, as asynq's Retry
+// does, and wakes this worker's promoter for its due time.
+func (p *processor) retryTask(ctx context.Context, m *tasks.Message, at time.Time, cause error, failure bool,
+	now time.Time) error {
+	if err := p.dq.Retry(ctx, m, at, cause.Error(), failure, now); err != nil {
+		return err
+	}
+	p.e.disp.timers.wake(at)
+	return nil
 }
 
 // cancellations cancels the context of a running handler whose task asynq's

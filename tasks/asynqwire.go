@@ -37,24 +37,9 @@ const (
 // AsynqMessage encodes the asynq task message that Options would make asynq
 // store for this attempt, when it is due now.
 func (s Step) AsynqMessage(queue string, stepTimeout time.Duration) []byte {
-	payload := s.Encode()
-	id := s.ID()
-	b := make([]byte, 0, 32+len(payload)+len(id)+len(queue))
-	b = protowire.AppendTag(b, fieldType, protowire.BytesType)
-	b = protowire.AppendString(b, TypeStep)
-	b = protowire.AppendTag(b, fieldPayload, protowire.BytesType)
-	b = protowire.AppendBytes(b, payload)
-	b = protowire.AppendTag(b, fieldID, protowire.BytesType)
-	b = protowire.AppendString(b, id)
-	b = protowire.AppendTag(b, fieldQueue, protowire.BytesType)
-	b = protowire.AppendString(b, queue)
-	b = protowire.AppendTag(b, fieldRetry, protowire.VarintType)
-	b = protowire.AppendVarint(b, DefaultMaxDeliveries)
-	b = protowire.AppendTag(b, fieldTimeout, protowire.VarintType)
-	// An int64 field's varint is the value's two's-complement bits, as
-	// proto.Marshal writes it (and the timeout is at least a minute).
-	b = protowire.AppendVarint(b, uint64(taskTimeout(stepTimeout)/time.Second)) //nolint:gosec // see above
-	return b
+	m := Message{Type: TypeStep, Payload: s.Encode(), ID: s.ID(), Queue: queue, Retry: DefaultMaxDeliveries,
+		Timeout: int64(taskTimeout(stepTimeout) / time.Second)}
+	return m.Encode()
 }
 
 // taskTimeout is asynq's timeout of an attempt's task: it outlasts the

@@ -277,10 +277,21 @@ func TestCancelAndCompensate(t *testing.T) {
 	e := newEnv(t)
 	l := newSagaLog()
 	blocked := make(chan struct{})
+	// b's compensation waits for the second cancel, so that cancel meets a
+	// run that is still compensating.
+	secondDone := make(chan struct{})
 	var stopped atomic.Bool
+	undoB := l.comp("b")
 	def := workflow.Definition{Name: "cancomp", Policy: fastPolicy(), Steps: []workflow.Step{
 		{Name: "a", Run: l.step("a"), Compensate: l.comp("a")},
-		{Name: "b", Run: l.step("b"), Compensate: l.comp("b")},
+		{Name: "b", Run: l.step("b"), Compensate: func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+			select {
+			case <-secondDone:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return undoB(ctx, sc)
+		}},
 		{Name: "wait", Run: func(ctx context.Context, _ *workflow.StepContext) (any, error) {
 			close(blocked)
 			<-ctx.Done()
@@ -298,9 +309,13 @@ func TestCancelAndCompensate(t *testing.T) {
 	if run.Status != workflow.StatusCompensating && run.Status != workflow.StatusCompensated {
 		t.Errorf("after the cancel: %s, want compensating", run.Status)
 	}
-	if _, err := e.client.Cancel(ctxb, id, &workflow.ActionOptions{Compensate: true}); err != nil {
+	second, err := e.client.Cancel(ctxb, id, &workflow.ActionOptions{Compensate: true})
+	if err != nil {
 		t.Errorf("a second cancel with compensation: %v", err)
+	} else if second.Status != workflow.StatusCompensating || second.FailureReason != "cancelled by ops" {
+		t.Errorf("after the second cancel: %s %q, want still compensating, cancelled by ops", second.Status, second.FailureReason)
 	}
+	close(secondDone)
 	run = e.wait(id, 30*time.Second)
 	if run.Status != workflow.StatusCompensated || run.FailureCode != workflow.CodeCancelled ||
 		run.FailureReason != "cancelled by ops" {

@@ -1,5 +1,7 @@
 package retrystate
 
+import "github.com/cairnhq/cairn/tasks"
+
 // The KEYS and ARGV of each script, by name. A script's header lists them
 // in order, by name (lua/README.md), and the script reads them so, in
 // order: "local RUN, next_task = unpack(KEYS)". Here each script has a
@@ -132,8 +134,8 @@ func (a beginLua) args() ([]string, []any) {
 	return []string{a.Run}, argv
 }
 
-// completeLua is complete.lua's, and compdone.lua's.
-type completeLua struct {
+// checkpointLua is compdone.lua's, and the first part of complete.lua's.
+type checkpointLua struct {
 	runArgs
 	NextTask    string `key:"next_task"`
 	Pending     string `key:"pending"`
@@ -147,9 +149,66 @@ type completeLua struct {
 	InlineTTL   int64  `arg:"inline_ttl"`
 }
 
-func (a completeLua) args() ([]string, []any) {
+func (a checkpointLua) args() ([]string, []any) {
 	return []string{a.Run, a.NextTask, a.Pending}, []any{a.RunID, a.Prefix, a.Now, a.Token, a.Index, a.Output,
 		a.Retention, a.NextID, a.NextMsg, a.InlineToken, a.InlineTTL}
+}
+
+// completeLua is complete.lua's: a checkpoint's, then the acknowledgement
+// of the delivery's task.
+type completeLua struct {
+	checkpointLua
+	ackLua
+}
+
+func (a completeLua) args() ([]string, []any) {
+	keys, argv := a.checkpointLua.args()
+	return a.add(keys, argv)
+}
+
+// ackLua is the tail of the KEYS and ARGV of complete.lua and fail.lua:
+// when AckID is set, the keys and arguments of task_done (tasks.DoneArgs)
+// for the task whose delivery ran the attempt; AckUnique is sent only when
+// set.
+type ackLua struct {
+	AckActive      string `key:"ack_active"`
+	AckLease       string `key:"ack_lease"`
+	AckTask        string `key:"ack_task"`
+	AckDay         string `key:"ack_day"`
+	AckTotal       string `key:"ack_total"`
+	AckCompleted   string `key:"ack_completed"`
+	AckUnique      string `key:"ack_unique"`
+	AckID          string `arg:"ack_id"`
+	AckStatsExpiry int64  `arg:"ack_stats_expiry"`
+	AckKeepUntil   string `arg:"ack_keep_until"`
+	AckMsg         string `arg:"ack_msg"`
+}
+
+// add appends the acknowledgement's keys and arguments, if any.
+func (a ackLua) add(keys []string, argv []any) ([]string, []any) {
+	if a.AckID == "" {
+		return keys, argv
+	}
+	keys = append(keys, a.AckActive, a.AckLease, a.AckTask, a.AckDay, a.AckTotal, a.AckCompleted)
+	if a.AckUnique != "" {
+		keys = append(keys, a.AckUnique)
+	}
+	return keys, append(argv, a.AckID, a.AckStatsExpiry, a.AckKeepUntil, a.AckMsg)
+}
+
+// withAck is c with the acknowledgement a (nil: none).
+func withAck(c checkpointLua, a *tasks.DoneArgs) completeLua {
+	return completeLua{checkpointLua: c, ackLua: ackOf(a)}
+}
+
+// ackOf is the acknowledgement a (nil: none).
+func ackOf(a *tasks.DoneArgs) ackLua {
+	if a == nil {
+		return ackLua{}
+	}
+	return ackLua{AckActive: a.Active, AckLease: a.Lease, AckTask: a.Task, AckDay: a.Day, AckTotal: a.Total,
+		AckCompleted: a.Completed, AckUnique: a.Unique, AckID: a.ID, AckStatsExpiry: a.StatsExpiry,
+		AckKeepUntil: a.KeepUntil, AckMsg: a.Msg}
 }
 
 // failLua is fail.lua's.
@@ -167,11 +226,12 @@ type failLua struct {
 	Code      string `arg:"code"`
 	RetryID   string `arg:"retry_id"`
 	RetryMsg  []byte `arg:"retry_msg"`
+	ackLua
 }
 
 func (a failLua) args() ([]string, []any) {
-	return []string{a.Run, a.RetryTask, a.Pending, a.Scheduled}, []any{a.RunID, a.Prefix, a.Now, a.Token, a.Index,
-		a.Message, a.Class, a.Delay, a.Retention, a.Code, a.RetryID, a.RetryMsg}
+	return a.add([]string{a.Run, a.RetryTask, a.Pending, a.Scheduled}, []any{a.RunID, a.Prefix, a.Now, a.Token,
+		a.Index, a.Message, a.Class, a.Delay, a.Retention, a.Code, a.RetryID, a.RetryMsg})
 }
 
 // snoozeLua is snooze.lua's.

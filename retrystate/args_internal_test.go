@@ -12,7 +12,7 @@ import (
 // scriptArgs maps each script to the struct of its KEYS and ARGV (args.go).
 var scriptArgs = map[string]luaArgs{
 	"create.lua": createLua{}, "begin.lua": beginLua{}, "complete.lua": completeLua{},
-	"compdone.lua": completeLua{}, "fail.lua": failLua{}, "snooze.lua": snoozeLua{}, "goto.lua": gotoLua{},
+	"compdone.lua": checkpointLua{}, "fail.lua": failLua{}, "snooze.lua": snoozeLua{}, "goto.lua": gotoLua{},
 	"release.lua": releaseLua{}, "cancel.lua": cancelLua{}, "renew.lua": renewLua{},
 	"redispatch.lua": redispatchLua{}, "repair.lua": repairLua{}, "timeout.lua": timeoutLua{},
 	"operate.lua": operateLua{}, "restore.lua": restoreLua{}, "gate.lua": gateLua{}, "wait.lua": waitLua{},

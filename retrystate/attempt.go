@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/cairnhq/cairn/tasks"
 )
 
 // The operations of a step attempt, as the engine runs it: Begin, then
@@ -156,25 +158,39 @@ type CompleteParams struct {
 	// (inline continuation): OutcomeInline when it did.
 	InlineToken string
 	FenceTTL    time.Duration
+	// Ack, when set, is the acknowledgement of the asynq task whose
+	// delivery ran the attempt (Cairn's own dequeue, tasks.DoneArgs): the
+	// script acknowledges it with the checkpoint when the outcome ends that
+	// delivery's work (CompleteResult.Acked), one round trip for both.
+	Ack *tasks.DoneArgs
 }
 
 // Complete stores a step's output, clears its retry metadata and advances
 // the run; fenced by the attempt's token.
 func (s *Store) Complete(ctx context.Context, a CompleteParams) (CompleteResult, error) {
-	script, decode := s.scripts.complete, decodeComplete
-	if IsCompensation(a.Index) {
-		// A compensation's complete goes on with the saga (compdone.lua);
-		// complete.lua's hot path knows nothing of sagas.
-		script, decode = s.scripts.compdone, decodeCompDone
-	}
-	res, err := s.runBatched(ctx, script, completeLua{runArgs: s.runArgs(a.RunID, a.Now),
+	c := checkpointLua{runArgs: s.runArgs(a.RunID, a.Now),
 		NextTask: s.keys.asynqTask(a.NextTaskID), Pending: s.keys.asynqPending(), Token: a.Token, Index: a.Index,
 		Output: a.Output, Retention: a.Retention.Milliseconds(), NextID: a.NextTaskID, NextMsg: a.NextMessage,
-		InlineToken: a.InlineToken, InlineTTL: a.FenceTTL.Milliseconds()})
+		InlineToken: a.InlineToken, InlineTTL: a.FenceTTL.Milliseconds()}
+	var (
+		res []string
+		err error
+	)
+	if IsCompensation(a.Index) {
+		// A compensation's complete goes on with the saga (compdone.lua);
+		// complete.lua's hot path knows nothing of sagas. (Its task is
+		// acknowledged by the caller.)
+		res, err = s.runBatched(ctx, s.scripts.compdone, c)
+		if err != nil {
+			return CompleteResult{}, fmt.Errorf("complete: %w", err)
+		}
+		return completeResult(decodeCompDone(res))
+	}
+	res, err = s.runBatched(ctx, s.scripts.complete, withAck(c, a.Ack))
 	if err != nil {
 		return CompleteResult{}, fmt.Errorf("complete: %w", err)
 	}
-	return completeResult(decode(res))
+	return completeResult(decodeComplete(res))
 }
 
 // CompleteResult is what Complete did. Its Outcome is one of:
@@ -216,6 +232,12 @@ type CompleteResult struct {
 	// RunFailure is the run's failure (OutcomeRunFailed; its Code for
 	// OutcomeCompensated).
 	RunFailure
+	// Acked: the script acknowledged CompleteParams.Ack's task with the
+	// checkpoint (or found it no longer active): its caller must not
+	// acknowledge it again. Set for OutcomeRunSucceeded, OutcomeFenced,
+	// OutcomeNext with Enqueued and, without an InlineToken, OutcomeDone:
+	// the outcomes after which the delivery has nothing left to do.
+	Acked bool
 }
 
 var completeOutcomes = []Outcome{OutcomeNext, OutcomeInline, OutcomeRunSucceeded, OutcomeFenced, OutcomeDone,
@@ -226,7 +248,7 @@ func completeResult(d decoded, err error) (CompleteResult, error) {
 		return CompleteResult{}, err
 	}
 	return CompleteResult{Outcome: d.Outcome, Next: d.next(), Started: d.Started, Why: d.Why, RunStatus: d.RunStatus,
-		RunFailure: d.failure()}, nil
+		RunFailure: d.failure(), Acked: d.Acked}, nil
 }
 
 // FailParams records a failed attempt.
@@ -246,6 +268,10 @@ type FailParams struct {
 	// holds.
 	RetryTaskID  string
 	RetryMessage []byte
+	// Ack, as CompleteParams.Ack: the script acknowledges the delivery's
+	// task with the failure's write (FailResult.Acked), unless the caller
+	// is left to write the retry's task.
+	Ack *tasks.DoneArgs
 }
 
 // Fail records a failed attempt: for a transient error with budget left it
@@ -255,7 +281,8 @@ func (s *Store) Fail(ctx context.Context, a FailParams) (FailResult, error) {
 	res, err := s.run(ctx, s.scripts.fail, failLua{runArgs: s.runArgs(a.RunID, a.Now),
 		RetryTask: s.keys.asynqTask(a.RetryTaskID), Pending: s.keys.asynqPending(), Scheduled: s.keys.asynqScheduled(),
 		Token: a.Token, Index: a.Index, Message: a.Error, Class: a.Class, Delay: a.Delay.Milliseconds(),
-		Retention: a.Retention.Milliseconds(), Code: a.Code, RetryID: a.RetryTaskID, RetryMsg: a.RetryMessage})
+		Retention: a.Retention.Milliseconds(), Code: a.Code, RetryID: a.RetryTaskID, RetryMsg: a.RetryMessage,
+		ackLua: ackOf(a.Ack)})
 	if err != nil {
 		return FailResult{}, fmt.Errorf("fail: %w", err)
 	}
@@ -283,6 +310,9 @@ type FailResult struct {
 	Why string
 	// RunStatus is the run's status (OutcomeDone).
 	RunStatus RunStatus
+	// Acked, as CompleteResult.Acked: every outcome but OutcomeRetry
+	// without Enqueued.
+	Acked bool
 }
 
 var failOutcomes = []Outcome{OutcomeRetry, OutcomeRunFailed, OutcomeFenced, OutcomeDone}
@@ -292,7 +322,7 @@ func failResult(d decoded, err error) (FailResult, error) {
 		return FailResult{}, err
 	}
 	return FailResult{Outcome: d.Outcome, Next: d.next(), RunFailure: d.failure(), Why: d.Why,
-		RunStatus: d.RunStatus}, nil
+		RunStatus: d.RunStatus, Acked: d.Acked}, nil
 }
 
 // ReleaseParams hands back an attempt its worker stopped because it could not

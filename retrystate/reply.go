@@ -73,6 +73,9 @@ type decoded struct {
 	Then string
 	// RecheckAt is when to look at the run again (OutcomeRecheck).
 	RecheckAt time.Time
+	// Acked: the script acknowledged the delivery's asynq task with its
+	// write (complete.lua with CompleteParams.Ack).
+	Acked bool
 }
 
 // failure returns d's RunFailure: the whole of it for OutcomeRunFailed,
@@ -530,8 +533,34 @@ func decodeReason(r *reply, o Outcome) (decoded, error) {
 	return r.result(decoded{Outcome: o, Reason: r.str(replyField)})
 }
 
+// ackedMark ends a reply of complete.lua or fail.lua that acknowledged the
+// delivery's asynq task (CompleteParams.Ack, FailParams.Ack).
+const ackedMark = "acked"
+
+// The lengths of the replies that may end with ackedMark, by their word,
+// without it.
+var (
+	completeAckedLens = map[string]int{"next": nextLen, "succeeded": 1, "fenced": 2, "done": 2}
+	failAckedLens     = map[string]int{"retry": retryLen, "failed": failedLen, "fenced": 2, "done": 3}
+)
+
+// stripAcked returns res without the ackedMark that ends it, and whether
+// it did: a reply one element longer than its word's in lens, ending with
+// the mark.
+func stripAcked(res []string, lens map[string]int) ([]string, bool) {
+	if n := len(res); n > 1 && res[n-1] == ackedMark && lens[res[0]] == n-1 {
+		return res[:n-1], true
+	}
+	return res, false
+}
+
 // decodeComplete decodes complete.lua's reply.
 func decodeComplete(res []string) (decoded, error) {
+	if res, ok := stripAcked(res, completeAckedLens); ok {
+		d, err := decodeComplete(res)
+		d.Acked = err == nil
+		return d, err
+	}
 	r := newReply("complete", res)
 	switch r.word() {
 	case "next":
@@ -579,6 +608,11 @@ func decodeCompDone(res []string) (decoded, error) {
 
 // decodeFail decodes fail.lua's reply to a failure of step index.
 func decodeFail(res []string, index int) (decoded, error) {
+	if res, ok := stripAcked(res, failAckedLens); ok {
+		d, err := decodeFail(res, index)
+		d.Acked = err == nil
+		return d, err
+	}
 	r := newReply("fail", res)
 	switch r.word() {
 	case "retry":

@@ -268,8 +268,8 @@ func TestDecodersRejectMalformedElements(t *testing.T) {
 
 var (
 	// luaReturnWord matches a reply returned as a table constructor,
-	// {"word", ...}.
-	luaReturnWord = regexp.MustCompile(`return\s*\{\s*"(\w+)"`)
+	// {"word", ...}, or passed through complete.lua's acked.
+	luaReturnWord = regexp.MustCompile(`return\s*(?:acked\(\s*)?\{\s*"(\w+)"`)
 	// luaTableWord matches a local assigned a table that starts with a
 	// word: a reply when the script returns that local.
 	luaTableWord = regexp.MustCompile(`local\s+(\w+)\s*=\s*\{\s*"(\w+)"`)

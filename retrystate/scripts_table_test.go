@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/tasks"
 )
 
 var updateScriptTables = flag.Bool("update-script-tables", false,
@@ -753,8 +754,9 @@ func completeCase(name string, seed *world, idx int, token, next, reply string) 
 // completeCall is a complete of step idx by token, predicting the next
 // step's task next ("" for none).
 func completeCall(idx int, token, next string) completeLua {
-	return completeLua{runArgs: tr, NextTask: taskKey(next), Pending: tk.asynqPending(), Token: token, Index: idx,
-		Output: fmt.Sprintf(`{"done":%d}`, idx), Retention: tKeep, NextID: next, NextMsg: []byte("MSG")}
+	return completeLua{checkpointLua: checkpointLua{runArgs: tr, NextTask: taskKey(next), Pending: tk.asynqPending(),
+		Token: token, Index: idx, Output: fmt.Sprintf(`{"done":%d}`, idx), Retention: tKeep, NextID: next,
+		NextMsg: []byte("MSG")}}
 }
 
 // inlineCase is a completeCase that asks to begin the next step inline,
@@ -762,6 +764,36 @@ func completeCall(idx int, token, next string) completeLua {
 func inlineCase(name string, seed *world, idx int, reply string) luaCase {
 	call := completeCall(idx, "tok", taskID(idx+1, 1))
 	call.InlineToken, call.InlineTTL = "tok2", 10000
+	return luaCase{name: name, seed: seed, call: call, reply: reply}
+}
+
+// delivered is w with the task of step idx's attempt 1 active under a
+// lease, as Cairn's own dequeue leaves a task it took. (The day's processed
+// counter exists already: its first INCR sets an expiry the table would
+// show relative to the wall clock; tasks' tests cover that one.)
+func (w *world) delivered(idx int) *world {
+	q, id := tasks.QueueKeys(tQueue), taskID(idx, 1)
+	return w.do("LPUSH", q.Active(), id).do("ZADD", q.Lease(), tNow/1000+30, id).
+		do("HSET", q.Task(id), "msg", "MSG", "state", "active").do("SET", q.ProcessedOn(time.UnixMilli(tNow)), "7")
+}
+
+// ackCall acknowledges step idx's attempt-1 task, whose record has no
+// retention.
+func ackCall(idx int) ackLua {
+	q, id := tasks.QueueKeys(tQueue), taskID(idx, 1)
+	now := time.UnixMilli(tNow)
+	return ackOf(&tasks.DoneArgs{Active: q.Active(), Lease: q.Lease(), Task: q.Task(id), Day: q.ProcessedOn(now),
+		Total: q.Processed(), Completed: q.Completed(), ID: id, StatsExpiry: tNow/1000 + 90*24*3600, KeepUntil: "0"})
+}
+
+// ackCase is a completeCase that also acknowledges step idx's attempt-1
+// task (CompleteParams.Ack), whose record has no retention; inline_token,
+// when set, asks to begin the next step inline.
+func ackCase(name string, seed *world, idx int, token, next, inlineToken, reply string) luaCase {
+	call := completeLua{checkpointLua: completeCall(idx, token, next).checkpointLua, ackLua: ackCall(idx)}
+	if inlineToken != "" {
+		call.InlineToken, call.InlineTTL = inlineToken, 10000
+	}
 	return luaCase{name: name, seed: seed, call: call, reply: reply}
 }
 
@@ -813,6 +845,21 @@ func TestScriptComplete(t *testing.T) {
 			completeCase("fenced: the step is not running", abc().pendingAt(1), 1, "tok", taskID(2, 1), `["fenced" "fence lost"]`),
 			completeCase("done: applied before, the run goes on", abc().pendingAt(1), 0, "t0", taskID(1, 1), `["done" "running"]`),
 			completeCase("done: applied before, the run succeeded", abc().succeeded(), 2, "t2", "", `["done" "succeeded"]`),
+			ackCase("ack: next, its task written, the delivery's task done", abc().runningAt(0, "tok").delivered(0), 0,
+				"tok", taskID(1, 1), "", `["next" "1" "b" "1" "60000" "1" "acked"]`),
+			ackCase("ack: not when the caller writes the next task", abc().runningAt(0, "tok").delivered(0), 0,
+				"tok", "", "", `["next" "1" "b" "1" "60000" "0"]`),
+			ackCase("ack: not when the next step is begun inline", abc().runningAt(0, "tok").delivered(0), 0,
+				"tok", taskID(1, 1), "tok2", `["inline" "1" "b" "1" "60000" "{\"p\":\"b\"}" "0" "c" "0" "60000"]`),
+			ackCase("ack: succeeded", abc().runningAt(2, "tok").delivered(2), 2, "tok", "", "", `["succeeded" "acked"]`),
+			ackCase("ack: fenced", abc().runningAt(0, "other").delivered(0), 0, "tok", taskID(1, 1), "",
+				`["fenced" "fence lost" "acked"]`),
+			ackCase("ack: done, applied before", abc().pendingAt(1).delivered(0), 0, "t0", taskID(1, 1), "",
+				`["done" "running" "acked"]`),
+			ackCase("ack: done, the task acknowledged before", abc().pendingAt(1), 0, "t0", taskID(1, 1), "",
+				`["done" "running" "acked"]`),
+			ackCase("ack: not when done goes on inline", abc().pendingAt(1).delivered(0), 0, "t0", taskID(1, 1), "tok2",
+				`["done" "running"]`),
 		},
 	}.run(t)
 }
@@ -878,8 +925,31 @@ func TestScriptFail(t *testing.T) {
 				1000, taskID(0, 2), `["done" "running" ""]`),
 			failCase("done: applied before, the run failed", abc().failedAt(0), 0, "tok", "permanent", 1000,
 				taskID(0, 2), `["done" "failed" "permanent_error"]`),
+			failAckCase("ack: retry, its task written, the delivery's task done", abc().runningAt(0, "tok").delivered(0),
+				"transient", taskID(0, 2), `["retry" "1800000001000" "2" "60000" "1" "acked"]`),
+			failAckCase("ack: not when the caller writes the retry's task", abc().runningAt(0, "tok").delivered(0),
+				"transient", "", `["retry" "1800000001000" "2" "60000" "0"]`),
+			failAckCase("ack: failed", abc().runningAt(0, "tok").delivered(0), "permanent", taskID(0, 2),
+				`["failed" "permanent_error" "step \"a\" failed with a permanent error on attempt 1: boom tok" "" "acked"]`),
+			failAckCase("ack: fenced", abc().runningAt(0, "other").delivered(0), "transient", taskID(0, 2),
+				`["fenced" "fence lost" "acked"]`),
+			failAckCase("ack: done, applied before", abc().retryAt(0, tNow+1000).delivered(0), "transient", taskID(0, 2),
+				`["done" "running" "" "acked"]`),
 		},
 	}.run(t)
+}
+
+// failAckCase is a failCase of step 0 by "tok" after 1000 ms that also
+// acknowledges its attempt-1 task (FailParams.Ack), as ackCase.
+func failAckCase(name string, seed *world, class, retry, reply string) luaCase {
+	c := failCase(name, seed, 0, "tok", class, 1000, retry, reply)
+	call, ok := c.call.(failLua)
+	if !ok {
+		panic("failCase makes no failLua")
+	}
+	call.ackLua = ackCall(0)
+	c.call = call
+	return c
 }
 
 // releaseCase is a release of step idx by token, predicting the new

@@ -42,21 +42,27 @@ import (
 //go:embed dequeue/*.lua
 var dequeueFS embed.FS
 
-// dequeueScript returns the script dequeue/<name>.lua.
-func dequeueScript(name string) func() *redis.Script {
+// dequeueScript returns the script dequeue/<name>.lua, with the Lua
+// functions it uses (lua/<helper>.lua) put in front of it.
+func dequeueScript(name string, helpers ...string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
 		b, err := dequeueFS.ReadFile("dequeue/" + name + ".lua")
 		if err != nil { // embedded at build time: an error is a build bug
 			panic("tasks: " + err.Error())
 		}
-		return redis.NewScript(string(b))
+		var src strings.Builder
+		for _, h := range helpers {
+			src.WriteString(luaFunc(h))
+		}
+		src.Write(b)
+		return redis.NewScript(src.String())
 	})
 }
 
 var (
 	takeScript      = dequeueScript("take")
 	takeNextScript  = dequeueScript("take_next")
-	doneScript      = dequeueScript("done")
+	doneScript      = dequeueScript("done", "task_done")
 	retryScript     = dequeueScript("retry")
 	archiveScript   = dequeueScript("archive")
 	requeueScript   = dequeueScript("requeue")
@@ -211,18 +217,44 @@ func notFound(err error) error {
 // record is deleted, or kept as completed for the message's retention; the
 // processed counters count it.
 func (d *Dequeuer) Done(ctx context.Context, m *Message, now time.Time) error {
-	keys := []string{d.keys.Active(), d.keys.Lease(), d.keys.Task(m.ID), d.keys.ProcessedOn(now),
-		d.keys.Processed(), d.keys.Completed()}
-	if m.UniqueKey != "" {
-		keys = append(keys, m.UniqueKey)
+	a := d.DoneArgs(m, now)
+	keys := []string{a.Active, a.Lease, a.Task, a.Day, a.Total, a.Completed}
+	if a.Unique != "" {
+		keys = append(keys, a.Unique)
 	}
-	keep, msg := "0", ""
+	return notFound(doneScript().Run(ctx, d.rdb, keys, a.ID, a.StatsExpiry, a.KeepUntil, a.Msg).Err())
+}
+
+// DoneArgs are the keys and arguments of the Lua function task_done
+// (lua/task_done.lua) for one task: what Done sends, and what a state
+// script that acknowledges the task with its own write sends
+// (retrystate's complete.lua).
+type DoneArgs struct {
+	// The keys: asynq:{q}:active, asynq:{q}:lease, the task's record, the
+	// processed counters of the day and in all, asynq:{q}:completed, and
+	// the message's uniqueness lock ("" for none).
+	Active, Lease, Task, Day, Total, Completed, Unique string
+	// ID is the task's; StatsExpiry (Unix s) the day counter's expiry;
+	// KeepUntil (Unix s, as a decimal) the completed record's, "0" for a
+	// message without a retention (the record is deleted); Msg the message
+	// with its completion time (retention only).
+	ID          string
+	StatsExpiry int64
+	KeepUntil   string
+	Msg         string
+}
+
+// DoneArgs returns what acknowledges m as done at now (see Done).
+func (d *Dequeuer) DoneArgs(m *Message, now time.Time) DoneArgs {
+	a := DoneArgs{Active: d.keys.Active(), Lease: d.keys.Lease(), Task: d.keys.Task(m.ID), Day: d.keys.ProcessedOn(now),
+		Total: d.keys.Processed(), Completed: d.keys.Completed(), Unique: m.UniqueKey,
+		ID: m.ID, StatsExpiry: now.Add(statsTTL).Unix(), KeepUntil: "0"}
 	if m.Retention > 0 {
 		c := *m
 		c.CompletedAt = now.Unix()
-		keep, msg = strconv.FormatInt(now.Unix()+m.Retention, 10), string(c.Encode())
+		a.KeepUntil, a.Msg = strconv.FormatInt(now.Unix()+m.Retention, 10), string(c.Encode())
 	}
-	return notFound(doneScript().Run(ctx, d.rdb, keys, m.ID, now.Add(statsTTL).Unix(), keep, msg).Err())
+	return a
 }
 
 // Retry moves a task whose handler failed to asynq's retry set, due at

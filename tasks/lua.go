@@ -25,7 +25,11 @@ import (
 //     timeout_ms, due_ms): writes a step attempt's task, its message
 //     encoded in Lua;
 //   - task_state(queue, id), task_exists(queue, id): asynq's record of a
-//     task.
+//     task;
+//   - task_done(active, lease, task, day, total, completed, unique, id,
+//     stats_expiry, keep_until, msg): asynq's acknowledgement of a task
+//     whose handler succeeded (Dequeuer.Done, and complete.lua with the
+//     checkpoint of the step the task ran: DoneArgs).
 //
 // CheckAsynqWire checks what put_task and put_now write against asynq's
 // own client at every worker's start (LuaTaskWriter runs them).

@@ -486,12 +486,22 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 			args.InlineToken, args.FenceTTL = core.NewToken(), e.cfg.FenceTTL
 		}
 	}
+	// Cairn's own dequeue: the checkpoint that ends the delivery also
+	// acknowledges its task (processor.go, stepAck).
+	sa := stepAckOf(ctx)
 	var res retrystate.CompleteResult
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
+		if sa != nil {
+			a := sa.args(args.Now)
+			args.Ack = &a
+		}
 		res, err = e.store.Complete(ctx, args)
 		return err
 	})
+	if err == nil && res.Acked && sa != nil {
+		sa.acked.Store(true)
+	}
 	switch {
 	case err != nil:
 		log.Error("could not checkpoint the step; the attempt will run again", core.AttrError, err)
@@ -561,12 +571,20 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 	args := retrystate.FailParams{RunID: p.RunID, Index: p.Index, Token: token,
 		Error: c.message, Class: class, Code: c.code, Delay: delay,
 		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
+	sa := stepAckOf(ctx) // as complete's
 	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
+		if sa != nil {
+			a := sa.args(args.Now)
+			args.Ack = &a
+		}
 		res, err = e.store.Fail(ctx, args)
 		return err
 	})
+	if err == nil && res.Acked && sa != nil {
+		sa.acked.Store(true)
+	}
 	switch {
 	case err != nil:
 		log.Error("could not record the failed attempt; the attempt will run again", core.AttrError, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -106,8 +107,9 @@ type runningTask struct {
 	handedBack bool
 }
 
-// ackEvent tells a test how a task was acknowledged: "done", "retry",
-// "archive", "requeue", or "lost" (no longer active here).
+// ackEvent tells a test how a task was acknowledged: "done", "checkpoint"
+// (done by the step's checkpoint or failure, stepAck), "retry", "archive", "requeue",
+// or "lost" (no longer active here).
 type ackEvent struct{ id, how string }
 
 // newWorkerID returns an ID unique among a queue's workers.
@@ -319,8 +321,10 @@ func (p *processor) handle(m *tasks.Message) {
 		p.mu.Unlock()
 	}()
 
+	// A step's checkpoint may acknowledge the task itself (stepAck).
+	sa := &stepAck{args: func(now time.Time) tasks.DoneArgs { return p.dq.DoneArgs(m, now) }}
 	res := make(chan error, 1)
-	go func() { res <- p.perform(ctx, m) }()
+	go func() { res <- p.perform(withStepAck(ctx, sa), m) }()
 	var err error
 	select {
 	case err = <-res:
@@ -335,7 +339,35 @@ func (p *processor) handle(m *tasks.Message) {
 	if handedBack {
 		return // a shutdown handed it back to pending
 	}
+	if err == nil && sa.acked.Load() {
+		p.acked.Signal(ackEvent{m.ID, "checkpoint"})
+		return
+	}
 	p.ack(log, m, err)
+}
+
+// stepAck lets the checkpoint (or the failure) that ends a step task's
+// delivery acknowledge the task in the same script
+// (retrystate.CompleteParams.Ack, FailParams.Ack): one round trip where a
+// checkpoint and a done took two. The engine finds it in the
+// delivery's context; acked says the script did it, and the processor then
+// does not.
+type stepAck struct {
+	args  func(now time.Time) tasks.DoneArgs
+	acked atomic.Bool
+}
+
+type stepAckKey struct{}
+
+func withStepAck(ctx context.Context, a *stepAck) context.Context {
+	return context.WithValue(ctx, stepAckKey{}, a)
+}
+
+// stepAckOf returns the delivery's stepAck, nil when its task is not
+// Cairn's own dequeue's (asynq's processor acknowledges its own).
+func stepAckOf(ctx context.Context) *stepAck {
+	a, _ := ctx.Value(stepAckKey{}).(*stepAck)
+	return a
 }
 
 // perform runs m's handler, a panic becoming its error.

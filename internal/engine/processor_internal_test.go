@@ -102,7 +102,10 @@ func waitEnded(t *testing.T, c *Client, id string) *core.Run {
 }
 
 // TestOwnDequeueRunsAndAcks: a run completes on the own dequeue; its
-// tasks are acknowledged as asynq would (gone, counted as processed).
+// tasks are acknowledged as asynq would (gone, counted as processed), each
+// by the checkpoint of its step (stepAck), a failed step's by the write of
+// its failure, and a compensation's, which its checkpoint does not
+// acknowledge, by the processor.
 func TestOwnDequeueRunsAndAcks(t *testing.T) {
 	rdb := redistest.Start(t, nil).Client(t)
 	const queue = "own_runs"
@@ -111,7 +114,7 @@ func TestOwnDequeueRunsAndAcks(t *testing.T) {
 		{Name: "b", Run: func(context.Context, *core.StepContext) (any, error) { return 2, nil }},
 		{Name: "c", Run: func(context.Context, *core.StepContext) (any, error) { return 3, nil }},
 	}}
-	startOwnWorker(t, rdb, queue, time.Second, def)
+	o := startOwnWorker(t, rdb, queue, time.Second, def)
 	c := NewClient(rdb, ClientConfig{Queue: queue})
 	run, err := c.Start(context.Background(), "three", nil, nil)
 	if err != nil {
@@ -120,12 +123,61 @@ func TestOwnDequeueRunsAndAcks(t *testing.T) {
 	if r := waitEnded(t, c, run.ID); r.Status != core.StatusSucceeded {
 		t.Fatalf("run %s", r.Status)
 	}
+	for i, name := range []string{"a", "b", "c"} {
+		id := tasks.Step{RunID: run.ID, Workflow: "three", Index: i, Name: name, Attempt: 1}.ID()
+		if how := o.waitAck(t, id); how != "checkpoint" {
+			t.Errorf("step %s's task acknowledged by %q, want by its checkpoint", name, how)
+		}
+	}
 	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if qi.Processed != 3 || qi.Active != 0 || qi.Pending != 0 || qi.Retry != 0 || qi.Failed != 0 {
 		t.Fatalf("queue stats %+v, want 3 processed and nothing left", qi)
+	}
+
+	// A saga: b fails for good, a's compensation runs (compdone.lua does
+	// not acknowledge: the processor does).
+	saga := core.Definition{Name: "saga", OnFailure: core.FailureCompensate, Steps: []core.Step{
+		{Name: "a", Run: func(context.Context, *core.StepContext) (any, error) { return 1, nil },
+			Compensate: func(context.Context, *core.StepContext) (any, error) { return nil, nil }},
+		{Name: "b", Run: func(context.Context, *core.StepContext) (any, error) {
+			return nil, core.Permanent(errors.New("no"))
+		}},
+	}}
+	o.stop()
+	o = startOwnWorker(t, rdb, queue, time.Second, saga)
+	run, err = c.Start(context.Background(), "saga", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := waitEnded(t, c, run.ID); r.Status != core.StatusCompensated {
+		t.Fatalf("saga run %s, want compensated", r.Status)
+	}
+	hows := map[string]int{}
+	for {
+		ev, ok := o.proc.acked.Wait(deadlineOwn)
+		if !ok {
+			t.Fatalf("the saga's 3 tasks not acknowledged: %v", hows)
+		}
+		if strings.HasPrefix(ev.id, run.ID) {
+			hows[ev.how]++
+		}
+		if hows["checkpoint"]+hows["done"] == 3 {
+			break
+		}
+	}
+	// a by its checkpoint, b by its failure's write; the compensation by
+	// the processor.
+	if hows["checkpoint"] != 2 || hows["done"] != 1 {
+		t.Errorf("the saga's tasks acknowledged %v, want 2 by a checkpoint or failure and 1 by the processor", hows)
+	}
+	if qi, err = asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue); err != nil {
+		t.Fatal(err)
+	}
+	if qi.Processed != 6 || qi.Active != 0 || qi.Pending != 0 {
+		t.Fatalf("queue stats %+v, want 6 processed and nothing left", qi)
 	}
 }
 

@@ -4,6 +4,10 @@
 --   next_task     asynq:{q}:t:<the next step's task ID> (or any key of the slot when
 --                 next_id is "")
 --   pending       asynq:{q}:pending
+--   ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique
+--                 with ack_id: the keys of task_done (tasks/lua/task_done.lua) for the
+--                 asynq task whose delivery ran the attempt (Cairn's own dequeue);
+--                 ack_unique only when its message holds a uniqueness lock
 -- ARGV
 --   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
 --   token         the fence token of the attempt
@@ -15,6 +19,12 @@
 --   inline_token  inline continuation (Definition.Inline): the fence token with which
 --                 this delivery begins the next step itself, or "" (see below)
 --   inline_ttl    the fence TTL of that begin, ms
+--   ack_id, ack_stats_expiry, ack_keep_until, ack_msg
+--                 absent, or task_done's arguments: the script acknowledges that task
+--                 with its write when the outcome leaves the delivery nothing more to
+--                 do ("next" with its task written, "succeeded", "fenced", and "done"
+--                 without inline_token), and the reply ends with "acked" (also when the
+--                 task was no longer active: nothing is left to acknowledge)
 -- When the next step's task is the one expected, the script creates it as
 -- asynq's enqueue would (tasks/lua/put_task.lua), in the same atomic write
 -- as the checkpoint.
@@ -32,10 +42,22 @@
 -- reply was lost; the step's fence is left as "done:<token>"), or {"fenced",
 -- why} when this attempt no longer owns the step: nothing written.
 
-local RUN, next_task, pending = unpack(KEYS)
-local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl =
-  unpack(ARGV)
--- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, zero
+local RUN, next_task, pending, ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique =
+  unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl, ack_id,
+  ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
+-- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, task_done, zero
+
+-- acked returns the reply out of an outcome that ends the delivery, having
+-- acknowledged its task when the caller asked (see the header).
+local function acked(out)
+  if ack_id then
+    task_done(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
+      ack_stats_expiry, ack_keep_until, ack_msg)
+    out[#out + 1] = "acked"
+  end
+  return out
+end
 
 local idx = tonumber(index)
 local p, q = "s" .. index .. ".", sp(idx + 1)
@@ -52,15 +74,19 @@ local run_deadline_base, run_timeout_ms, run_deadline, run_gated, st_breaker = v
 if run_status ~= "running" or st_status ~= "running" or st_fence ~= token then
   if st_fence == "done:" .. token then
     -- This attempt's own complete, applied before: its reply was lost.
-    return {"done", run_status}
+    -- (With inline_token, the delivery goes on with the next step.)
+    if inline_token and inline_token ~= "" then
+      return {"done", run_status}
+    end
+    return acked({"done", run_status})
   end
   if not run_status then
-    return {"fenced", "run gone"}
+    return acked({"fenced", "run gone"})
   end
   if run_status ~= "running" then
-    return {"fenced", "run " .. run_status}
+    return acked({"fenced", "run " .. run_status})
   end
-  return {"fenced", "fence lost"}
+  return acked({"fenced", "fence lost"})
 end
 
 redis.call("ZREM", IDX("fences"), RUN_ID)
@@ -118,7 +144,7 @@ if nxt < num(run_steps) then
   -- An activation gets a new attempt number, so its task ID is new to asynq.
   if next_id ~= "" and next_id == id then
     put_task(next_task, pending, nil, id, next_msg, NOWS)
-    return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "1"}
+    return acked({"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "1"})
   end
   return {"next", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), "0"}
 end
@@ -143,4 +169,4 @@ if run_idempotency_key and run_idempotency_key ~= "" then
 end
 compact_run()
 expire_run(retention, idem)
-return {"succeeded"}
+return acked({"succeeded"})

@@ -4,6 +4,10 @@
 --   retry_task  asynq:{q}:t:<the retry's task ID> (or any key of the slot when retry_id is "")
 --   pending     asynq:{q}:pending
 --   scheduled   asynq:{q}:scheduled
+--   ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique
+--               with ack_id: the keys of task_done (tasks/lua/task_done.lua) for the asynq
+--               task whose delivery ran the attempt (Cairn's own dequeue); ack_unique
+--               only when its message holds a uniqueness lock
 -- ARGV
 --   RUN_ID, PREFIX, NOWS  the run ID, the queue's key prefix, now (lua/README.md)
 --   token       the fence token of the attempt
@@ -15,6 +19,11 @@
 --   code        the error's code, "" for none
 --   retry_id    the task ID the caller expects for the retry, or ""
 --   retry_msg   that task's asynq message (tasks.AsynqMessage)
+--   ack_id, ack_stats_expiry, ack_keep_until, ack_msg
+--               absent, or task_done's arguments: the script acknowledges that task with
+--               its write, unless it replies "retry" with enqueued 0 (the caller then
+--               writes the retry's task), and the reply ends with "acked" (also when
+--               the task was no longer active), as complete.lua's does
 -- When the retry's task is the one expected, the script writes it (pending
 -- or scheduled for its due time) in the same atomic write as the retry, as
 -- complete.lua does for the next step: no crash or lost reply between the
@@ -28,10 +37,22 @@
 -- fence is left as "done:<token>"), {"failed", code, reason, after} when the run failed, or {"fenced", why}
 -- when this attempt no longer owns the step: nothing written.
 
-local RUN, retry_task, pending, scheduled = unpack(KEYS)
-local RUN_ID, PREFIX, NOWS, token, index, message, class, delay_ms, retention, code, retry_id, retry_msg =
-  unpack(ARGV)
--- needs: IDX, NOW, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_id, timeout_limit, touch
+local RUN, retry_task, pending, scheduled, ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed,
+  ack_unique = unpack(KEYS)
+local RUN_ID, PREFIX, NOWS, token, index, message, class, delay_ms, retention, code, retry_id, retry_msg, ack_id,
+  ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
+-- needs: IDX, NOW, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_done, task_id, timeout_limit, touch
+
+-- acked returns the reply out of an outcome that ends the delivery, having
+-- acknowledged its task when the caller asked (see the header).
+local function acked(out)
+  if ack_id then
+    task_done(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
+      ack_stats_expiry, ack_keep_until, ack_msg)
+    out[#out + 1] = "acked"
+  end
+  return out
+end
 
 local idx = tonumber(index)
 local delay = num(delay_ms)
@@ -46,15 +67,15 @@ local st_budget_base, st_max_attempts, st_timeout_ms, st_attempt_started_at = st
 if (run_status ~= "running" and run_status ~= "compensating") or st_status ~= "running" or st_fence ~= token then
   if st_fence == DONE then
     -- This attempt's own fail, applied before: its reply was lost.
-    return {"done", run_status, run_failure_code or ""}
+    return acked({"done", run_status, run_failure_code or ""})
   end
   if not run_status then
-    return {"fenced", "run gone"}
+    return acked({"fenced", "run gone"})
   end
   if run_status ~= "running" and run_status ~= "compensating" then
-    return {"fenced", "run " .. run_status}
+    return acked({"fenced", "run " .. run_status})
   end
-  return {"fenced", "fence lost"}
+  return acked({"fenced", "fence lost"})
 end
 local attempt = num(st_attempt)
 local base = num(st_budget_base)
@@ -99,7 +120,7 @@ end
 if class == "permanent" then
   local reason = string.format("step %q failed with a permanent error on attempt %d%s: %s", st_name, attempt, again, message)
   local after, f_code, f_reason = fail_run(idx, "permanent_error", reason, "step failed with a permanent error", retention, DONE)
-  return {"failed", f_code, f_reason, after}
+  return acked({"failed", f_code, f_reason, after})
 end
 if used >= max_attempts then
   step_set(idx, "retry_state", "exhausted")
@@ -110,13 +131,13 @@ if used >= max_attempts then
       .. "(max_attempts %d): %s", st_name, used, base + 1, attempt, max_attempts, message)
   end
   local after, f_code, f_reason = fail_run(idx, "retries_exhausted", reason, "step failed after multiple attempts", retention, DONE)
-  return {"failed", f_code, f_reason, after}
+  return acked({"failed", f_code, f_reason, after})
 end
 if deadline > 0 and due >= deadline then
   local reason = string.format("step %q failed on attempt %d%s and its next attempt would start after the run's deadline (%s): %s",
     st_name, attempt, again, timeout_limit(idx), message)
   local after, f_code, f_reason = fail_run(idx, "run_timeout", reason, "run timed out", retention, DONE)
-  return {"failed", f_code, f_reason, after}
+  return acked({"failed", f_code, f_reason, after})
 end
 
 local next_attempt = step_incr(idx, "attempt", "1")
@@ -131,9 +152,8 @@ journal("retry_scheduled", "step", st_name, "attempt", int(next_attempt), "task"
   "delay_ms", int(delay))
 notify("retry_scheduled", run_workflow, "step", st_name, "attempt", int(next_attempt), "due_at", int(due),
   "delay_ms", int(delay), "error", message)
-local enqueued = "0"
 if retry_id ~= "" and retry_id == id then
   put_task(retry_task, pending, scheduled, id, retry_msg, NOWS, due, NOW)
-  enqueued = "1"
+  return acked({"retry", int(due), int(next_attempt), int(st_timeout_ms), "1"})
 end
-return {"retry", int(due), int(next_attempt), int(st_timeout_ms), enqueued}
+return {"retry", int(due), int(next_attempt), int(st_timeout_ms), "0"}

@@ -19,37 +19,45 @@ import (
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// routes registers every endpoint on the mux.
+// routes registers every endpoint on the mux, through handle.
 func (s *Server) routes() {
 	user := func(h http.HandlerFunc) http.Handler { return s.RequireAuth(false, h) }
 	admin := func(h http.HandlerFunc) http.Handler { return s.RequireAuth(true, h) }
-	m := s.mux
 
-	m.HandleFunc("GET /healthz", s.healthz)
-	m.HandleFunc("GET /readyz", s.readyz)
-	m.Handle("GET /metrics", user(s.cfg.Metrics.ServeHTTP))
+	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.handle("GET /metrics", user(s.cfg.Metrics.ServeHTTP))
 
-	m.Handle("GET /api/v1/me", user(s.me))
-	m.Handle("POST /api/v1/workflows", user(s.startRun))
-	m.Handle("GET /api/v1/workflows", user(s.listRuns))
-	m.Handle("GET /api/v1/workflows/{id}", user(s.getRun))
-	m.Handle("GET /api/v1/workflows/{id}/events", user(s.runEvents))
-	m.Handle("POST /api/v1/workflows/{id}/recover", user(s.action(actionRecover)))
-	m.Handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
-	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
-	m.Handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
-	m.Handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
-	m.Handle("GET /api/v1/breakers", user(s.breakers))
-	m.Handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
-	m.Handle("POST /api/v1/workflows/{id}/signals/{name}", user(s.signal))
-	m.Handle("GET /api/v1/events", user(s.events))
+	s.handle("GET /api/v1/me", user(s.me))
+	s.handle("POST /api/v1/workflows", user(s.startRun))
+	s.handle("GET /api/v1/workflows", user(s.listRuns))
+	s.handle("GET /api/v1/workflows/{id}", user(s.getRun))
+	s.handle("GET /api/v1/workflows/{id}/events", user(s.runEvents))
+	s.handle("POST /api/v1/workflows/{id}/recover", user(s.action(actionRecover)))
+	s.handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
+	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
+	s.handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
+	s.handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
+	s.handle("GET /api/v1/breakers", user(s.breakers))
+	s.handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
+	s.handle("POST /api/v1/workflows/{id}/signals/{name}", user(s.signal))
+	s.handle("GET /api/v1/events", user(s.events))
 
-	m.Handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
-	m.Handle("POST /api/v1/admin/workflows/{id}/restore", admin(s.restore))
-	m.Handle("POST "+BulkPath, admin(s.bulk))
-	m.Handle("GET /api/v1/admin/audit", admin(s.audit))
+	s.handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
+	s.handle("POST /api/v1/admin/workflows/{id}/restore", admin(s.restore))
+	s.handle("POST "+BulkPath, admin(s.bulk))
+	s.handle("GET /api/v1/admin/audit", admin(s.audit))
 
 	s.mountMonitoring()
+}
+
+// handle registers h for pattern on the mux and records the pattern in
+// s.patterns, so that the routes can be listed (the OpenAPI document's test
+// checks it against them). Every route of routes and mountMonitoring goes
+// through it; the web UI's pages (Config.UI) do not.
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

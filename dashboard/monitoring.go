@@ -37,8 +37,8 @@ func (s *Server) mountMonitoring() {
 		mon.ServeHTTP(w, r)
 	})
 	h := s.requireAuth(true, true, withCSP)
-	s.mux.Handle(MonitoringPath+"/", h)
-	s.mux.Handle("GET "+MonitoringPath, http.RedirectHandler(MonitoringPath+"/", http.StatusFound))
+	s.handle(MonitoringPath+"/", h)
+	s.handle("GET "+MonitoringPath, http.RedirectHandler(MonitoringPath+"/", http.StatusFound))
 }
 
 // inlineScriptRE matches the inline scripts of asynqmon's index page

@@ -114,6 +114,10 @@ type Server struct {
 	monitoring  interface{ Close() error }
 
 	closeOnce sync.Once
+
+	// patterns are the patterns of the routes registered by handle, in
+	// order (the OpenAPI test lists them).
+	patterns []string
 }
 
 // ConfigError is a configuration the server refuses, naming the

@@ -26,6 +26,7 @@ func (s *Server) routes() {
 
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.handle("GET "+OpenAPIPath, http.HandlerFunc(s.openAPI))
 	s.handle("GET /metrics", user(s.cfg.Metrics.ServeHTTP))
 
 	s.handle("GET /api/v1/me", user(s.me))

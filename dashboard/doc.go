@@ -1,7 +1,10 @@
 // Package dashboard is Cairn's HTTP surface: a JSON API under /api/v1 to
 // start, list, inspect and steer workflow runs, a Server-Sent Events stream
 // of run transitions, health, readiness and metrics endpoints, asynqmon
-// under /monitoring, and a hook (Config.UI) for the web UI's pages.
+// under /monitoring, and a hook (Config.UI) for the web UI's pages. The
+// API's OpenAPI 3.1 document (openapi.json, embedded) is served to anyone
+// at OpenAPIPath; the package's tests check it against the routes and
+// against real answers.
 //
 // # Authentication and authorization
 //

@@ -105,3 +105,61 @@ func serveDashboard() error {
 	fmt.Println(code)
 	return nil
 }
+
+// The server serves the OpenAPI document of its API to anyone, at
+// dashboard.OpenAPIPath.
+func Example_openAPI() {
+	if err := fetchOpenAPI(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 200 3.1.1 Cairn HTTP API
+	// getRun
+}
+
+// fetchOpenAPI serves the dashboard's API and reads its OpenAPI document
+// without a token.
+func fetchOpenAPI() error {
+	store, err := embedded.Start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: store.Addr()})
+	defer rdb.Close()
+	quiet := slog.New(slog.DiscardHandler)
+	tokens, err := dashboard.ParseTokens(strings.NewReader("alice-secret-token-0001 alice user\n"), "tokens")
+	if err != nil {
+		return err
+	}
+	srv, err := dashboard.New(dashboard.Config{Client: workflow.NewClient(rdb, workflow.ClientConfig{Logger: quiet}),
+		Redis: rdb, Tokens: tokens, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+
+	resp, err := http.Get(ts.URL + dashboard.OpenAPIPath) // no token
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	type operation struct {
+		OperationID string `json:"operationId"` //nolint:tagliatelle // OpenAPI spells it so
+	}
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Info    struct {
+			Title string `json:"title"`
+		} `json:"info"`
+		Paths map[string]map[string]operation `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return err
+	}
+	fmt.Println(resp.StatusCode, doc.OpenAPI, doc.Info.Title)
+	fmt.Println(doc.Paths["/api/v1/workflows/{id}"]["get"].OperationID)
+	return nil
+}

@@ -25,117 +25,175 @@ import (
 // CAIRN_REDIS_URL is unset.
 const DefaultEmbeddedAddr = "127.0.0.1:6390"
 
-// Config is the configuration of the worker and the CLI. The table of
-// docs/configuration.md lists the same variables.
+// Config is the configuration of the worker and the CLI.
+//
+// The table of docs/configuration.md is generated from it (reference_test.go;
+// regenerate it with `go test ./cmd/internal/config -run
+// TestConfigurationReference -update`): a row per field with an env tag, in
+// this order, its default from the envDefault tag, and its meaning from the
+// field's doc comment, which starts "Field is" or "Field are" and goes on in
+// Markdown, for operators (links relative to docs/).
 type Config struct {
-	// RedisURL names the Redis: one server (redis://, rediss://), a master
-	// behind Sentinel (redis-sentinel://) or a Redis Cluster
-	// (redis-cluster://); see ParseRedisURL. Empty: the worker starts the
-	// embedded, non-durable store, and the CLI talks to it.
+	// RedisURL is the Redis: `redis://[user:password@]host:port[/db]` (one
+	// server), `redis-sentinel://[:password@]host:port[,host:port...][/db]?master=NAME`
+	// (Sentinel), `redis-cluster://[:password@]host:port[,host:port...]`
+	// (Cluster); `rediss...` for TLS (see
+	// [Redis](redis.md#redis-one-server-sentinel-or-a-cluster); ParseRedisURL).
+	// Unset: the worker starts the embedded, non-durable store and the CLI
+	// talks to it.
 	RedisURL string `env:"CAIRN_REDIS_URL"`
-	// RedisMinReplicas, when above 0, makes every state write wait (WAIT)
-	// until that many replicas have it, for at most RedisMinReplicasTimeout;
-	// a write they do not confirm in time is logged and counted, not
-	// undone. 0: do not wait.
+	// RedisMinReplicas is how many replicas every state write waits for
+	// (`WAIT`), for at most `CAIRN_REDIS_MIN_REPLICAS_TIMEOUT`; a write they
+	// do not confirm in time is logged and counted, not undone. 0: do not
+	// wait (see
+	// [`CAIRN_REDIS_MIN_REPLICAS`](redis.md#cairn_redis_min_replicas-writes-that-wait-for-replicas)).
 	RedisMinReplicas int `env:"CAIRN_REDIS_MIN_REPLICAS" envDefault:"0"`
-	// RedisMinReplicasTimeout bounds that wait.
+	// RedisMinReplicasTimeout is how long a state write waits for those
+	// replicas; less than the Redis read timeout.
 	RedisMinReplicasTimeout time.Duration `env:"CAIRN_REDIS_MIN_REPLICAS_TIMEOUT" envDefault:"1s"`
-	// EmbeddedAddr is the loopback address of the embedded store.
+	// EmbeddedAddr is the loopback address of the embedded store (with
+	// `CAIRN_REDIS_URL` unset).
 	EmbeddedAddr string `env:"CAIRN_EMBEDDED_ADDR" envDefault:"127.0.0.1:6390"`
-	// Queue is the asynq queue and the hash tag of the workflow state.
+	// Queue is the asynq queue of step tasks; also the Redis Cluster hash
+	// tag of the workflow state.
 	Queue string `env:"CAIRN_QUEUE" envDefault:"workflows"`
-	// Concurrency is how many step attempts a worker runs at once.
+	// Concurrency is how many step attempts a worker runs at once (1 to
+	// 10000).
 	Concurrency int `env:"CAIRN_CONCURRENCY" envDefault:"10"`
-	// LogLevel is debug, info, warn or error.
+	// LogLevel is `debug`, `info`, `warn` or `error`.
 	LogLevel string `env:"CAIRN_LOG_LEVEL" envDefault:"info"`
-	// LogFormat is text or json.
+	// LogFormat is `text` or `json` (log/slog; every line about a run has
+	// `run_id`, `step`, `attempt`).
 	LogFormat string `env:"CAIRN_LOG_FORMAT" envDefault:"text"`
 
-	// The global retry policy; workflows and steps override it.
-	RetryMaxAttempts        int           `env:"CAIRN_RETRY_MAX_ATTEMPTS" envDefault:"4"`
-	RetryInitialInterval    time.Duration `env:"CAIRN_RETRY_INITIAL_INTERVAL" envDefault:"1s"`
-	RetryBackoff            string        `env:"CAIRN_RETRY_BACKOFF" envDefault:"exponential"`
-	RetryBackoffCoefficient float64       `env:"CAIRN_RETRY_BACKOFF_COEFFICIENT" envDefault:"2"`
-	RetryMaxInterval        time.Duration `env:"CAIRN_RETRY_MAX_INTERVAL" envDefault:"30s"`
-	RetryJitter             string        `env:"CAIRN_RETRY_JITTER" envDefault:"equal"`
-	UnknownErrors           string        `env:"CAIRN_UNKNOWN_ERRORS" envDefault:"transient"`
-	StepTimeout             time.Duration `env:"CAIRN_STEP_TIMEOUT" envDefault:"15m"`
-	RunTimeout              time.Duration `env:"CAIRN_RUN_TIMEOUT" envDefault:"0s"`
-	MaxIterations           int           `env:"CAIRN_MAX_ITERATIONS" envDefault:"0"`
-	MaxCrashes              int           `env:"CAIRN_MAX_CRASHES" envDefault:"3"`
+	// The worker's default retry policy and limits, CAIRN_RETRY_MAX_ATTEMPTS
+	// to CAIRN_MAX_CRASHES; workflows and steps override them.
+
+	// RetryMaxAttempts is the attempts per step, the first included; a
+	// workflow's or a step's policy overrides it, as it does the variables
+	// down to `CAIRN_MAX_CRASHES`.
+	RetryMaxAttempts int `env:"CAIRN_RETRY_MAX_ATTEMPTS" envDefault:"4"`
+	// RetryInitialInterval is the delay before the first retry.
+	RetryInitialInterval time.Duration `env:"CAIRN_RETRY_INITIAL_INTERVAL" envDefault:"1s"`
+	// RetryBackoff is how the delay grows: `exponential`, `linear` or
+	// `fixed`.
+	RetryBackoff string `env:"CAIRN_RETRY_BACKOFF" envDefault:"exponential"`
+	// RetryBackoffCoefficient is the growth of the delay per retry (at
+	// least 1).
+	RetryBackoffCoefficient float64 `env:"CAIRN_RETRY_BACKOFF_COEFFICIENT" envDefault:"2"`
+	// RetryMaxInterval is the cap of the delay, before jitter.
+	RetryMaxInterval time.Duration `env:"CAIRN_RETRY_MAX_INTERVAL" envDefault:"30s"`
+	// RetryJitter is `none`, `full` or `equal`.
+	RetryJitter string `env:"CAIRN_RETRY_JITTER" envDefault:"equal"`
+	// UnknownErrors is how unclassified errors count: `transient` or
+	// `permanent`.
+	UnknownErrors string `env:"CAIRN_UNKNOWN_ERRORS" envDefault:"transient"`
+	// StepTimeout is the bound of one attempt; a timeout is a transient
+	// failure.
+	StepTimeout time.Duration `env:"CAIRN_STEP_TIMEOUT" envDefault:"15m"`
+	// RunTimeout is the bound of a whole run from its creation, which then
+	// fails with `run_timeout`; 0s: none.
+	RunTimeout time.Duration `env:"CAIRN_RUN_TIMEOUT" envDefault:"0s"`
+	// MaxIterations is the bound of step executions per run, retries
+	// included; 0: none.
+	MaxIterations int `env:"CAIRN_MAX_ITERATIONS" envDefault:"0"`
+	// MaxCrashes is how many worker crashes one step survives.
+	MaxCrashes int `env:"CAIRN_MAX_CRASHES" envDefault:"3"`
 
 	// Retention is how long finished runs are kept.
 	Retention time.Duration `env:"CAIRN_RETENTION" envDefault:"168h"`
-	// TaskCheckInterval is asynq's idle poll interval.
+	// TaskCheckInterval is asynq's idle poll interval, with
+	// `CAIRN_DEQUEUE=asynq`.
 	TaskCheckInterval time.Duration `env:"CAIRN_TASK_CHECK_INTERVAL" envDefault:"20ms"`
-	// DelayedTaskCheckInterval is how often due retries are moved to the queue.
+	// DelayedTaskCheckInterval is how often asynq's forwarder moves due
+	// tasks to the queue, with `CAIRN_DEQUEUE=asynq`: its retries of
+	// deliveries, and, as a fallback at the whole second, the timers the
+	// worker's promoter moves at their millisecond (the own dequeue does
+	// the same once a second).
 	DelayedTaskCheckInterval time.Duration `env:"CAIRN_DELAYED_TASK_CHECK_INTERVAL" envDefault:"200ms"`
-	// ShutdownTimeout bounds a graceful shutdown.
+	// ShutdownTimeout is how long SIGINT/SIGTERM waits for running steps.
 	ShutdownTimeout time.Duration `env:"CAIRN_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	// ReconcileInterval is the time between full reconciliation passes.
 	ReconcileInterval time.Duration `env:"CAIRN_RECONCILE_INTERVAL" envDefault:"30s"`
-	// RecoveryConcurrency bounds the reconciler's repairs in flight.
+	// RecoveryConcurrency is how many repairs that take calls of their own
+	// are in flight (crashed attempts, deadlines, stalled deliveries; a
+	// pass's task checks go 200 runs to a pipeline, two in flight).
 	RecoveryConcurrency int `env:"CAIRN_RECOVERY_CONCURRENCY" envDefault:"5"`
-	// MaxAutoRecoveries is how often one run may be repaired automatically
-	// before it is left for an operator.
+	// MaxAutoRecoveries is how many automatic repairs one run gets before
+	// it is left for an operator.
 	MaxAutoRecoveries int `env:"CAIRN_MAX_AUTO_RECOVERIES" envDefault:"3"`
-	// FenceTTL is how long a running attempt owns its step between renewals.
+	// FenceTTL is how long a running attempt owns its step between
+	// renewals (renewed every third of it, a `renew.lua` call a second per
+	// running step): a killed worker's step resumes on another worker about
+	// this plus `CAIRN_SWEEP_INTERVAL` later; a worker that cannot reach
+	// Redis for about two thirds of it stops its steps and hands them back.
+	// Keep it at least 1.5 × (`CAIRN_SWEEP_INTERVAL` + 1s).
 	FenceTTL time.Duration `env:"CAIRN_FENCE_TTL" envDefault:"3s"`
-	// SweepInterval is how often the reconciler looks for attempts whose
-	// worker died.
+	// SweepInterval is how often the reconciler looks for attempts of dead
+	// workers (a sweep with nothing due is one round trip of one or two
+	// reads, and takes no lock).
 	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"500ms"`
 
-	// DemoChaos also registers the demo workflows of the test suites: the
-	// chaos workflow (the chaos suite) and the ordered workflows (the
-	// ordering suite).
+	// DemoChaos is whether the worker also registers the test suites' demo
+	// workflows: `chaos` and `chaos-saga` (the chaos suite) and `ordered`,
+	// `ordered-c3`, `ordered-release`, `limited` (the ordering suite).
 	DemoChaos bool `env:"CAIRN_DEMO_CHAOS" envDefault:"false"`
 
-	// WorkflowsFile is a YAML file of workflow definitions (see package
-	// workflow/yamldef) the worker loads at start; empty: none.
+	// WorkflowsFile is a YAML file of workflow definitions the worker
+	// registers at start (see [YAML workflows](yaml.md); package
+	// workflow/yamldef); unset: none.
 	WorkflowsFile string `env:"CAIRN_WORKFLOWS_FILE"`
-	// HTTPStepMaxBody caps the response body an http step reads, in bytes.
+	// HTTPStepMaxBody is the largest response an http step reads, in
+	// bytes: header names and values and body together.
 	HTTPStepMaxBody int `env:"CAIRN_HTTP_STEP_MAX_BODY" envDefault:"1048576"`
 
-	// WebhookURL receives the run notifications, signed (http or https);
-	// empty: no webhooks.
+	// WebhookURL is the `http://` or `https://` URL that receives run
+	// notifications, signed (see [Webhooks](webhooks.md)); unset: none.
 	WebhookURL string `env:"CAIRN_WEBHOOK_URL"`
-	// WebhookSecret keys the signature of webhook deliveries; required
-	// with WebhookURL. "whsec_" and a base64 key (the Standard Webhooks
-	// form), or any other string, whose bytes are the key.
+	// WebhookSecret is the key of the deliveries' HMAC-SHA256 signature
+	// (Standard Webhooks): `whsec_` and base64, or any other string, whose
+	// bytes are the key; required with `CAIRN_WEBHOOK_URL`.
 	WebhookSecret string `env:"CAIRN_WEBHOOK_SECRET"`
-	// WebhookPreviousSecret also signs every delivery while the secret is
-	// rotated (receivers accept either); empty: none.
+	// WebhookPreviousSecret is the old secret while the secret is
+	// rotated: it also signs every delivery (receivers accept either);
+	// unset: none.
 	WebhookPreviousSecret string `env:"CAIRN_WEBHOOK_PREVIOUS_SECRET"`
-	// WebhookEvents are the notification types delivered (comma-separated);
-	// empty: run_failed, run_succeeded, run_cancelled, run_recovered,
-	// run_needs_attention.
+	// WebhookEvents are the notification types delivered, comma-separated
+	// (see [Webhooks](webhooks.md)); unset: `run_failed`, `run_succeeded`,
+	// `run_cancelled`, `run_recovered`, `run_needs_attention`.
 	WebhookEvents string `env:"CAIRN_WEBHOOK_EVENTS"`
 
-	// HTTPAddr is where the worker serves the HTTP API, asynqmon and the
-	// dashboard (package dashboard). Set but empty: no HTTP server. Not a
-	// loopback address: needs APITokensFile.
+	// HTTPAddr is where the worker serves the HTTP API, the dashboard and
+	// asynqmon (see [HTTP API](http-api.md); package dashboard); set but
+	// empty: no HTTP server. Anything but a loopback address needs
+	// `CAIRN_API_TOKENS_FILE`. A set address the worker cannot listen on
+	// stops it; the default one in use is a warning (below the table).
 	HTTPAddr string `env:"CAIRN_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// HTTPAddrSet reports that CAIRN_HTTP_ADDR is in the environment, with
 	// any value: the address is the operator's choice, so a worker that
 	// cannot listen on it exits, where the default address being in use is
 	// a warning.
 	HTTPAddrSet bool
-	// APITokensFile is the file of API tokens ("<token> <subject> <role>"
-	// per line); empty: authentication is disabled (loopback only).
+	// APITokensFile is the file of API tokens, `<token> <subject> <role>`
+	// per line (see [Authentication](http-api.md#authentication)); unset:
+	// authentication is disabled (loopback only).
 	APITokensFile string `env:"CAIRN_API_TOKENS_FILE"`
 	// DashboardSecret is the secret the dashboard's CSRF key is derived
-	// from (dashboard.CSRFKeyFromSecret), the same on every replica so
-	// that each accepts the others' CSRF tokens; at least
-	// MinDashboardSecretLength bytes. Empty: a random key per process.
+	// from (HKDF-SHA256; dashboard.CSRFKeyFromSecret), the same on every
+	// replica so that each accepts the others' CSRF tokens; at least 32
+	// bytes (`openssl rand -hex 32`). Unset: a
+	// random key per process.
 	DashboardSecret Secret `env:"CAIRN_DASHBOARD_SECRET"`
-	// MonitoringWrite lets admins change tasks and queues in asynqmon at
-	// /monitoring; default read-only.
+	// MonitoringWrite is whether admins may change tasks and queues in
+	// asynqmon at `/monitoring`; `false`: read-only.
 	MonitoringWrite bool `env:"CAIRN_MONITORING_WRITE" envDefault:"false"`
 
-	// Outbox is the CLI's outbox file (workflow.ClientConfig.Outbox): start
-	// and signal queue there while Redis is unreachable, and every command
-	// that reaches Redis first sends what it holds. Empty: no outbox.
+	// Outbox is the CLI's outbox file, CLI only
+	// (workflow.ClientConfig.Outbox; created on first use, in a directory
+	// that exists): `start` and `signal` queue there while Redis is
+	// unreachable, and every command that reaches Redis first sends what it
+	// holds; unset: no outbox (see [Operators](cli.md#operators)).
 	Outbox string `env:"CAIRN_OUTBOX"`
 }
 

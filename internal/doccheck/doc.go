@@ -34,4 +34,13 @@
 // stands as a whole word in the region (strings and comments included), by
 // the text after its "=>" (which holds no comma). A substitution that
 // replaces nothing is an error.
+//
+// The links of every Markdown file of the repository are checked too
+// (links_test.go), without the network: TestDocLinks resolves each
+// relative link to a file or folder that exists and each #anchor to a
+// heading by GitHub's rules, and checks the syntax of http(s) and mailto
+// links; TestRepositoryURLs checks that each URL of a file of this
+// repository on GitHub (raw.githubusercontent.com/cairnhq/cairn/...,
+// github.com/cairnhq/cairn/blob/...), code blocks included, names a file
+// that exists.
 package doccheck

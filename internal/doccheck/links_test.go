@@ -1,6 +1,7 @@
 package doccheck
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -18,8 +20,9 @@ import (
 // reference definitions ([name]: path). The file or folder a link names
 // must exist and, in a Markdown file, so must the heading its anchor
 // names, by GitHub's rule (see anchor). Links with a scheme (https:,
-// mailto:) are not followed; links inside code (fenced blocks, `spans`)
-// are not links. node_modules, testdata and .git are not walked.
+// mailto:), autolinks (<https://...>) included, are checked for syntax
+// only, never fetched (checkExternal); links inside code (fenced blocks,
+// `spans`) are not links. node_modules, testdata and .git are not walked.
 func TestDocLinks(t *testing.T) {
 	t.Parallel()
 	wd, err := os.Getwd()
@@ -89,7 +92,10 @@ func markdownFiles(root string) ([]string, error) {
 // checkLink says what is wrong with a link of file from (a slash path from
 // root) to target, or "" when nothing is.
 func checkLink(root, from, target string, anchors map[string]map[string]bool) string {
-	if target == "" || hasScheme(target) || strings.HasPrefix(target, "//") {
+	if hasScheme(target) {
+		return checkExternal(target)
+	}
+	if target == "" || strings.HasPrefix(target, "//") {
 		return ""
 	}
 	p, frag, _ := strings.Cut(target, "#")
@@ -126,6 +132,33 @@ func checkLink(root, from, target string, anchors map[string]map[string]bool) st
 
 var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
 
+// checkExternal checks the syntax of a link with a scheme, without
+// fetching it: an http(s) URL must parse and name a host (a port, when
+// given, a number); mailto: must name an address. Other schemes pass.
+func checkExternal(target string) string {
+	scheme, _, _ := strings.Cut(target, ":")
+	switch strings.ToLower(scheme) {
+	case "http", "https":
+		u, err := url.Parse(target)
+		if err != nil {
+			return fmt.Sprintf("not a URL: %v", errors.Unwrap(err))
+		}
+		if u.Host == "" || u.Hostname() == "" || !strings.HasPrefix(target[len(scheme):], "://") {
+			return "an http(s) URL without a host: want scheme://host/path"
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Sprintf("port %q is not a number from 1 to 65535", p)
+			}
+		}
+	case "mailto":
+		if !strings.Contains(target, "@") {
+			return "a mailto: link without an address"
+		}
+	}
+	return ""
+}
+
 func hasScheme(s string) bool { return schemeRE.MatchString(s) }
 
 type mdLink struct {
@@ -139,6 +172,8 @@ var (
 	inlineLinkRE = regexp.MustCompile(`\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?(?:\s+"[^"]*")?\s*\)`)
 	// refDefRE matches a reference definition, [name]: target.
 	refDefRE = regexp.MustCompile(`^ {0,3}\[([^\]]+)\]:\s*<?(\S+?)>?(?:\s+.*)?$`)
+	// autolinkRE matches an autolink, <https://example.com/>.
+	autolinkRE = regexp.MustCompile(`<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^<>\s]*)>`)
 )
 
 // markdownLinks returns the links of a Markdown text, outside code.
@@ -164,8 +199,12 @@ func markdownLinks(text string) []mdLink {
 		}
 		// Code spans are blanked to find the links, which are read from
 		// the line as written (a link's text may be code).
-		for _, m := range inlineLinkRE.FindAllStringSubmatchIndex(blankCodeSpans(line), -1) {
+		blanked := blankCodeSpans(line)
+		for _, m := range inlineLinkRE.FindAllStringSubmatchIndex(blanked, -1) {
 			links = append(links, mdLink{i + 1, line[m[2]:m[3]], line[m[4]:m[5]]})
+		}
+		for _, m := range autolinkRE.FindAllStringSubmatchIndex(blanked, -1) {
+			links = append(links, mdLink{i + 1, line[m[2]:m[3]], line[m[2]:m[3]]})
 		}
 	}
 	return links
@@ -340,12 +379,13 @@ func TestAnchor(t *testing.T) {
 		"```",
 		"[ref]: docs/redis.md#failover",
 		"![img](a.png \"title\") [web](https://example.com)",
+		"Open <http://127.0.0.1:8080/>, not `<http://x/>` nor <br>.",
 	))
 	var got []string
 	for _, l := range links {
 		got = append(got, fmt.Sprintf("%d:%s", l.line, l.target))
 	}
-	want := "1:docs/architecture.md#the-floors 1:y.md 6:docs/redis.md#failover 7:a.png 7:https://example.com"
+	want := "1:docs/architecture.md#the-floors 1:y.md 6:docs/redis.md#failover 7:a.png 7:https://example.com 8:http://127.0.0.1:8080/"
 	if strings.Join(got, " ") != want {
 		t.Errorf("markdownLinks = %v, want %s", got, want)
 	}
@@ -387,10 +427,86 @@ func TestCheckLink(t *testing.T) {
 		{"README.md", "#missing", false},
 		{"docs/redis.md", "README.md", false},
 		{"docs/redis.md", "../../outside.md", false},
+		{"README.md", "http://127.0.0.1:8080/", true},
+		{"README.md", "HTTPS://example.com/a?b=c#d", true},
+		{"README.md", "mailto:ops@example.com", true},
+		{"README.md", "https://", false},
+		{"README.md", "https:example.com", false},
+		{"README.md", "https:///path", false},
+		{"README.md", "https://example.com:99999/", false},
+		{"README.md", "https://example.com:port/", false},
+		{"README.md", "http://[::1/", false},
+		{"README.md", "mailto:", false},
 	} {
 		msg := checkLink(root, c.from, c.target, anchors)
 		if (msg == "") != c.ok {
 			t.Errorf("checkLink(%s, %s) = %q, want ok %v", c.from, c.target, msg, c.ok)
 		}
 	}
+}
+
+// repoURLRE matches a URL of a file of this repository on GitHub, in a
+// link or in code (a YAML file's `$schema=` comment): its raw form
+// (raw.githubusercontent.com/cairnhq/cairn/REF/PATH) or its page
+// (github.com/cairnhq/cairn/blob/REF/PATH, or tree/ for a folder).
+var repoURLRE = regexp.MustCompile(`https://(?:raw\.githubusercontent\.com/cairnhq/cairn/[^/\s]+|github\.com/cairnhq/cairn/(?:blob|tree)/[^/\s]+)/([^\s)>"'` + "`" + `#?]+)`)
+
+// TestRepositoryURLs checks that every URL of a file of this repository on
+// GitHub, in the Markdown files and the Go, JSON and YAML files, code
+// blocks and comments included, names a file or folder that exists here:
+// the page of the branch it names is what the file becomes once pushed.
+// The network is not used.
+func TestRepositoryURLs(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := FindRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !strings.HasPrefix(string(mod), "module github.com/cairnhq/cairn\n") {
+		t.Fatalf("%s/go.mod is not module github.com/cairnhq/cairn (%v): repoURLRE names that repository", root, err)
+	}
+	n := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "node_modules" || name == "testdata" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".md", ".go", ".json", ".yml", ".yaml":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range repoURLRE.FindAllStringSubmatch(line, -1) {
+				n++
+				target := strings.TrimRight(m[1], ".,;:")
+				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(target))); err != nil {
+					t.Errorf("%s:%d: %s: no file or folder %s in the repository", filepath.ToSlash(rel), i+1, m[0], target)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no URL of this repository found: docs/yaml.md has one (the schema's); is repoURLRE broken?")
+	}
+	t.Logf("%d URLs of files of this repository checked", n)
 }

@@ -108,7 +108,8 @@ func TestLoadDefaults(t *testing.T) {
 }
 
 // TestDefaultsMatchTags checks every field against its envDefault tag, so
-// the tags (which the table of docs/configuration.md copies) say what Load does.
+// the tags (from which the table of docs/configuration.md is generated) say
+// what Load does.
 func TestDefaultsMatchTags(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load(nil)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
+	"github.com/cairnhq/cairn/workflow"
 )
 
 // The table of docs/configuration.md is generated from the Config struct:
@@ -50,9 +51,9 @@ type otherVariable struct {
 // Config, nor in harnessVariables fails TestEveryVariableIsDocumented.
 var otherVariables = []otherVariable{{
 	Name:    "CAIRN_DEQUEUE",
-	Default: "`cairn`",
+	Default: "`" + workflow.DequeueCairn + "`",
 	Type:    "string",
-	Meaning: "who takes the queue's tasks: `cairn`, the worker's own dequeue, which blocks on the queue (a step starts the moment its task is pending; an idle worker makes a blocking call and one script call a second), or `asynq`, asynq's processor, which polls every `CAIRN_TASK_CHECK_INTERVAL` (see [Performance](performance.md))",
+	Meaning: "who takes the queue's tasks: `" + workflow.DequeueCairn + "`, the worker's own dequeue, which blocks on the queue (a step starts the moment its task is pending; an idle worker makes a blocking call and one script call a second), or `" + workflow.DequeueAsynq + "`, asynq's processor, which polls every `CAIRN_TASK_CHECK_INTERVAL` (see [Performance](performance.md))",
 	ReadBy:  "internal/engine (NewWorker, when WorkerConfig.Dequeue is empty)",
 	After:   "CAIRN_SWEEP_INTERVAL",
 }}

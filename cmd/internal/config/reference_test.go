@@ -486,3 +486,49 @@ func TestReferenceHelpers(t *testing.T) {
 		}
 	}
 }
+
+// deploymentVarRE matches a CAIRN_* variable a deployment file sets for
+// the binaries: a key of a compose service's environment map (CAIRN_X:),
+// an item of its list form (- CAIRN_X=), or a Dockerfile's ENV CAIRN_X.
+var deploymentVarRE = regexp.MustCompile(`^\s*(?:-\s*|ENV\s+)?(CAIRN_[A-Z0-9_]+)\s*[:=\s]`)
+
+// TestDeploymentVariablesAreDocumented checks that docker-compose.yml and
+// the Dockerfile set only variables of the table: a misspelt one would be
+// ignored by the binaries without a word. Variables compose itself reads
+// (${CAIRN_DASHBOARD_BIND:-...}) are not set for the binaries and are
+// not checked.
+func TestDeploymentVariablesAreDocumented(t *testing.T) {
+	t.Parallel()
+	root := moduleRoot(t)
+	rows, err := referenceRows(filepath.Join(root, "cmd", "internal", "config", "config.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, r := range rows {
+		known[r.name] = true
+	}
+	n := 0
+	for _, name := range []string{"docker-compose.yml", "Dockerfile"} {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			m := deploymentVarRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			n++
+			if !known[m[1]] {
+				t.Errorf("%s:%d sets %s, which the binaries do not read (not in %s)", name, i+1, m[1], referenceDoc)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("docker-compose.yml sets no CAIRN_* variable: is deploymentVarRE broken?")
+	}
+}

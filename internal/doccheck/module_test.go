@@ -22,9 +22,10 @@ import (
 const readmeExample = "readme-signup"
 
 // TestReadmeExampleInOwnModule builds the README's Go example as a user
-// would: in a module of its own, outside the repository, that requires
-// Cairn (go mod edit -replace to this checkout, then go mod tidy with
-// GOFLAGS=-mod=mod and the environment's GOPROXY), and checks that go build
+// would: in a module of its own, outside the repository, that adds Cairn
+// with the documented `go get` line (go mod edit -replace to this checkout
+// first; the line's version query is left out), then go mod tidy with
+// GOFLAGS=-mod=mod and the environment's GOPROXY, and checks that go build
 // and go vet accept it. The example is the README's block as written,
 // extracted from README.md, not a copy: a change to it that an outside
 // module cannot build (an internal package, a name the public API lacks,
@@ -92,22 +93,35 @@ func TestReadmeExampleInOwnModule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env := moduleEnv(os.Environ(), dir)
-	run := func(args ...string) {
+	run := func(extraEnv []string, args ...string) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, goCmd, args...)
 		cmd.Dir = dir
-		cmd.Env = env
+		cmd.Env = append(slices.Clip(env), extraEnv...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("in a module of its own (%s), go %s: %v\n%s\nmain.go, the README's %q block in a func main:\n%s",
 				dir, strings.Join(args, " "), err, out, readmeExample, numbered(main))
 		}
 	}
-	run("mod", "init", "example.com/signup")
-	run("mod", "edit", "-replace", "github.com/cairnhq/cairn="+root)
-	run("mod", "tidy")
-	run("build", "-o", filepath.Join(dir, "signup"), ".")
-	run("vet", "./...")
+	getLine, err := documentedGoGet(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(nil, "mod", "init", "example.com/signup")
+	run(nil, "mod", "edit", "-replace", "github.com/cairnhq/cairn="+root)
+	// The documented line, without its version: a query (@main, @v1.2.0)
+	// needs the network, and the replacement stands for it. Without a
+	// version, go get still asks the proxy for Cairn's versions, and a
+	// proxy may answer an error (403) rather than "not found" for a module
+	// it does not serve; with GOPROXY=off it takes the replacement, and
+	// reads Cairn's requirements from the module cache. go mod tidy then
+	// gets what the cache lacks from the environment's GOPROXY.
+	t.Logf("%s: go get %s%s", getLine.where, getLine.path, getLine.version)
+	run([]string{"GOPROXY=off"}, "get", getLine.path)
+	run(nil, "mod", "tidy")
+	run(nil, "build", "-o", filepath.Join(dir, "signup"), ".")
+	run(nil, "vet", "./...")
 
 	// What tidy wrote: a requirement of Cairn, replaced by this checkout.
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
@@ -121,6 +135,55 @@ func TestReadmeExampleInOwnModule(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "signup")); err != nil || fi.Size() == 0 {
 		t.Errorf("go build wrote no binary: %v", err)
 	}
+}
+
+// goGetRE matches a documented `go get` of Cairn: its package or module
+// path, and its version query.
+var goGetRE = regexp.MustCompile("go get (github\\.com/cairnhq/[^\\s`@]+)(@[^\\s`]+)?")
+
+// goGetLine is a documented `go get` of Cairn, and where it is.
+type goGetLine struct {
+	where, path, version string
+}
+
+// documentedGoGet returns the first `go get` of Cairn that README.md,
+// docs/*.md and CHANGELOG.md document, in that order; it fails when none
+// does, or when one names another module than go.mod's.
+func documentedGoGet(root string) (goGetLine, error) {
+	mds, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return goGetLine{}, err
+	}
+	files := append(append([]string{filepath.Join(root, "README.md")}, mds...), filepath.Join(root, "CHANGELOG.md"))
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return goGetLine{}, err
+	}
+	module := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(mod), "\n", 2)[0], "module"))
+	var found []goGetLine
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return goGetLine{}, err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range goGetRE.FindAllStringSubmatch(line, -1) {
+				g := goGetLine{fmt.Sprintf("%s:%d", filepath.ToSlash(rel), i+1), m[1], m[2]}
+				if g.path != module && !strings.HasPrefix(g.path, module+"/") {
+					return goGetLine{}, fmt.Errorf("%s: go get %s: not module %s (go.mod) nor a package of it", g.where, g.path, module)
+				}
+				found = append(found, g)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return goGetLine{}, fmt.Errorf("no `go get %s...` line in README.md, docs/*.md or CHANGELOG.md: document how a module adds Cairn", module)
+	}
+	return found[0], nil
 }
 
 // exampleBlock returns the lines of the ```go block of f marked name.
@@ -241,4 +304,36 @@ func numbered(text string) string {
 		fmt.Fprintf(&b, "%4d  %s\n", i+1, l)
 	}
 	return b.String()
+}
+
+// TestDocumentedGoGet holds documentedGoGet to what it must find and
+// refuse, in repositories made for it.
+func TestDocumentedGoGet(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		readme, changelog, want string // want: "where path version", or "" for an error
+	}{
+		{"Add it: `go get github.com/cairnhq/cairn@main`.\n", "", "README.md:1 github.com/cairnhq/cairn @main"},
+		{"# T\n\n```sh\ngo get github.com/cairnhq/cairn/workflow\n```\n", "go get github.com/cairnhq/cairn@v1", "README.md:4 github.com/cairnhq/cairn/workflow "},
+		{"no line here\n", "`go get github.com/cairnhq/cairn@main`", "CHANGELOG.md:1 github.com/cairnhq/cairn @main"},
+		{"`go get github.com/cairnhq/cairnx`\n", "", ""},
+		{"no line here\n", "", ""},
+	} {
+		root := t.TempDir()
+		for name, text := range map[string]string{"go.mod": "module github.com/cairnhq/cairn\n\ngo 1.26.0\n", "README.md": c.readme, "CHANGELOG.md": c.changelog} {
+			if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, err := documentedGoGet(root)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("README %q: %+v, want an error", c.readme, g)
+			}
+			continue
+		}
+		if got := g.where + " " + g.path + " " + g.version; err != nil || got != c.want {
+			t.Errorf("README %q: %q, %v; want %q", c.readme, got, err, c.want)
+		}
+	}
 }

@@ -532,3 +532,64 @@ func TestDeploymentVariablesAreDocumented(t *testing.T) {
 		t.Fatal("docker-compose.yml sets no CAIRN_* variable: is deploymentVarRE broken?")
 	}
 }
+
+// TestDocumentedVariablesExist checks the other way round: every CAIRN_*
+// name of a Markdown file is one that the code (Go, test files included),
+// docker-compose.yml, the Dockerfile or the Makefile names, so that a
+// renamed or removed variable does not live on in the docs. CHANGELOG.md
+// and docs/design-history.md, which tell of the past, are left out.
+func TestDocumentedVariablesExist(t *testing.T) {
+	t.Parallel()
+	root := moduleRoot(t)
+	inCode := map[string]bool{}
+	type mention struct{ where, name string }
+	var inDocs []mention
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		isDoc := strings.HasSuffix(name, ".md") && !strings.Contains(rel, "testdata/") &&
+			rel != "CHANGELOG.md" && rel != "docs/design-history.md"
+		isCode := strings.HasSuffix(name, ".go") || rel == "docker-compose.yml" || rel == "Dockerfile" || rel == "Makefile"
+		if !isDoc && !isCode {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range variableRE.FindAllStringIndex(line, -1) {
+				if strings.HasPrefix(line[m[1]:], "_*") || strings.HasPrefix(line[m[1]:], "*") {
+					continue // a pattern, not a variable
+				}
+				if isCode {
+					inCode[line[m[0]:m[1]]] = true
+				} else {
+					inDocs = append(inDocs, mention{fmt.Sprintf("%s:%d", rel, i+1), line[m[0]:m[1]]})
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range inDocs {
+		if !inCode[m.name] {
+			t.Errorf("%s: %s: no code, docker-compose.yml, Dockerfile or Makefile names it (renamed? removed?)", m.where, m.name)
+		}
+	}
+	if len(inDocs) < 50 {
+		t.Fatalf("found %d mentions of CAIRN_* variables in the Markdown files: is the scan broken?", len(inDocs))
+	}
+}

@@ -93,15 +93,22 @@ func TestReadmeExampleInOwnModule(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env := moduleEnv(os.Environ(), dir)
-	run := func(extraEnv []string, args ...string) {
-		t.Helper()
+	try := func(extraEnv []string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, goCmd, args...)
 		cmd.Dir = dir
 		cmd.Env = append(slices.Clip(env), extraEnv...)
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("in a module of its own (%s), go %s: %v\n%s\nmain.go, the README's %q block in a func main:\n%s",
-				dir, strings.Join(args, " "), err, out, readmeExample, numbered(main))
+		return string(out), err
+	}
+	fail := func(args []string, err error, out string) {
+		t.Helper()
+		t.Fatalf("in a module of its own (%s), go %s: %v\n%s\nmain.go, the README's %q block in a func main:\n%s",
+			dir, strings.Join(args, " "), err, out, readmeExample, numbered(main))
+	}
+	run := func(extraEnv []string, args ...string) {
+		t.Helper()
+		if out, err := try(extraEnv, args...); err != nil {
+			fail(args, err, out)
 		}
 	}
 	getLine, err := documentedGoGet(root)
@@ -115,10 +122,15 @@ func TestReadmeExampleInOwnModule(t *testing.T) {
 	// version, go get still asks the proxy for Cairn's versions, and a
 	// proxy may answer an error (403) rather than "not found" for a module
 	// it does not serve; with GOPROXY=off it takes the replacement, and
-	// reads Cairn's requirements from the module cache. go mod tidy then
-	// gets what the cache lacks from the environment's GOPROXY.
+	// reads Cairn's requirements from the module cache (when they are not
+	// all there, go get is tried again with the environment's GOPROXY).
+	// go mod tidy then gets what the cache lacks from that GOPROXY.
 	t.Logf("%s: go get %s%s", getLine.where, getLine.path, getLine.version)
-	run([]string{"GOPROXY=off"}, "get", getLine.path)
+	if offOut, err := try([]string{"GOPROXY=off"}, "get", getLine.path); err != nil {
+		if out, err := try(nil, "get", getLine.path); err != nil {
+			fail([]string{"get", getLine.path}, err, "with GOPROXY=off:\n"+offOut+"with the environment's GOPROXY:\n"+out)
+		}
+	}
 	run(nil, "mod", "tidy")
 	run(nil, "build", "-o", filepath.Join(dir, "signup"), ".")
 	run(nil, "vet", "./...")

@@ -113,7 +113,7 @@ func scalePhase(b *testing.B, bin string, s scaleSetup) scaleRow {
 	for _, q := range s.queues {
 		for range s.workersPerQueue {
 			p := proctest.Start(b, bin, []string{"CAIRN_REDIS_URL=" + s.url, "CAIRN_QUEUE=" + q,
-				"CAIRN_LOG_LEVEL=info", "CAIRN_CONCURRENCY=10", "CAIRN_SHUTDOWN_TIMEOUT=5s"})
+				"CAIRN_LOG_LEVEL=info", "CAIRN_CONCURRENCY=10", "CAIRN_SHUTDOWN_TIMEOUT=5s", "CAIRN_DEMO=true"})
 			procs = append(procs, p)
 		}
 	}

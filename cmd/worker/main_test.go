@@ -48,6 +48,7 @@ func baseEnv(embeddedAddr string) []string {
 	return []string{
 		"CAIRN_REDIS_URL=", "CAIRN_EMBEDDED_ADDR=" + embeddedAddr, "CAIRN_QUEUE=", "CAIRN_CONCURRENCY=", "CAIRN_HTTP_ADDR=",
 		"CAIRN_LOG_FORMAT=text", "CAIRN_LOG_LEVEL=info", "CAIRN_RETRY_JITTER=", "CAIRN_SHUTDOWN_TIMEOUT=10s",
+		"CAIRN_DEMO=", "CAIRN_DEMO_CHAOS=", "CAIRN_WORKFLOWS_FILE=",
 	}
 }
 

@@ -135,9 +135,15 @@ type Config struct {
 	// reads, and takes no lock).
 	SweepInterval time.Duration `env:"CAIRN_SWEEP_INTERVAL" envDefault:"500ms"`
 
+	// Demo is whether a worker on Redis registers the demo workflow
+	// (`demo`); the embedded store (`CAIRN_REDIS_URL` unset, `make run`)
+	// always has it, and `CAIRN_DEMO_CHAOS` implies it. Without it a worker
+	// on Redis runs only the workflows of `CAIRN_WORKFLOWS_FILE`.
+	Demo bool `env:"CAIRN_DEMO" envDefault:"false"`
 	// DemoChaos is whether the worker also registers the test suites' demo
 	// workflows: `chaos` and `chaos-saga` (the chaos suite) and `ordered`,
-	// `ordered-c3`, `ordered-release`, `limited` (the ordering suite).
+	// `ordered-c3`, `ordered-release`, `limited` (the ordering suite); it
+	// implies `CAIRN_DEMO`.
 	DemoChaos bool `env:"CAIRN_DEMO_CHAOS" envDefault:"false"`
 
 	// WorkflowsFile is a YAML file of workflow definitions the worker
@@ -459,6 +465,12 @@ func (c Config) EffectiveRedisURL() string {
 
 // Embedded reports whether the embedded store is in use.
 func (c Config) Embedded() bool { return c.RedisURL == "" }
+
+// RegistersDemo reports whether the worker registers the demo workflow:
+// on the embedded store (make run), or when CAIRN_DEMO (or
+// CAIRN_DEMO_CHAOS) asks for it. A worker on Redis runs the operator's
+// workflows only, unless asked.
+func (c Config) RegistersDemo() bool { return c.Embedded() || c.Demo || c.DemoChaos }
 
 // Logger returns the structured logger the variables describe, writing to w.
 func (c Config) Logger(w io.Writer) *slog.Logger {

@@ -312,6 +312,7 @@ func TestLoadRejects(t *testing.T) {
 		{"CAIRN_HTTP_STEP_MAX_BODY", "1MiB", "integer"},
 		{"CAIRN_RETRY_JITTER", "fully", "none, full or equal"},
 		{"CAIRN_DEMO_CHAOS", "maybe", "true or false"},
+		{"CAIRN_DEMO", "yes", "true or false"},
 		{"CAIRN_EMBEDDED_ADDR", "0.0.0.0:6390", "loopback"},
 		{"CAIRN_EMBEDDED_ADDR", "nohostport", "host:port"},
 		{"CAIRN_UNKNOWN_ERRORS", "maybe", "transient or permanent"},
@@ -637,6 +638,35 @@ func TestHTTPAddrEmptyDisables(t *testing.T) {
 		if err != nil || c.HTTPAddr != want || c.HTTPAddrSet != (environ != "") {
 			t.Errorf("Load(%q): HTTPAddr %q, set %v, %v; want %q, set %v", environ, c.HTTPAddr, c.HTTPAddrSet, err, want,
 				environ != "")
+		}
+	}
+}
+
+// TestRegistersDemo: the demo workflow is the embedded store's (make run);
+// a worker on Redis registers it only when CAIRN_DEMO or CAIRN_DEMO_CHAOS
+// asks for it.
+func TestRegistersDemo(t *testing.T) {
+	t.Parallel()
+	const onRedis = "CAIRN_REDIS_URL=redis://127.0.0.1:6379/0"
+	for _, tc := range []struct {
+		environ []string
+		want    bool
+	}{
+		{nil, true},
+		{[]string{"CAIRN_DEMO=false"}, true}, // the embedded store always has it
+		{[]string{onRedis}, false},
+		{[]string{onRedis, "CAIRN_DEMO="}, false},
+		{[]string{onRedis, "CAIRN_DEMO=false"}, false},
+		{[]string{onRedis, "CAIRN_DEMO=true"}, true},
+		{[]string{onRedis, "CAIRN_DEMO=1"}, true},
+		{[]string{onRedis, "CAIRN_DEMO_CHAOS=true"}, true},
+	} {
+		c, err := config.Load(tc.environ)
+		if err != nil {
+			t.Fatalf("Load(%q): %v", tc.environ, err)
+		}
+		if got := c.RegistersDemo(); got != tc.want {
+			t.Errorf("Load(%q).RegistersDemo() = %v, want %v", tc.environ, got, tc.want)
 		}
 	}
 }

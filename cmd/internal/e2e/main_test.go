@@ -49,7 +49,7 @@ var ctxb = context.Background()
 const workerPkg = "github.com/cairnhq/cairn/cmd/worker"
 
 // workerEnv is the environment of a worker binary on srv and queue, with
-// quick retries, plus extra settings. The HTTP API is off unless extra
+// the demo workflow (CAIRN_DEMO), plus extra settings. The HTTP API is off unless extra
 // gives CAIRN_HTTP_ADDR (the last setting of a variable wins): the
 // default, 127.0.0.1:8080, is a fixed port, which the workers of parallel
 // tests, and whatever else runs on the machine, would contend for.
@@ -60,6 +60,7 @@ func workerEnv(srv *redistest.Server, queue string, extra ...string) []string {
 		"CAIRN_HTTP_ADDR=",
 		"CAIRN_LOG_LEVEL=debug",
 		"CAIRN_LOG_FORMAT=text",
+		"CAIRN_DEMO=true",
 	}, extra...)
 }
 

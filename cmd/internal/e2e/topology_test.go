@@ -24,11 +24,13 @@ const enqueuePkg = "github.com/cairnhq/cairn/cmd/enqueue"
 
 // topoEnv is the environment of a worker binary, or of the CLI, on the
 // Redis of url (any topology) and queue: quick retries, and a crashed
-// worker's attempt found within about 2.5s. The HTTP API is off unless
-// extra gives CAIRN_HTTP_ADDR (workerEnv).
+// worker's attempt found within about 2.5s; a worker registers the demo
+// workflow. The HTTP API is off unless extra gives CAIRN_HTTP_ADDR
+// (workerEnv).
 func topoEnv(url, queue string, extra ...string) []string {
 	return append([]string{
 		"CAIRN_REDIS_URL=" + url, "CAIRN_QUEUE=" + queue, "CAIRN_HTTP_ADDR=", "CAIRN_LOG_LEVEL=info", "CAIRN_LOG_FORMAT=text",
+		"CAIRN_DEMO=true",
 		"CAIRN_RETRY_INITIAL_INTERVAL=200ms", "CAIRN_RETRY_MAX_INTERVAL=1s",
 		"CAIRN_FENCE_TTL=2s", "CAIRN_SWEEP_INTERVAL=300ms", "CAIRN_RECONCILE_INTERVAL=2s",
 	}, extra...)

@@ -1,6 +1,7 @@
 // Package workerapp is the worker command, Cairn's worker binary: it runs
-// workflows, executing their step attempts from the queue, with the demo
-// workflow registered. Configuration comes from the environment
+// workflows, executing their step attempts from the queue: those of
+// CAIRN_WORKFLOWS_FILE, and the demo workflow on the embedded store or with
+// CAIRN_DEMO. Configuration comes from the environment
 // (docs/configuration.md). With CAIRN_REDIS_URL unset it starts the
 // embedded, non-durable development store. It also serves the HTTP API and
 // dashboard (package dashboard) on CAIRN_HTTP_ADDR; with --dashboard-only
@@ -36,9 +37,10 @@
 //  5. newDashboard, the HTTP server, if there is a listener (an unreadable
 //     tokens file, or no tokens on an address that is not loopback: exit 2).
 //  6. newWorker: workflow.NewWorker, the asynq server, engine, reconciler
-//     and webhook notifier; registerWorkflows: the demo, the chaos and
+//     and webhook notifier; registerWorkflows: the demo (on the embedded
+//     store, or with CAIRN_DEMO or CAIRN_DEMO_CHAOS), the chaos and
 //     ordering suites with CAIRN_DEMO_CHAOS, then the file's workflows (a
-//     name already taken: exit 2).
+//     name already taken: exit 2; none at all on Redis: a warning).
 //  7. serve: asynq's task format is checked (asynqwire.go; a difference:
 //     exit 1, before anything is served). While Redis cannot be reached the
 //     check goes on in the background, the worker waiting for Redis as it

@@ -28,7 +28,9 @@ worker runs Cairn workflows: it executes their step attempts from the queue
 and serves the HTTP API and the dashboard on CAIRN_HTTP_ADDR (default
 127.0.0.1:8080; empty: no HTTP; set, but in use: exit 1). Its configuration is CAIRN_* environment
 variables (docs/configuration.md). With CAIRN_REDIS_URL unset it starts an
-embedded, non-durable store for development.
+embedded, non-durable store for development. It runs the workflows of
+CAIRN_WORKFLOWS_FILE, and the demo workflow on the embedded store or with
+CAIRN_DEMO=true.
 
 Flags:
   --dashboard-only  serve only the HTTP API and the dashboard, on the

@@ -63,6 +63,11 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(names) == 0 {
+		// A worker on Redis that an upgrade left without the demo it ran.
+		log.Warn("no workflows registered: this worker has no step to run; set CAIRN_WORKFLOWS_FILE, "+
+			"or CAIRN_DEMO=true for the demo workflow (docs/configuration.md)", "queue", cfg.Queue)
+	}
 	return serve(ctx, wired{cfg: cfg, log: log, conn: conn, worker: w, workflows: names, httpSrv: httpSrv, httpLn: httpLn})
 }
 
@@ -96,16 +101,20 @@ func newWorker(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, m
 	})
 }
 
-// registerWorkflows registers on w the demo workflow, with
-// CAIRN_DEMO_CHAOS the chaos suite's and the ordering suite's, and then
-// those of CAIRN_WORKFLOWS_FILE (fileDefs); it returns their names, in
-// that order. A workflow of the file that cannot be registered (a name
-// the demo took) is a startError.
+// registerWorkflows registers on w the demo workflow when the
+// configuration asks for it (cfg.RegistersDemo: the embedded store,
+// CAIRN_DEMO or CAIRN_DEMO_CHAOS), with CAIRN_DEMO_CHAOS the chaos suite's
+// and the ordering suite's, and then those of CAIRN_WORKFLOWS_FILE
+// (fileDefs); it returns their names, in that order. A workflow of the
+// file that cannot be registered (a name the demo took) is a startError.
 func registerWorkflows(w *workflow.Worker, cfg config.Config, rdb redis.UniversalClient,
 	fileDefs []workflow.Definition) ([]string, error) {
-	names := []string{demo.Name}
-	if err := w.Register(demo.Definition(workflow.Policy{})); err != nil {
-		return nil, err
+	names := []string{}
+	if cfg.RegistersDemo() {
+		names = append(names, demo.Name)
+		if err := w.Register(demo.Definition(workflow.Policy{})); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.DemoChaos {
 		names = append(names, demo.ChaosName, demo.ChaosInlineName, demo.SagaName)

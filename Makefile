@@ -22,8 +22,13 @@ VERSION ?=
 build: ## Build the worker and the CLI into ./bin (VERSION=v1.2.0 sets what --version says)
 	$(GO) build -ldflags '-X github.com/cairnhq/cairn/cmd/internal/version.Version=$(VERSION)' -o $(BIN)/ ./cmd/worker ./cmd/enqueue
 
+.PHONY: deps
+deps: ## Install what the tests need when missing (redis-server, chromium, zsh, fish, docker-compose, make: apt-get, as root or with sudo)
+	@sh scripts/deps.sh
+
 .PHONY: test
-test: ## Run every test with the race detector (needs redis-server on PATH), then the fuzz targets briefly
+test: deps ## Run every test with the race detector (make deps first), then the fuzz targets briefly
+	sh scripts/deps_test.sh
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	@# A count, not a duration: a -fuzztime duration races Go's fuzz coordinator
 	@# (go.dev/issue/75804, fixed in Go 1.27) and can fail with a bare

@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -49,6 +52,36 @@ func TestVersion(t *testing.T) {
 	stdout, stderr, code := proctest.Run(t, worker(t), baseEnv(testkit.FreeAddr(t)), "", "--version")
 	if code != 0 || stderr != "" || !regexp.MustCompile(`^worker \S+ \(go\S+ \w+/\w+\)\n$`).MatchString(stdout) {
 		t.Errorf("worker --version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestMakeBuildSetsVersion: make build VERSION=... (what a release runs)
+// builds a worker and an enqueue whose --version print that version.
+func TestMakeBuildSetsVersion(t *testing.T) {
+	testkit.SkipShort(t, "runs make build, which builds both binaries")
+	t.Parallel()
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Fatal("make is not installed: apt-get install -y make (or make deps)")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "Makefile")); err != nil {
+		t.Fatalf("no Makefile at the repository root %s: %v", root, err)
+	}
+	bin := t.TempDir()
+	const v = "v1.2.3-maketest"
+	if out, err := exec.Command(mk, "-C", root, "build", "VERSION="+v, "BIN="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make build VERSION=%s: %v\n%s", v, err, out)
+	}
+	for _, prog := range []string{"worker", "enqueue"} {
+		stdout, stderr, code := proctest.Run(t, filepath.Join(bin, prog), baseEnv(testkit.FreeAddr(t)), "", "--version")
+		if want := regexp.MustCompile(`^` + prog + ` ` + regexp.QuoteMeta(v) + ` \(go\S+ \w+/\w+\)\n$`); code != 0 ||
+			!want.MatchString(stdout) {
+			t.Errorf("%s --version: exit %d, stdout %q, stderr %q; want %q", prog, code, stdout, stderr, want)
+		}
 	}
 }
 

@@ -211,6 +211,12 @@ func TestWorkerMetrics(t *testing.T) {
 		expectation{"cairn_runs", []string{"status", "running"}, 0},
 		expectation{"cairn_runs_needing_attention", nil, 1},
 		expectation{"asynq_tasks_enqueued_total", []string{"queue", queue, "state", "pending"}, 0},
+		// A failed step is not a failed task (docs/dashboard.md, asynqmon
+		// under Cairn): asynq counts the attempts processed, none failed,
+		// and archives none, with one run failed and a retry behind.
+		expectation{"asynq_tasks_failed_total", []string{"queue", queue}, 0},
+		expectation{"asynq_tasks_enqueued_total", []string{"queue", queue, "state", "archived"}, 0},
+		expectation{"asynq_tasks_enqueued_total", []string{"queue", queue, "state", "retry"}, 0},
 	)
 	if _, sum, _ := sample(fams, "cairn_retry_delay_seconds", wf...); math.Abs(sum-delay.Seconds()) > 1e-9 {
 		t.Errorf("retry delay sum %vs, want %vs", sum, delay.Seconds())

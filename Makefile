@@ -24,7 +24,7 @@ build: ## Build the worker and the CLI into ./bin (VERSION=v1.2.0 sets what --ve
 
 .PHONY: deps
 deps: ## Install what the tests need when missing (redis-server, chromium, zsh, fish, docker-compose, make: apt-get, as root or with sudo)
-	@sh scripts/deps.sh
+	@GO='$(GO)' sh scripts/deps.sh
 
 .PHONY: test
 test: deps ## Run every test with the race detector (make deps first), then the fuzz targets briefly

@@ -15,7 +15,8 @@
 # apt-get), it prints the one command that installs them and exits 1.
 #
 # Go itself (go.mod's version, 1.26) is not a Debian package here: the
-# script checks that `go` is on PATH and says where to get it otherwise.
+# script checks that `go` (or $GO, which make passes) is on PATH and says
+# where to get it otherwise.
 #
 # CAIRN_REDIS_SERVER, when it names an executable, stands for redis-server
 # (as in internal/redistest). scripts/deps_test.sh tests this script with
@@ -39,8 +40,8 @@ need fish fish
 need make make
 if ! have docker-compose; then missing_nr=" docker-compose"; fi
 
-if ! have go; then
-	echo "deps: go is not on PATH: install Go 1.26 or later (https://go.dev/dl/) and put its bin directory on PATH" >&2
+if ! have "${GO:-go}"; then
+	echo "deps: ${GO:-go} is not on PATH: install Go 1.26 or later (https://go.dev/dl/) and put its bin directory on PATH" >&2
 	exit 1
 fi
 if [ -z "$missing$missing_nr" ]; then

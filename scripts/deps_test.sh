@@ -55,7 +55,7 @@ EOF
 # its output in out.
 run() {
 	rc=0
-	out=$(env -u CAIRN_REDIS_SERVER PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
+	out=$(env -u CAIRN_REDIS_SERVER -u GO PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 }
 
 all="go redis-server chromium zsh fish make docker-compose"
@@ -74,8 +74,16 @@ setup 1000 password yes go chromium zsh fish make docker-compose
 printf '#!/bin/sh\n' >"$tmp/redis"
 chmod +x "$tmp/redis"
 rc=0
-out=$(env CAIRN_REDIS_SERVER="$tmp/redis" PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
+out=$(env -u GO CAIRN_REDIS_SERVER="$tmp/redis" PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 [ "$rc" -eq 0 ] && [ -z "$out" ] && [ ! -s "$tmp/apt.log" ] || fail "exit $rc, output $out, apt-get $(cat "$tmp/apt.log")"
+
+case="everything there, GO for go"
+setup 1000 password yes go1.26 redis-server chromium zsh fish make docker-compose
+rc=0
+out=$(env -u CAIRN_REDIS_SERVER GO=go1.26 PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
+[ "$rc" -eq 0 ] && [ -z "$out" ] || fail "exit $rc, output $out"
+run
+[ "$rc" -eq 1 ] || fail "without GO and go: exit $rc, want 1: $out"
 
 case="cannot install: not root, sudo asks for a password"
 setup 1000 password yes go redis-server make

@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // command is one subcommand of enqueue.
@@ -19,10 +19,12 @@ type command struct {
 	summary string
 	// flags documents the flags, one "name\tdescription" per line.
 	flags []string
-	// parse checks the arguments (flags may come before or after the
-	// positional ones) and returns the action to run once connected. It
-	// reads the run input (start --input @-), and stops when ctx is done.
-	parse func(ctx context.Context, c *CLI, args []string) (action, error)
+	// parse registers the command's flags on fs and returns the function
+	// that, once fs has parsed the command line (flags may come before or
+	// after the positional arguments), checks the arguments and returns
+	// the action to run once connected. That function reads the run input
+	// (start --input @-), and stops when ctx is done.
+	parse func(c *CLI, fs *pflag.FlagSet) parseFunc
 	// offline: the action needs no Redis (its session has only the
 	// configuration).
 	offline bool
@@ -33,6 +35,10 @@ type command struct {
 	// Redis cannot be reached (start, signal).
 	queues bool
 }
+
+// parseFunc checks a command's positional arguments and parsed flags and
+// returns the action to run once connected.
+type parseFunc func(ctx context.Context, pos []string) (action, error)
 
 // commands lists the subcommands in the order the usage shows them.
 var commands []*command
@@ -182,9 +188,10 @@ func localCommands() []*command {
 			parse:   parseValidate, offline: true,
 		},
 		{
-			name: "completion", synopsis: "completion bash|zsh|fish",
-			summary: "print the shell completion script of enqueue for bash, zsh or fish (the README says how to install it)",
-			parse:   parseCompletion, standalone: true,
+			name: "completion", synopsis: "completion bash|zsh|fish|powershell",
+			summary: "print the shell completion script of enqueue for bash, zsh, fish or PowerShell, which also completes run IDs " +
+				"and workflow names from Redis (the README says how to install it)",
+			parse: parseCompletion, standalone: true,
 		},
 	}
 }
@@ -258,7 +265,8 @@ Commands:
 	fmt.Fprintf(&b, "  %-*s  %s\n", width, "help [command]", "show this help, or a command's")
 	b.WriteString(`
 Flags may come before or after the argument: "start demo --wait" and
-"start --wait demo" are the same.
+"start --wait demo" are the same. A mistyped command or flag is a usage
+error that suggests the closest one (--wiat: did you mean "--wait"?).
 
 A <run-id> is the 26-character ID that start printed, or a prefix of it
 that no other run's ID starts with (4 characters or more; an ambiguous
@@ -317,62 +325,6 @@ Environment:
 The other CAIRN_* variables of the worker are validated too.
 `)
 	return b.String()
-}
-
-// errHelp is returned by a command's parse when -h or --help was given.
-var errHelp = errors.New("help requested")
-
-// newFlagSet returns a flag set that reports its errors only as values,
-// with the global flag --no-color, which every command takes.
-func (c *CLI) newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.BoolVar(&c.noColor, "no-color", c.noColor, "")
-	return fs
-}
-
-// parseArgs parses args with fs and returns the positional arguments.
-// Unlike fs.Parse it lets flags come after positional arguments: "start
-// demo --wait" is "start --wait demo". "--" ends the flags.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			pos = append(pos, a)
-			continue
-		}
-		flags = append(flags, a)
-		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
-		f := fs.Lookup(name)
-		if f == nil || isBoolFlag(f) {
-			continue // an unknown flag is reported by fs.Parse
-		}
-		if i+1 < len(args) {
-			flags = append(flags, args[i+1])
-			i++
-		}
-	}
-	if err := fs.Parse(flags); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		return nil, usageErrorf("%s: %v (run \"enqueue help %s\" for usage)", fs.Name(), err, fs.Name())
-	}
-	return append(pos, fs.Args()...), nil
-}
-
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
 }
 
 // orList joins words as "a, b or c".

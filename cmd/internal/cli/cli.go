@@ -17,7 +17,6 @@ import (
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
 	"github.com/cairnhq/cairn/cmd/internal/otelsetup"
-	"github.com/cairnhq/cairn/cmd/internal/version"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -186,109 +185,6 @@ func (c *CLI) now() time.Time {
 
 // action is a parsed command, run once connected.
 type action func(ctx context.Context, s *session) error
-
-// Run runs the CLI with args (without the program name) and returns the
-// exit code.
-func (c *CLI) Run(ctx context.Context, args []string) int {
-	if c.Stdin == nil {
-		c.Stdin = strings.NewReader("")
-	}
-	// Global flags before the command.
-	for len(args) > 0 {
-		if args[0] == "--no-color" || args[0] == "-no-color" {
-			c.noColor = true
-			args = args[1:]
-			continue
-		}
-		break
-	}
-	if len(args) == 0 {
-		fmt.Fprint(c.Stderr, usage())
-		return ExitUsage
-	}
-	name, rest := args[0], args[1:]
-	if isHelp(name) {
-		return c.help(rest)
-	}
-	if name == "--version" || name == "-version" {
-		if len(rest) > 0 {
-			return c.fail(usageErrorf("--version takes no argument (got %q)", rest[0]))
-		}
-		_, err := fmt.Fprintln(c.Stdout, version.Line("enqueue"))
-		return c.fail(err)
-	}
-	cmd := lookup(name)
-	if cmd == nil && strings.HasPrefix(name, "-") && name != "-" {
-		return c.fail(usageErrorf("unknown flag %q (run \"enqueue help\" for usage)", name))
-	}
-	if cmd == nil {
-		return c.fail(usageErrorf("unknown command %q (run \"enqueue help\" for usage)", name))
-	}
-	act, err := cmd.parse(ctx, c, rest)
-	if errors.Is(err, errHelp) {
-		fmt.Fprint(c.Stdout, cmd.usage())
-		return ExitOK
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	if cmd.standalone {
-		return c.fail(act(ctx, &session{cli: c}))
-	}
-
-	cfg, err := config.Load(c.Environ)
-	if err != nil {
-		return c.configFail(err)
-	}
-	if cmd.offline {
-		return c.fail(act(ctx, &session{cli: c, cfg: cfg}))
-	}
-	if cfg.Outbox != "" && cmd.queues {
-		// No ping: a start or signal that cannot reach Redis queues.
-		s, err := c.connectOutbox(ctx, cfg)
-		if err != nil {
-			return c.fail(err)
-		}
-		defer s.close()
-		return c.fail(act(ctx, s))
-	}
-	s, err := c.connect(ctx, cfg)
-	if err != nil {
-		return c.fail(err)
-	}
-	defer s.close()
-	if cfg.Outbox != "" {
-		if err := s.openOutbox(ctx, false); err != nil {
-			return c.fail(err)
-		}
-	}
-	return c.fail(act(ctx, s))
-}
-
-// help prints the usage, or one command's, on stdout.
-func (c *CLI) help(args []string) int {
-	switch {
-	case len(args) == 0:
-		fmt.Fprint(c.Stdout, usage())
-	case len(args) == 1 && lookup(args[0]) != nil:
-		fmt.Fprint(c.Stdout, lookup(args[0]).usage())
-	case len(args) == 1 && isHelp(args[0]):
-		fmt.Fprint(c.Stdout, usage())
-	case len(args) == 1:
-		return c.fail(usageErrorf("help: unknown command %q (run \"enqueue help\" for usage)", args[0]))
-	default:
-		return c.fail(usageErrorf("help: too many arguments (usage: enqueue help [command])"))
-	}
-	return ExitOK
-}
-
-func isHelp(s string) bool {
-	switch s {
-	case "help", "-h", "-help", "--help":
-		return true
-	}
-	return false
-}
 
 // fail reports err, if any, as one line on stderr and returns its exit code.
 func (c *CLI) fail(err error) int {

@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -39,80 +40,77 @@ var statuses = func() []string {
 
 // parseStart parses "start <workflow> [--input JSON|@file]
 // [--idempotency-key K] [--wait] [--json]".
-func parseStart(ctx context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("start")
+func parseStart(c *CLI, fs *pflag.FlagSet) parseFunc {
 	input := fs.String("input", "", "")
 	key := fs.String("idempotency-key", "", "")
 	ordKey := fs.String("ordering-key", "", "")
 	shared := fs.Bool("shared-ordering", false, "")
 	wait := fs.Bool("wait", false, "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	name, err := positional("start", pos, "workflow name")
-	if err != nil {
-		return nil, err
-	}
-	raw := json.RawMessage("{}")
-	if flagSet(fs, "input") {
-		if raw, err = readInput(ctx, *input, c.Stdin); err != nil {
+	return func(ctx context.Context, pos []string) (action, error) {
+		name, err := positional("start", pos, "workflow name")
+		if err != nil {
 			return nil, err
 		}
-	}
-	if flagSet(fs, "ordering-key") {
-		if err := workflow.CheckOrderingKey(*ordKey); err != nil {
-			return nil, usageErrorf("--ordering-key: %v", err)
+		raw := json.RawMessage("{}")
+		if flagSet(fs, "input") {
+			if raw, err = readInput(ctx, *input, c.Stdin); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if *shared && *ordKey == "" {
-		return nil, usageErrorf("start: --shared-ordering needs --ordering-key")
-	}
-	opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: CLIOwner, SharedOrdering: *shared}
-	return func(ctx context.Context, s *session) error {
-		// The caller's trace, from the environment (OpenTelemetry's
-		// TRACEPARENT and TRACESTATE), if any.
-		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{
-			"traceparent": c.getenv("TRACEPARENT"), "tracestate": c.getenv("TRACESTATE")})
-		run, err := s.client.Start(ctx, name, raw, opts)
-		if errors.Is(err, workflow.ErrUnknownWorkflow) {
-			return s.unknownWorkflow(ctx, name)
+		if flagSet(fs, "ordering-key") {
+			if err := workflow.CheckOrderingKey(*ordKey); err != nil {
+				return nil, usageErrorf("--ordering-key: %v", err)
+			}
 		}
-		if err != nil {
-			return err
+		if *shared && *ordKey == "" {
+			return nil, usageErrorf("start: --shared-ordering needs --ordering-key")
 		}
-		if run.Queued {
-			return queuedStart(s, run, *asJSON, *wait)
-		}
-		if *wait {
-			// Waiting may take long: let other commands use the outbox.
-			s.closeOutbox()
-		}
-		if !*wait {
+		opts := &workflow.StartOptions{IdempotencyKey: *key, OrderingKey: *ordKey, Owner: CLIOwner, SharedOrdering: *shared}
+		return func(ctx context.Context, s *session) error {
+			// The caller's trace, from the environment (OpenTelemetry's
+			// TRACEPARENT and TRACESTATE), if any.
+			ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{
+				"traceparent": c.getenv("TRACEPARENT"), "tracestate": c.getenv("TRACESTATE")})
+			run, err := s.client.Start(ctx, name, raw, opts)
+			if errors.Is(err, workflow.ErrUnknownWorkflow) {
+				return s.unknownWorkflow(ctx, name)
+			}
+			if err != nil {
+				return err
+			}
+			if run.Queued {
+				return queuedStart(s, run, *asJSON, *wait)
+			}
+			if *wait {
+				// Waiting may take long: let other commands use the outbox.
+				s.closeOutbox()
+			}
+			if !*wait {
+				if *asJSON {
+					return writeJSON(s.stdout(), run)
+				}
+				_, err := fmt.Fprintln(s.stdout(), run.ID)
+				return err
+			}
+			if !*asJSON {
+				// The ID first, so that a caller has it while the run goes on.
+				if _, err := fmt.Fprintln(s.stdout(), run.ID); err != nil {
+					return err
+				}
+			}
+			run, err = s.wait(ctx, run)
+			if err != nil {
+				return err
+			}
 			if *asJSON {
-				return writeJSON(s.stdout(), run)
+				if err := writeJSON(s.stdout(), run); err != nil {
+					return err
+				}
 			}
-			_, err := fmt.Fprintln(s.stdout(), run.ID)
-			return err
-		}
-		if !*asJSON {
-			// The ID first, so that a caller has it while the run goes on.
-			if _, err := fmt.Fprintln(s.stdout(), run.ID); err != nil {
-				return err
-			}
-		}
-		run, err = s.wait(ctx, run)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			if err := writeJSON(s.stdout(), run); err != nil {
-				return err
-			}
-		}
-		return runResult(run)
-	}, nil
+			return runResult(run)
+		}, nil
+	}
 }
 
 // queuedStart reports a start queued in the outbox: "queued <run-id>" (or
@@ -136,15 +134,7 @@ func queuedStart(s *session, run *workflow.Run, asJSON, wait bool) error {
 }
 
 // flagSet reports whether the flag name was given.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	found := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			found = true
-		}
-	})
-	return found
-}
+func flagSet(fs *pflag.FlagSet, name string) bool { return fs.Changed(name) }
 
 // readInput returns the run input that --input spec gives: JSON text,
 // "@path" for a regular file's content or "@-" for stdin's. It checks that
@@ -242,120 +232,111 @@ func failureText(run *workflow.Run) string {
 }
 
 // parseStatus parses "status <run-id>|--last [--json]".
-func parseStatus(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("status")
+func parseStatus(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := runRefArg("status", pos, *last)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, s *session) error {
-		id, err := s.resolve(ctx, ref)
+	return func(_ context.Context, pos []string) (action, error) {
+		ref, err := runRefArg("status", pos, *last)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		run, err := s.client.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(s.stdout(), run)
-		}
-		return writeRun(s.stdout(), s.cli.layout(), run, s.cli.now())
-	}, nil
+		return func(ctx context.Context, s *session) error {
+			id, err := s.resolve(ctx, ref)
+			if err != nil {
+				return err
+			}
+			run, err := s.client.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), run)
+			}
+			return writeRun(s.stdout(), s.cli.layout(), run, s.cli.now())
+		}, nil
+	}
 }
 
 // CLIOwner owns the runs the CLI starts (StartOptions.Owner).
 const CLIOwner = "cli"
 
 // parseKey parses "key <ordering-key> [--owner S | --shared] [--json]".
-func parseKey(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("key")
+func parseKey(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	owner := fs.String("owner", "", "")
 	shared := fs.Bool("shared", false, "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	key, err := positional("key", pos, "ordering key")
-	if err != nil {
-		return nil, err
-	}
-	if err := workflow.CheckOrderingKey(key); err != nil {
-		return nil, usageErrorf("%v", err)
-	}
-	line := workflow.KeyLine{Key: key, Owner: CLIOwner, Shared: *shared}
-	switch {
-	case *shared && flagSet(fs, "owner"):
-		return nil, usageErrorf("key: give --owner or --shared, not both")
-	case flagSet(fs, "owner") && *owner == "":
-		return nil, usageErrorf("key: --owner needs a subject (--shared for the shared line)")
-	case flagSet(fs, "owner"):
-		line.Owner = *owner
-	}
-	return func(ctx context.Context, s *session) error {
-		line, err := s.client.OrderingKey(ctx, line, 0)
+	return func(_ context.Context, pos []string) (action, error) {
+		key, err := positional("key", pos, "ordering key")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if *asJSON {
-			return writeJSON(s.stdout(), line)
+		if err := workflow.CheckOrderingKey(key); err != nil {
+			return nil, usageErrorf("%v", err)
 		}
-		return writeKeyRuns(s.stdout(), s.cli.layout(), line)
-	}, nil
+		line := workflow.KeyLine{Key: key, Owner: CLIOwner, Shared: *shared}
+		switch {
+		case *shared && flagSet(fs, "owner"):
+			return nil, usageErrorf("key: give --owner or --shared, not both")
+		case flagSet(fs, "owner") && *owner == "":
+			return nil, usageErrorf("key: --owner needs a subject (--shared for the shared line)")
+		case flagSet(fs, "owner"):
+			line.Owner = *owner
+		}
+		return func(ctx context.Context, s *session) error {
+			line, err := s.client.OrderingKey(ctx, line, 0)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), line)
+			}
+			return writeKeyRuns(s.stdout(), s.cli.layout(), line)
+		}, nil
+	}
 }
 
 // parseList parses "list [--status S] [--limit N] [--cursor C] [--json]".
-func parseList(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("list")
+func parseList(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	status := fs.String("status", "", "")
 	limit := fs.Int("limit", defaultListLimit, "")
 	cursor := fs.String("cursor", "", "")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := noPositional("list", pos); err != nil {
-		return nil, err
-	}
-	if *status != "" && !slices.Contains(statuses, *status) {
-		return nil, usageErrorf("list: invalid --status %q: want %s", *status, strings.Join(statuses, ", "))
-	}
-	if *limit < 1 || *limit > maxListLimit {
-		return nil, usageErrorf("list: invalid --limit %d: want 1 to %d", *limit, maxListLimit)
-	}
-	if *cursor != "" && !validCursor(*cursor) {
-		return nil, badCursor(*cursor)
-	}
-	opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor}
-	return func(ctx context.Context, s *session) error {
-		runs, next, err := s.client.List(ctx, opts)
-		if errors.Is(err, workflow.ErrInvalidCursor) {
-			return badCursor(*cursor)
+	return func(_ context.Context, pos []string) (action, error) {
+		if err := noPositional("list", pos); err != nil {
+			return nil, err
 		}
-		if err != nil {
+		if *status != "" && !slices.Contains(statuses, *status) {
+			return nil, usageErrorf("list: invalid --status %q: want %s", *status, strings.Join(statuses, ", "))
+		}
+		if *limit < 1 || *limit > maxListLimit {
+			return nil, usageErrorf("list: invalid --limit %d: want 1 to %d", *limit, maxListLimit)
+		}
+		if *cursor != "" && !validCursor(*cursor) {
+			return nil, badCursor(*cursor)
+		}
+		opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor}
+		return func(ctx context.Context, s *session) error {
+			runs, next, err := s.client.List(ctx, opts)
+			if errors.Is(err, workflow.ErrInvalidCursor) {
+				return badCursor(*cursor)
+			}
+			if err != nil {
+				return err
+			}
+			if runs == nil {
+				runs = []*workflow.Run{}
+			}
+			if *asJSON {
+				err = writeJSON(s.stdout(), runs)
+			} else {
+				err = writeRunList(s.stdout(), s.cli.layout(), runs)
+			}
+			if err == nil && next != "" {
+				fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", next)
+			}
 			return err
-		}
-		if runs == nil {
-			runs = []*workflow.Run{}
-		}
-		if *asJSON {
-			err = writeJSON(s.stdout(), runs)
-		} else {
-			err = writeRunList(s.stdout(), s.cli.layout(), runs)
-		}
-		if err == nil && next != "" {
-			fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", next)
-		}
-		return err
-	}, nil
+		}, nil
+	}
 }
 
 // validCursor reports whether c has the form of the cursors list prints,
@@ -375,76 +356,70 @@ func badCursor(c string) error {
 }
 
 // parseEvents parses "events <run-id>|--last [--json]".
-func parseEvents(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("events")
+func parseEvents(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := runRefArg("events", pos, *last)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, s *session) error {
-		id, err := s.resolve(ctx, ref)
+	return func(_ context.Context, pos []string) (action, error) {
+		ref, err := runRefArg("events", pos, *last)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		evs, err := s.client.Events(ctx, id)
-		if err != nil {
-			return err
-		}
-		if evs == nil {
-			evs = []workflow.Event{}
-		}
-		if *asJSON {
-			return writeJSON(s.stdout(), evs)
-		}
-		return writeEvents(s.stdout(), s.cli.layout(), evs)
-	}, nil
+		return func(ctx context.Context, s *session) error {
+			id, err := s.resolve(ctx, ref)
+			if err != nil {
+				return err
+			}
+			evs, err := s.client.Events(ctx, id)
+			if err != nil {
+				return err
+			}
+			if evs == nil {
+				evs = []workflow.Event{}
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), evs)
+			}
+			return writeEvents(s.stdout(), s.cli.layout(), evs)
+		}, nil
+	}
 }
 
 // parseCancel parses "cancel <run-id>|--last [--compensate] [--json]".
-func parseCancel(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("cancel")
+func parseCancel(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	compensate := fs.Bool("compensate", false, "")
 	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := runRefArg("cancel", pos, *last)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, s *session) error {
-		id, err := s.resolve(ctx, ref)
+	return func(_ context.Context, pos []string) (action, error) {
+		ref, err := runRefArg("cancel", pos, *last)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli", Compensate: *compensate})
-		if errors.Is(err, workflow.ErrRunFinished) {
-			status := "finished"
-			if r, gerr := s.client.Get(ctx, id); gerr == nil {
-				status = string(r.Status)
+		return func(ctx context.Context, s *session) error {
+			id, err := s.resolve(ctx, ref)
+			if err != nil {
+				return err
 			}
-			return failuref("run %s already finished (%s): there is nothing to cancel", id, status)
-		}
-		if errors.Is(err, workflow.ErrActionRefused) {
-			return failuref("cancel refused: %s", strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
-		}
-		if err != nil {
+			run, err := s.client.Cancel(ctx, id, &workflow.ActionOptions{Actor: "cli", Compensate: *compensate})
+			if errors.Is(err, workflow.ErrRunFinished) {
+				status := "finished"
+				if r, gerr := s.client.Get(ctx, id); gerr == nil {
+					status = string(r.Status)
+				}
+				return failuref("run %s already finished (%s): there is nothing to cancel", id, status)
+			}
+			if errors.Is(err, workflow.ErrActionRefused) {
+				return failuref("cancel refused: %s", strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), run)
+			}
+			_, err = fmt.Fprintln(s.stdout(), cancelLine(run, *compensate))
 			return err
-		}
-		if *asJSON {
-			return writeJSON(s.stdout(), run)
-		}
-		_, err = fmt.Fprintln(s.stdout(), cancelLine(run, *compensate))
-		return err
-	}, nil
+		}, nil
+	}
 }
 
 // cancelLine is what cancel prints: the run, and with --compensate where
@@ -468,85 +443,82 @@ func cancelLine(run *workflow.Run, compensate bool) string {
 // An action the run's state does not allow is refused with exit code 1 and
 // the reason; nothing changes. With --wait it then waits for the run to
 // end, as start --wait does, showing the journal from the action on.
-func parseOperator(name string) func(context.Context, *CLI, []string) (action, error) {
-	return func(_ context.Context, c *CLI, args []string) (action, error) {
-		fs := c.newFlagSet(name)
+func parseOperator(name string) func(*CLI, *pflag.FlagSet) parseFunc {
+	return func(_ *CLI, fs *pflag.FlagSet) parseFunc {
 		step := fs.String("step", "", "")
 		last := addLastFlag(fs)
 		wait := fs.Bool("wait", false, "")
 		asJSON := fs.Bool("json", false, "")
-		pos, err := parseArgs(fs, args)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := runRefArg(name, pos, *last)
-		if err != nil {
-			return nil, err
-		}
-		if name != "recover" && *step == "" {
-			return nil, usageErrorf("%s needs --step NAME", name)
-		}
-		if name == "recover" && *step != "" {
-			return nil, usageErrorf("recover takes no --step: it resumes at the step the run stopped at (use retry --step)")
-		}
-		return func(ctx context.Context, s *session) error {
-			id, err := s.resolve(ctx, ref)
+		return func(_ context.Context, pos []string) (action, error) {
+			ref, err := runRefArg(name, pos, *last)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			// With --wait, the progress shown starts after the journal's
-			// last event before the action.
-			after := ""
-			if *wait {
-				evs, err := s.client.Events(ctx, id)
+			if name != "recover" && *step == "" {
+				return nil, usageErrorf("%s needs --step NAME", name)
+			}
+			if name == "recover" && *step != "" {
+				return nil, usageErrorf("recover takes no --step: it resumes at the step the run stopped at (use retry --step)")
+			}
+			return func(ctx context.Context, s *session) error {
+				id, err := s.resolve(ctx, ref)
 				if err != nil {
 					return err
 				}
-				if len(evs) > 0 {
-					after = evs[len(evs)-1].ID
+				// With --wait, the progress shown starts after the journal's
+				// last event before the action.
+				after := ""
+				if *wait {
+					evs, err := s.client.Events(ctx, id)
+					if err != nil {
+						return err
+					}
+					if len(evs) > 0 {
+						after = evs[len(evs)-1].ID
+					}
 				}
-			}
-			opts := &workflow.ActionOptions{Actor: "cli"}
-			var run *workflow.Run
-			switch name {
-			case "recover":
-				run, err = s.client.Recover(ctx, id, opts)
-			case "retry":
-				run, err = s.client.RetryStep(ctx, id, *step, opts)
-			default:
-				run, err = s.client.SkipStep(ctx, id, *step, opts)
-			}
-			if errors.Is(err, workflow.ErrActionRefused) {
-				return failuref("%s refused: %s", name, strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
-			}
-			if err != nil {
-				return err
-			}
-			if *asJSON && !*wait {
-				return writeJSON(s.stdout(), run)
-			}
-			if !*asJSON {
-				if _, err := fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status,
-					run.CurrentStep); err != nil {
+				opts := &workflow.ActionOptions{Actor: "cli"}
+				var run *workflow.Run
+				switch name {
+				case "recover":
+					run, err = s.client.Recover(ctx, id, opts)
+				case "retry":
+					run, err = s.client.RetryStep(ctx, id, *step, opts)
+				default:
+					run, err = s.client.SkipStep(ctx, id, *step, opts)
+				}
+				if errors.Is(err, workflow.ErrActionRefused) {
+					return failuref("%s refused: %s", name, strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+				}
+				if err != nil {
 					return err
 				}
-			}
-			if !*wait {
-				return nil
-			}
-			// Waiting may take long: let other commands use the outbox.
-			s.closeOutbox()
-			run, err = s.waitFrom(ctx, run, after)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				if err := writeJSON(s.stdout(), run); err != nil {
+				if *asJSON && !*wait {
+					return writeJSON(s.stdout(), run)
+				}
+				if !*asJSON {
+					if _, err := fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status,
+						run.CurrentStep); err != nil {
+						return err
+					}
+				}
+				if !*wait {
+					return nil
+				}
+				// Waiting may take long: let other commands use the outbox.
+				s.closeOutbox()
+				run, err = s.waitFrom(ctx, run, after)
+				if err != nil {
 					return err
 				}
-			}
-			return runResult(run)
-		}, nil
+				if *asJSON {
+					if err := writeJSON(s.stdout(), run); err != nil {
+						return err
+					}
+				}
+				return runResult(run)
+			}, nil
+		}
 	}
 }
 

@@ -4,61 +4,278 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cairnhq/cairn/cmd/internal/config"
+	"github.com/cairnhq/cairn/workflow"
 )
 
 // shells are the shells completion writes a script for.
-var shells = []string{"bash", "zsh", "fish"}
+var shells = []string{"bash", "zsh", "fish", "powershell"}
 
-// globalFlags are the flags enqueue takes before a command, for completion.
-var globalFlags = []string{
-	"--help\tshow the help",
-	"--version\tprint the version of enqueue",
-	"--no-color\tno colour in the output",
+// Dynamic completion (run IDs, workflow and breaker names) reads Redis
+// within these bounds, and offers nothing when it cannot.
+const (
+	// completionTimeout bounds the whole lookup: a completion that hangs
+	// the shell is worse than none.
+	completionTimeout = 2 * time.Second
+	// completionDialTimeout and completionIOTimeout are the Redis
+	// client's timeouts, shorter than the commands'.
+	completionDialTimeout = 500 * time.Millisecond
+	completionIOTimeout   = time.Second
+	// completionRuns is how many of the newest runs are offered.
+	completionRuns = 30
+)
+
+// parseCompletion parses "completion bash|zsh|fish|powershell". The
+// scripts are cobra's: they call the hidden "enqueue __complete" command,
+// so run IDs and workflow names are completed from the queue the
+// environment names, as the commands would use it.
+func parseCompletion(c *CLI, _ *pflag.FlagSet) parseFunc {
+	return func(_ context.Context, pos []string) (action, error) {
+		shell, err := positional("completion", pos, "shell ("+orList(shells)+")")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(shells, shell) {
+			return nil, usageErrorf("completion: unknown shell %q: want %s", shell, orList(shells))
+		}
+		return func(_ context.Context, s *session) error {
+			return writeCompletion(c.newRoot(new(int)), shell, s.stdout())
+		}, nil
+	}
 }
 
-// parseCompletion parses "completion bash|zsh|fish".
-func parseCompletion(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("completion")
-	pos, err := parseArgs(fs, args)
+// completionHeaders say how to load each shell's script.
+var completionHeaders = map[string]string{
+	"bash": `# bash completion for enqueue, Cairn's CLI (written by: enqueue completion bash).
+# Load it in this shell:     source <(enqueue completion bash)
+# or for every new shell:    enqueue completion bash > ~/.local/share/bash-completion/completions/enqueue
+`,
+	"zsh": `#compdef enqueue
+# zsh completion for enqueue, Cairn's CLI (written by: enqueue completion zsh).
+# Load it in this shell:     source <(enqueue completion zsh)
+# or for every new shell, as _enqueue in a directory of $fpath:
+#                            enqueue completion zsh > "${fpath[1]}/_enqueue"
+`,
+	"fish": `# fish completion for enqueue, Cairn's CLI (written by: enqueue completion fish).
+# Load it in this shell:     enqueue completion fish | source
+# or for every new shell:    enqueue completion fish > ~/.config/fish/completions/enqueue.fish
+`,
+	"powershell": `# PowerShell completion for enqueue, Cairn's CLI (written by: enqueue completion powershell).
+# Load it in this shell:     enqueue completion powershell | Out-String | Invoke-Expression
+# or for every new shell, add that line to $PROFILE.
+`,
+}
+
+// writeCompletion writes the completion script of shell, with
+// descriptions.
+func writeCompletion(root *cobra.Command, shell string, w io.Writer) error {
+	var b strings.Builder
+	var err error
+	switch shell {
+	case "bash":
+		err = root.GenBashCompletionV2(&b, true)
+	case "zsh":
+		err = root.GenZshCompletion(&b)
+		// cobra's script starts with its own #compdef line: ours is first.
+		s := strings.TrimPrefix(b.String(), "#compdef enqueue\n")
+		b.Reset()
+		b.WriteString(s)
+	case "fish":
+		err = root.GenFishCompletion(&b, true)
+	case "powershell":
+		err = root.GenPowerShellCompletionWithDesc(&b)
+	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	shell, err := positional("completion", pos, "shell ("+orList(shells)+")")
-	if err != nil {
-		return nil, err
-	}
-	write := map[string]func(io.Writer) error{"bash": writeBash, "zsh": writeZsh, "fish": writeFish}[shell]
-	if write == nil {
-		return nil, usageErrorf("completion: unknown shell %q: want %s", shell, orList(shells))
-	}
-	return func(_ context.Context, s *session) error { return write(s.stdout()) }, nil
+	_, err = io.WriteString(w, completionHeaders[shell]+b.String())
+	return err
 }
 
-// compFlag is a flag as completion offers it.
-type compFlag struct {
-	name string // without its dashes
-	// arg names the flag's value ("" for a boolean flag).
-	arg string
-	// desc is the first clause of its description.
-	desc string
+// runArgCommands take a run ID as their first argument (or --last).
+var runArgCommands = []string{"status", "events", "cancel", "recover", "retry", "skip", "signal"}
+
+// completeArgs completes def's positional arguments: workflow names
+// (start), recent run IDs, breaker names, shells, or files (validate).
+func (c *CLI) completeArgs(def *command) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		none := cobra.ShellCompDirectiveNoFileComp
+		switch {
+		case def.name == "start" && len(args) == 0:
+			return c.completeWorkflows(cmd.Context(), toComplete), none
+		case slices.Contains(runArgCommands, def.name) && len(args) == 0 && !flagSet(cmd.Flags(), "last"):
+			return c.completeRunIDs(cmd.Context(), toComplete), none
+		case def.name == "completion" && len(args) == 0:
+			return prefixed(shells, toComplete), none
+		case def.name == "breaker" && len(args) == 0:
+			return prefixed([]string{"reset"}, toComplete), none
+		case def.name == "breaker" && len(args) == 1 && args[0] == "reset":
+			return c.completeBreakers(cmd.Context(), toComplete), none
+		case def.name == "validate" && len(args) == 0:
+			return nil, cobra.ShellCompDirectiveDefault // a file
+		}
+		return nil, none
+	}
 }
 
-// flagsOf returns a command's flags (nil: the global flags), --no-color
-// and --help included.
-func flagsOf(cmd *command) []compFlag {
-	docs := globalFlags
-	if cmd != nil {
-		docs = append(slices.Clone(cmd.flags), "--no-color\tno colour in the output", "--help\tshow the command's help")
-	}
-	out := make([]compFlag, 0, len(docs))
-	for _, d := range docs {
-		head, desc, _ := strings.Cut(d, "\t")
-		name, arg, _ := strings.Cut(strings.TrimPrefix(head, "--"), " ")
-		out = append(out, compFlag{name: name, arg: arg, desc: shortDesc(desc)})
+// completeFlags registers the completion of the values of cmd's flags:
+// list --status's statuses; no files for the flags that take none.
+func (c *CLI) completeFlags(cmd *cobra.Command) {
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.NoOptDefVal != "" {
+			return // a boolean flag
+		}
+		var fn cobra.CompletionFunc
+		switch f.Name {
+		case "status":
+			fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return prefixed(statuses, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+		case "input", "payload":
+			fn = func(_ *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return nil, cobra.ShellCompDirectiveDefault // JSON text, or @file
+			}
+		default:
+			fn = cobra.NoFileCompletions
+		}
+		_ = cmd.RegisterFlagCompletionFunc(f.Name, fn)
+	})
+}
+
+// commandCompletions are the command names starting with toComplete, with
+// their summaries, for help's argument.
+func commandCompletions(toComplete string) []cobra.Completion {
+	var out []cobra.Completion
+	for _, cmd := range commands {
+		if strings.HasPrefix(cmd.name, toComplete) {
+			out = append(out, cobra.CompletionWithDesc(cmd.name, shortDesc(cmd.summary)))
+		}
 	}
 	return out
+}
+
+// prefixed returns the words that start with prefix.
+func prefixed(words []string, prefix string) []cobra.Completion {
+	var out []cobra.Completion
+	for _, w := range words {
+		if strings.HasPrefix(w, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// completionClient is a workflow client for a completion's lookups, with
+// short timeouts and no logging, and the function that closes it; nil when
+// the configuration is bad.
+func (c *CLI) completionClient() (*workflow.Client, func()) {
+	cfg, err := config.Load(c.Environ)
+	if err != nil {
+		return nil, nil
+	}
+	target, err := cfg.Redis()
+	if err != nil {
+		return nil, nil
+	}
+	target.DefaultTimeouts(config.Timeouts{Dial: completionDialTimeout, Read: completionIOTimeout,
+		Write: completionIOTimeout, DialerRetries: 1})
+	rdb := target.NewClient()
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue,
+		Logger: slog.New(slog.DiscardHandler)})
+	return client, func() {
+		_ = client.Close()
+		_ = rdb.Close()
+	}
+}
+
+// completionLookup runs look with a completion client, within
+// completionTimeout; on any error it returns nil: completion stays silent.
+func (c *CLI) completionLookup(ctx context.Context, look func(context.Context, *workflow.Client) ([]cobra.Completion, error)) []cobra.Completion {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	client, closeClient := c.completionClient()
+	if client == nil {
+		return nil
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+	defer cancel()
+	out, err := look(ctx, client)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// completeRunIDs offers the IDs of the completionRuns newest runs that
+// start with toComplete, described by their workflow, status and age.
+func (c *CLI) completeRunIDs(ctx context.Context, toComplete string) []cobra.Completion {
+	now := c.now()
+	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
+		runs, _, err := client.List(ctx, workflow.ListOptions{Limit: completionRuns})
+		if err != nil {
+			return nil, err
+		}
+		var out []cobra.Completion
+		for _, run := range runs {
+			if !strings.HasPrefix(run.ID, strings.ToUpper(toComplete)) && !strings.HasPrefix(run.ID, toComplete) {
+				continue
+			}
+			desc := fmt.Sprintf("%s %s, %s ago", run.Workflow, run.Status, fmtDuration(now.Sub(run.CreatedAt).Truncate(time.Second)))
+			out = append(out, cobra.CompletionWithDesc(run.ID, desc))
+		}
+		return out, nil
+	})
+}
+
+// completeWorkflows offers the workflows the queue's workers have
+// registered that start with toComplete, described by their steps.
+func (c *CLI) completeWorkflows(ctx context.Context, toComplete string) []cobra.Completion {
+	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
+		defs, err := client.Workflows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(defs))
+		for name := range defs {
+			if strings.HasPrefix(name, toComplete) {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		out := make([]cobra.Completion, len(names))
+		for i, name := range names {
+			out[i] = cobra.CompletionWithDesc(name, "steps: "+strings.Join(defs[name], ", "))
+		}
+		return out, nil
+	})
+}
+
+// completeBreakers offers the names of the queue's circuit breakers that
+// start with toComplete, described by their state.
+func (c *CLI) completeBreakers(ctx context.Context, toComplete string) []cobra.Completion {
+	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
+		bs, err := client.Breakers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []cobra.Completion
+		for _, b := range bs {
+			if strings.HasPrefix(b.Name, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(b.Name, b.State))
+			}
+		}
+		return out, nil
+	})
 }
 
 // shortDesc is a description for completion: its first clause, without
@@ -82,241 +299,4 @@ func shortDesc(s string) string {
 		}
 	}
 	return strings.ReplaceAll(strings.Join(strings.Fields(b.String()), " "), " ,", ",")
-}
-
-// flagValues returns the values a flag takes, for completion (nil: any).
-func flagValues(f compFlag) []string {
-	if f.name == "status" {
-		return statuses
-	}
-	return nil
-}
-
-// argWords returns the words completion offers for a command's arguments
-// (nil: none known).
-func argWords(cmd *command) []string {
-	switch cmd.name {
-	case "help":
-		return commandNames()
-	case "completion":
-		return shells
-	case "breaker":
-		return []string{"reset"}
-	}
-	return nil
-}
-
-// fileArg reports whether a command's argument is a file.
-func fileArg(cmd *command) bool { return cmd.name == "validate" }
-
-func commandNames() []string {
-	names := make([]string, 0, len(commands)+1)
-	for _, c := range commands {
-		names = append(names, c.name)
-	}
-	return append(names, "help")
-}
-
-// allCommands returns the commands, with help.
-func allCommands() []*command {
-	return append(slices.Clone(commands), &command{name: "help", summary: "show the help, or a command's"})
-}
-
-// writeBash writes the bash completion script.
-func writeBash(w io.Writer) error {
-	var b strings.Builder
-	b.WriteString(`# bash completion for enqueue, Cairn's CLI (written by: enqueue completion bash).
-# Load it in this shell:     source <(enqueue completion bash)
-# or for every new shell:    enqueue completion bash > ~/.local/share/bash-completion/completions/enqueue
-_enqueue() {
-    local cur prev cmd i words flags
-    COMPREPLY=()
-    cur="${COMP_WORDS[COMP_CWORD]}"
-    prev="${COMP_WORDS[COMP_CWORD-1]}"
-    cmd=""
-    for ((i = 1; i < COMP_CWORD; i++)); do
-        case "${COMP_WORDS[i]}" in
-            -*) ;;
-            *) cmd="${COMP_WORDS[i]}"; break ;;
-        esac
-    done
-    if [[ -z "$cmd" ]]; then
-`)
-	fmt.Fprintf(&b, "        COMPREPLY=($(compgen -W %s -- \"$cur\"))\n", shQuote(strings.Join(append(commandNames(), flagNames(nil)...), " ")))
-	b.WriteString("        return\n    fi\n    case \"$prev\" in\n")
-	// Flags that take a value: complete the value, not another flag.
-	seen := map[string]bool{}
-	for _, c := range allCommands() {
-		for _, f := range flagsOf(c) {
-			if f.arg == "" || seen[f.name] {
-				continue
-			}
-			seen[f.name] = true
-			switch vals := flagValues(f); {
-			case vals != nil:
-				fmt.Fprintf(&b, "        --%s) COMPREPLY=($(compgen -W %s -- \"$cur\")); return ;;\n", f.name,
-					shQuote(strings.Join(vals, " ")))
-			case strings.Contains(f.arg, "file"):
-				fmt.Fprintf(&b, "        --%s) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n", f.name)
-			default:
-				fmt.Fprintf(&b, "        --%s) return ;;\n", f.name)
-			}
-		}
-	}
-	b.WriteString("    esac\n    case \"$cmd\" in\n")
-	for _, c := range allCommands() {
-		words := ""
-		if ws := argWords(c); ws != nil {
-			words = strings.Join(ws, " ")
-		}
-		fmt.Fprintf(&b, "        %s) flags=%s; words=%s ;;\n", c.name, shQuote(strings.Join(flagNames(c), " ")), shQuote(words))
-	}
-	b.WriteString(`        *) return ;;
-    esac
-    if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-    elif [[ -n "$words" ]]; then
-        COMPREPLY=($(compgen -W "$words" -- "$cur"))
-    elif [[ "$cmd" == validate ]]; then
-        COMPREPLY=($(compgen -f -- "$cur"))
-    fi
-}
-complete -F _enqueue enqueue
-`)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// flagNames returns a command's flags (nil: the global ones) as "--name".
-func flagNames(cmd *command) []string {
-	var out []string
-	for _, f := range flagsOf(cmd) {
-		out = append(out, "--"+f.name)
-	}
-	return out
-}
-
-// shQuote quotes s for sh and bash: between single quotes.
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// zshDesc makes s safe in a zsh completion spec's [description] or
-// name:description, within single quotes.
-func zshDesc(s string) string {
-	r := strings.NewReplacer("'", `'\''`, "[", "(", "]", ")", ":", " ", "\\", "")
-	return r.Replace(s)
-}
-
-// writeZsh writes the zsh completion script.
-func writeZsh(w io.Writer) error {
-	var b strings.Builder
-	b.WriteString(`#compdef enqueue
-# zsh completion for enqueue, Cairn's CLI (written by: enqueue completion zsh).
-# Load it in this shell:     source <(enqueue completion zsh)
-# or for every new shell, as _enqueue in a directory of $fpath:
-#                            enqueue completion zsh > "${fpath[1]}/_enqueue"
-_enqueue() {
-    local -a commands global
-    commands=(
-`)
-	for _, c := range allCommands() {
-		fmt.Fprintf(&b, "        '%s:%s'\n", c.name, zshDesc(shortDesc(c.summary)))
-	}
-	b.WriteString("    )\n    global=(\n")
-	for _, f := range flagsOf(nil) {
-		fmt.Fprintf(&b, "        '--%s[%s]'\n", f.name, zshDesc(f.desc))
-	}
-	b.WriteString(`    )
-    if (( CURRENT == 2 )); then
-        _describe -t commands 'enqueue command' commands
-        _arguments -s $global
-        return
-    fi
-    local cmd=${words[2]}
-    shift words
-    (( CURRENT-- ))
-    case $cmd in
-`)
-	for _, c := range allCommands() {
-		fmt.Fprintf(&b, "        %s)\n            _arguments -s \\\n", c.name)
-		for _, f := range flagsOf(c) {
-			spec := fmt.Sprintf("--%s[%s]", f.name, zshDesc(f.desc))
-			if f.arg != "" {
-				action := " "
-				if vals := flagValues(f); vals != nil {
-					action = "(" + strings.Join(vals, " ") + ")"
-				} else if strings.Contains(f.arg, "file") {
-					action = "_files"
-				}
-				spec += ":" + zshDesc(strings.ToLower(f.arg)) + ":" + action
-			}
-			fmt.Fprintf(&b, "                '%s' \\\n", spec)
-		}
-		switch {
-		case argWords(c) != nil:
-			fmt.Fprintf(&b, "                '*:argument:(%s)'\n", strings.Join(argWords(c), " "))
-		case fileArg(c):
-			b.WriteString("                '*:file:_files'\n")
-		default:
-			b.WriteString("                '*:argument: '\n")
-		}
-		b.WriteString("            ;;\n")
-	}
-	b.WriteString(`    esac
-}
-if [[ "$funcstack[1]" == _enqueue ]]; then
-    _enqueue "$@"
-else
-    compdef _enqueue enqueue
-fi
-`)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// fishQuote quotes s for fish: between single quotes.
-func fishQuote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(s) + "'"
-}
-
-// writeFish writes the fish completion script.
-func writeFish(w io.Writer) error {
-	var b strings.Builder
-	b.WriteString(`# fish completion for enqueue, Cairn's CLI (written by: enqueue completion fish).
-# Load it in this shell:     enqueue completion fish | source
-# or for every new shell:    enqueue completion fish > ~/.config/fish/completions/enqueue.fish
-complete -c enqueue -f
-`)
-	names := strings.Join(commandNames(), " ")
-	for _, f := range flagsOf(nil) {
-		fmt.Fprintf(&b, "complete -c enqueue -n %s -l %s -d %s\n", fishQuote("not __fish_seen_subcommand_from "+names),
-			f.name, fishQuote(f.desc))
-	}
-	for _, c := range allCommands() {
-		fmt.Fprintf(&b, "complete -c enqueue -n %s -a %s -d %s\n", fishQuote("not __fish_seen_subcommand_from "+names),
-			c.name, fishQuote(shortDesc(c.summary)))
-	}
-	for _, c := range allCommands() {
-		cond := fishQuote("__fish_seen_subcommand_from " + c.name)
-		for _, f := range flagsOf(c) {
-			line := fmt.Sprintf("complete -c enqueue -n %s -l %s", cond, f.name)
-			if f.arg != "" {
-				if vals := flagValues(f); vals != nil {
-					line += " -x -a " + fishQuote(strings.Join(vals, " "))
-				} else if strings.Contains(f.arg, "file") {
-					line += " -r -F"
-				} else {
-					line += " -x"
-				}
-			}
-			fmt.Fprintf(&b, "%s -d %s\n", line, fishQuote(f.desc))
-		}
-		if ws := argWords(c); ws != nil {
-			fmt.Fprintf(&b, "complete -c enqueue -n %s -a %s\n", cond, fishQuote(strings.Join(ws, " ")))
-		}
-		if fileArg(c) {
-			fmt.Fprintf(&b, "complete -c enqueue -n %s -F\n", cond)
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

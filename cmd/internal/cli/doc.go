@@ -7,6 +7,12 @@
 // arguments, standard streams and environment as parameters, so the whole
 // CLI runs in-process in tests.
 //
+// The commands are a github.com/spf13/cobra tree (root.go) built for each
+// invocation from the commands table (args.go): cobra and pflag parse the
+// flags, dispatch, suggest commands and answer the shells' completion
+// requests (completion.go, the hidden "__complete" command); the help
+// text, the error lines and the exit codes are the CLI's own.
+//
 // Conventions:
 //
 //   - Results go to stdout (a run ID, a table or indented JSON); progress

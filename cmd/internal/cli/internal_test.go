@@ -4,14 +4,35 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cairnhq/cairn/workflow"
 )
+
+// parseTest parses args as the command line of a command "test" with the
+// flags --wait, --input and --limit, as Run does (normalizeArgs, then
+// cobra), and returns its positional arguments.
+func parseTest(args []string) (pos []string, wait bool, input string, limit int, err error) {
+	root := &cobra.Command{Use: "enqueue", SilenceErrors: true, SilenceUsage: true}
+	cmd := &cobra.Command{Use: "test", Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, a []string) error { pos = a; return nil }}
+	w := cmd.Flags().Bool("wait", false, "")
+	in := cmd.Flags().String("input", "", "")
+	lim := cmd.Flags().Int("limit", 0, "")
+	root.AddCommand(cmd)
+	root.SetFlagErrorFunc(flagError)
+	root.SetArgs(normalizeArgs(root, append([]string{"test"}, args...)))
+	root.SetOut(io.Discard)
+	err = root.Execute()
+	return pos, *w, *in, *lim, err
+}
 
 func TestParseArgsAcceptsFlagsAnywhere(t *testing.T) {
 	t.Parallel()
@@ -25,38 +46,60 @@ func TestParseArgsAcceptsFlagsAnywhere(t *testing.T) {
 		{args: []string{"demo", "--wait"}, pos: []string{"demo"}, wait: true},
 		{args: []string{"--wait", "demo"}, pos: []string{"demo"}, wait: true},
 		{args: []string{"-wait", "demo", "--input", "{}"}, pos: []string{"demo"}, wait: true, input: "{}"},
+		{args: []string{"-input", "-wait", "demo"}, pos: []string{"demo"}, input: "-wait"},
 		{args: []string{"--input", "--wait", "demo"}, pos: []string{"demo"}, input: "--wait"},
 		{args: []string{"--input={\"a\": 1}", "demo", "--limit", "-5"}, pos: []string{"demo"}, input: `{"a": 1}`, limit: -5},
+		{args: []string{"-limit=7", "demo"}, pos: []string{"demo"}, limit: 7},
 		{args: []string{"demo", "--", "--wait"}, pos: []string{"demo", "--wait"}},
+		{args: []string{"demo", "--", "-wait"}, pos: []string{"demo", "-wait"}},
 		{args: []string{"-", "x"}, pos: []string{"-", "x"}},
 		{args: []string{"--wait=false", "demo"}, pos: []string{"demo"}},
 	} {
-		fs := (&CLI{}).newFlagSet("test")
-		wait := fs.Bool("wait", false, "")
-		input := fs.String("input", "", "")
-		limit := fs.Int("limit", 0, "")
-		pos, err := parseArgs(fs, tc.args)
+		pos, wait, input, limit, err := parseTest(tc.args)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if !slices.Equal(pos, tc.pos) || *wait != tc.wait || *input != tc.input || *limit != tc.limit {
+		if !slices.Equal(pos, tc.pos) || wait != tc.wait || input != tc.input || limit != tc.limit {
 			t.Errorf("%q: positional %q wait %v input %q limit %d; want %q %v %q %d",
-				tc.args, pos, *wait, *input, *limit, tc.pos, tc.wait, tc.input, tc.limit)
+				tc.args, pos, wait, input, limit, tc.pos, tc.wait, tc.input, tc.limit)
 		}
 	}
 }
 
-func TestParseArgsErrors(t *testing.T) {
+// TestFlagErrors: a mistyped flag is a usage error that names it with two
+// dashes and suggests the closest flag; a bad value names the flag.
+func TestFlagErrors(t *testing.T) {
 	t.Parallel()
-	fs := (&CLI{}).newFlagSet("test")
-	fs.Bool("wait", false, "")
-	if _, err := parseArgs(fs, []string{"demo", "-h"}); !errors.Is(err, errHelp) {
-		t.Errorf("-h: %v, want errHelp", err)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--wiat"}, `test: unknown flag "--wiat": did you mean "--wait"? (run "enqueue help test" for usage)`},
+		{[]string{"demo", "-wiat"}, `test: unknown flag "--wiat": did you mean "--wait"?`},
+		{[]string{"--inptu", "{}"}, `did you mean "--input"?`},
+		{[]string{"--lim", "3"}, `did you mean "--limit"?`},
+		{[]string{"--nope"}, `test: unknown flag "--nope" (run "enqueue help test" for usage)`},
+		{[]string{"--limit", "ten"}, `test: invalid value "ten" for flag --limit: want a whole number`},
+		{[]string{"--wait=maybe"}, `test: invalid value "maybe" for flag --wait: want true or false`},
+		{[]string{"--input"}, `test: flag --input needs a value`},
+	} {
+		_, _, _, _, err := parseTest(tc.args)
+		if err == nil || exitCode(err) != ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (exit %d), want %q", tc.args, err, exitCode(err), tc.want)
+		}
 	}
-	_, err := parseArgs((&CLI{}).newFlagSet("test"), []string{"demo", "--nope"})
-	if err == nil || exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "-nope") {
-		t.Errorf("unknown flag: %v (exit %d)", err, exitCode(err))
+}
+
+func TestLevenshtein(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"wait", "wait", 0}, {"wiat", "wait", 2}, {"jsn", "json", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}} {
+		if d := levenshtein(tc.a, tc.b); d != tc.d {
+			t.Errorf("levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/spf13/pflag"
+
 	"context"
 	"fmt"
 	"io"
@@ -88,39 +90,36 @@ func word(n int, one, many string) string {
 }
 
 // parseOutbox parses "outbox [--json] [--requeue-dead] [--drop-dead]".
-func parseOutbox(_ context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("outbox")
+func parseOutbox(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	asJSON := fs.Bool("json", false, "")
 	requeue := fs.Bool("requeue-dead", false, "")
 	drop := fs.Bool("drop-dead", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := noPositional("outbox", pos); err != nil {
-		return nil, err
-	}
-	if *requeue && *drop {
-		return nil, usageErrorf("outbox: --requeue-dead and --drop-dead exclude each other")
-	}
-	return func(ctx context.Context, s *session) error {
-		if s.cfg.Outbox == "" {
-			return usageErrorf("outbox: CAIRN_OUTBOX is not set: there is no outbox")
+	return func(_ context.Context, pos []string) (action, error) {
+		if err := noPositional("outbox", pos); err != nil {
+			return nil, err
 		}
-		if *requeue || *drop {
-			if err := s.changeDeadLetters(ctx, *requeue); err != nil {
-				return err
+		if *requeue && *drop {
+			return nil, usageErrorf("outbox: --requeue-dead and --drop-dead exclude each other")
+		}
+		return func(ctx context.Context, s *session) error {
+			if s.cfg.Outbox == "" {
+				return usageErrorf("outbox: CAIRN_OUTBOX is not set: there is no outbox")
 			}
-		}
-		contents, err := workflow.ReadOutbox(s.cfg.Outbox, s.cli.outboxLockTimeout())
-		if err != nil {
-			return failuref("cannot read the outbox (CAIRN_OUTBOX): %v", err)
-		}
-		if *asJSON {
-			return writeJSON(s.stdout(), contents)
-		}
-		return writeOutbox(s.stdout(), s.cli.layout(), contents)
-	}, nil
+			if *requeue || *drop {
+				if err := s.changeDeadLetters(ctx, *requeue); err != nil {
+					return err
+				}
+			}
+			contents, err := workflow.ReadOutbox(s.cfg.Outbox, s.cli.outboxLockTimeout())
+			if err != nil {
+				return failuref("cannot read the outbox (CAIRN_OUTBOX): %v", err)
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), contents)
+			}
+			return writeOutbox(s.stdout(), s.cli.layout(), contents)
+		}, nil
+	}
 }
 
 // changeDeadLetters requeues or drops the dead letters. It opens the outbox

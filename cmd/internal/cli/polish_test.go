@@ -1,14 +1,12 @@
 package cli_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -121,92 +119,157 @@ func TestVersionAndGlobalFlags(t *testing.T) {
 	}
 }
 
-func TestCompletion(t *testing.T) {
+// completions runs "enqueue __complete args..." (what the shells' scripts
+// run) and returns its answers, one "value\tdescription" each, and the
+// directive.
+func completions(t *testing.T, environ []string, args ...string) (answers []string, directive string) {
+	t.Helper()
+	r := invoke(t, invocation{args: append([]string{"__complete"}, args...), environ: environ})
+	mustSucceed(t, r)
+	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(out) == 0 || !strings.HasPrefix(out[len(out)-1], ":") {
+		t.Fatalf("__complete %q: no directive line:\n%s", args, r.stdout)
+	}
+	return out[:len(out)-1], out[len(out)-1]
+}
+
+// values returns the values of completion answers, without their
+// descriptions.
+func values(answers []string) string {
+	var out []string
+	for _, a := range answers {
+		v, _, _ := strings.Cut(a, "\t")
+		out = append(out, v)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestCompletionScripts: completion writes cobra's script for each shell,
+// with our header, calling back enqueue __complete; it needs no
+// configuration.
+func TestCompletionScripts(t *testing.T) {
 	t.Parallel()
-	commands := []string{"start", "status", "list", "events", "cancel", "recover", "retry", "skip", "signal", "key",
-		"breakers", "breaker", "outbox", "validate", "completion", "help"}
-	scripts := map[string]string{}
-	for _, shell := range []string{"bash", "zsh", "fish"} {
+	for shell, marker := range map[string]string{
+		"bash":       "complete -o default -F __start_enqueue enqueue",
+		"zsh":        "compdef _enqueue enqueue",
+		"fish":       "complete -c enqueue ",
+		"powershell": "Register-ArgumentCompleter -CommandName 'enqueue'",
+	} {
 		// A bad configuration does not stop it: it needs none.
 		r := invoke(t, invocation{args: []string{"completion", shell}, environ: []string{"CAIRN_QUEUE=bad queue{"}})
 		mustSucceed(t, r)
-		flag := "--" // fish: -l name
-		if shell == "fish" {
-			flag = "-l "
-		}
-		for _, s := range append(slices.Clone(commands), flag+"idempotency-key", flag+"last", flag+"no-color",
-			flag+"version", "compensating") {
+		for _, s := range []string{"completion for enqueue, Cairn's CLI (written by: enqueue completion " + shell + ")",
+			"__complete", marker} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("%s script lacks %q", shell, s)
 			}
 		}
-		scripts[shell] = r.stdout
+		if shell == "zsh" && (!strings.HasPrefix(r.stdout, "#compdef enqueue\n") || strings.Count(r.stdout, "#compdef") != 1) {
+			t.Errorf("zsh script does not start with one #compdef line:\n%.200s", r.stdout)
+		}
 	}
-	checkOneErrorLine(t, invoke(t, invocation{args: []string{"completion", "tcsh"}}), 2, `unknown shell "tcsh": want bash, zsh or fish`)
+	checkOneErrorLine(t, invoke(t, invocation{args: []string{"completion", "tcsh"}}), 2,
+		`unknown shell "tcsh": want bash, zsh, fish or powershell`)
 	checkOneErrorLine(t, invoke(t, invocation{args: []string{"completion"}}), 2, "completion: missing shell")
+}
 
-	dir := t.TempDir()
-	for shell, script := range scripts {
-		if err := os.WriteFile(filepath.Join(dir, shell), []byte(script), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The scripts parse, in the shells that are installed.
-	for shell, check := range map[string][]string{"bash": {"-n"}, "zsh": {"-n"}, "fish": {"--no-execute"}} {
-		path, err := exec.LookPath(shell)
-		if err != nil {
-			t.Errorf("%s is not installed, and its completion script must be checked: apt-get install -y %s", shell, shell)
-			continue
-		}
-		if out, err := exec.Command(path, append(check, filepath.Join(dir, shell))...).CombinedOutput(); err != nil {
-			t.Errorf("%s %v: %v\n%s", shell, check, err, out)
-		}
-	}
-	// fish completes commands, flags and values (fish's absence failed above).
-	if fish, err := exec.LookPath("fish"); err == nil {
-		for line, want := range map[string]string{
-			"enqueue st": "start\t" + "start a run of a workflow and print its ID\n" +
-				"status\t" + "show a run and the progress of its steps",
-			"enqueue list --status comp": "compensated\tonly runs in status S\ncompensating\tonly runs in status S",
-			"enqueue completion ":        "bash\nfish\nzsh",
-		} {
-			out, err := exec.Command(fish, "--no-config", "-c", "source "+filepath.Join(dir, "fish")+"; complete -C '"+line+"'").CombinedOutput()
-			if got := strings.TrimSpace(string(out)); err != nil || got != want {
-				t.Errorf("fish completing %q: %v\n%q, want\n%q", line, err, got, want)
-			}
-		}
-	}
-	// bash completes commands, flags and values.
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatal("bash is not installed: apt-get install -y bash")
-	}
+// TestCompletionStatic: commands, flags and fixed values complete without
+// Redis.
+func TestCompletionStatic(t *testing.T) {
+	t.Parallel()
+	environ := []string{"CAIRN_REDIS_URL=redis://127.0.0.1:1"}
 	for _, tc := range []struct {
-		words []string
-		want  string
+		args []string
+		want string
 	}{
-		{[]string{"enqueue", "st"}, "start status"},
-		{[]string{"enqueue", "--no-color", "sta"}, "start status"},
-		{[]string{"enqueue", "--v"}, "--version"},
-		{[]string{"enqueue", "status", "--l"}, "--last"},
-		{[]string{"enqueue", "list", "--status", "c"}, "cancelled compensating compensated"},
-		{[]string{"enqueue", "retry", "01kabc", "--"}, "--step --last --wait --json --no-color --help"},
-		{[]string{"enqueue", "completion", ""}, "bash zsh fish"},
-		{[]string{"enqueue", "help", "ca"}, "cancel"},
-		{[]string{"enqueue", "start", "--idempotency-key", ""}, ""},
+		{[]string{"st"}, "start status"},
+		{[]string{"--no-color", "sta"}, "start status"},
+		{[]string{"--v"}, "--version"},
+		{[]string{"status", "--l"}, "--last"},
+		{[]string{"list", "--status", "c"}, "cancelled compensating compensated"},
+		{[]string{"retry", "01kabc", "--"}, "--no-color --help --json --last --step --wait"},
+		{[]string{"completion", ""}, "bash zsh fish powershell"},
+		{[]string{"help", "ca"}, "cancel"},
+		{[]string{"breaker", ""}, "reset"},
+		{[]string{"start", "--idempotency-key", ""}, ""},
 	} {
-		var words []string
-		for _, w := range tc.words {
-			words = append(words, "'"+w+"'")
+		answers, _ := completions(t, environ, tc.args...)
+		if got := values(answers); got != tc.want {
+			t.Errorf("completing %q: %q, want %q", tc.args, got, tc.want)
 		}
-		prog := "source " + filepath.Join(dir, "bash") + "\nCOMP_WORDS=(" + strings.Join(words, " ") + ")\n" +
-			"COMP_CWORD=" + strconv.Itoa(len(tc.words)-1) + "\n_enqueue\necho \"${COMPREPLY[*]}\"\n"
-		out, err := exec.Command(bash, "--norc", "--noprofile", "-c", prog).CombinedOutput()
-		if err != nil {
-			t.Fatalf("bash: %v\n%s", err, out)
+	}
+	answers, _ := completions(t, environ, "s")
+	if !slices.Contains(answers, "start\t"+"start a run of a workflow and print its ID") {
+		t.Errorf("commands complete without their summaries: %q", answers)
+	}
+	// validate completes files (directive 0, the default), other
+	// arguments do not (4, no file completion).
+	if _, d := completions(t, environ, "validate", ""); d != ":0" {
+		t.Errorf("validate: directive %s, want :0 (files)", d)
+	}
+	if _, d := completions(t, environ, "list", ""); d != ":4" {
+		t.Errorf("list: directive %s, want :4 (no files)", d)
+	}
+}
+
+// TestCompletionDynamic: run IDs complete from the queue's newest runs,
+// workflow names from its workers' definitions, breaker names from its
+// breakers; an unreachable Redis or a bad configuration completes nothing,
+// promptly and silently.
+func TestCompletionDynamic(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker(fastPolicy())
+	first := runID(t, e.run("start", "demo", "--wait"))
+	second := runID(t, e.run("start", "demo"))
+
+	answers, _ := completions(t, e.environ(), "start", "")
+	if values(answers) != "demo" || !strings.Contains(answers[0], "steps: ") {
+		t.Errorf("start: workflows %q, want demo with its steps", answers)
+	}
+	if answers, _ := completions(t, e.environ(), "start", "zz"); len(answers) != 0 {
+		t.Errorf("start zz: %q, want none", answers)
+	}
+	for _, cmd := range []string{"status", "events", "cancel", "recover", "retry", "skip", "signal"} {
+		answers, _ := completions(t, e.environ(), cmd, "")
+		if got, want := values(answers), second+" "+first; got != want {
+			t.Errorf("%s: run IDs %q, want the newest first %q", cmd, got, want)
 		}
-		if got := strings.TrimSpace(string(out)); got != tc.want {
-			t.Errorf("completing %q: %q, want %q", tc.words, got, tc.want)
+	}
+	answers, _ = completions(t, e.environ(), "status", "")
+	if len(answers) != 2 || !strings.Contains(answers[1], "\tdemo succeeded, ") {
+		t.Errorf("status: %q, want the runs described by workflow, status and age", answers)
+	}
+	answers, _ = completions(t, e.environ(), "cancel", first[:20])
+	if values(answers) != first {
+		t.Errorf("cancel %s: %q, want %s", first[:20], answers, first)
+	}
+	answers, _ = completions(t, e.environ(), "events", strings.ToLower(second[:24]))
+	if values(answers) != second {
+		t.Errorf("events with a lower-case prefix: %q, want %s", answers, second)
+	}
+	for _, args := range [][]string{{"status", "--last", ""}, {"status", first, ""}, {"signal", first, ""}} {
+		if answers, _ := completions(t, e.environ(), args...); len(answers) != 0 {
+			t.Errorf("%q: %q, want nothing", args, answers)
+		}
+	}
+	// Another queue's runs are not offered.
+	if answers, _ := completions(t, []string{"CAIRN_REDIS_URL=" + e.url, "CAIRN_QUEUE=" + e.queue + "-other"},
+		"status", ""); len(answers) != 0 {
+		t.Errorf("another queue: %q, want nothing", answers)
+	}
+
+	for name, environ := range map[string][]string{
+		"unreachable Redis": {"CAIRN_REDIS_URL=redis://127.0.0.1:1"},
+		"bad configuration": {"CAIRN_REDIS_URL=" + e.url, "CAIRN_QUEUE=bad queue{"},
+	} {
+		began := time.Now()
+		r := invoke(t, invocation{args: []string{"__complete", "status", ""}, environ: environ})
+		if r.code != 0 || r.stdout != ":4\n" || strings.Contains(r.stderr, "enqueue:") {
+			t.Errorf("%s: %v, want no answers and no error", name, r)
+		}
+		if took := time.Since(began); took > 10*time.Second {
+			t.Errorf("%s: took %v", name, took)
 		}
 	}
 }

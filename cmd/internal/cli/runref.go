@@ -3,9 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -38,7 +39,7 @@ type runRef struct {
 func (r runRef) whole() bool { return !r.last && workflow.ValidRunID(r.arg) }
 
 // addLastFlag registers --last on fs.
-func addLastFlag(fs *flag.FlagSet) *bool { return fs.Bool("last", false, "") }
+func addLastFlag(fs *pflag.FlagSet) *bool { return fs.Bool("last", false, "") }
 
 // takeRunRef takes the run a command names from its positional arguments
 // (the first, unless --last names the run) and returns the rest. A run ID

@@ -120,7 +120,7 @@ func TestValidateUsageErrors(t *testing.T) {
 	tests := []usageCase{
 		{"no file", []string{"validate"}, "validate: missing file (usage: enqueue validate <file>)"},
 		{"two files", []string{"validate", "a.yaml", "b.yaml"}, `validate: unexpected argument "b.yaml"`},
-		{"unknown flag", []string{"validate", "--strict", "a.yaml"}, "flag provided but not defined: -strict"},
+		{"unknown flag", []string{"validate", "--strict", "a.yaml"}, `validate: unknown flag "--strict"`},
 		{"missing file", []string{"validate", filepath.Join(dir, "nope.yaml")}, "no such file or directory"},
 		{"a directory", []string{"validate", dir}, "enqueue: validate: " + dir + " is a directory, not a regular file"},
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/spf13/pflag"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,73 +18,70 @@ import (
 
 // parseSignal parses "signal <run-id> <name> [--payload JSON|@file] [--id
 // ID] [--json]", or "signal --last <name> ...".
-func parseSignal(ctx context.Context, c *CLI, args []string) (action, error) {
-	fs := c.newFlagSet("signal")
+func parseSignal(c *CLI, fs *pflag.FlagSet) parseFunc {
 	payload := fs.String("payload", "", "")
 	id := fs.String("id", "", "")
 	last := addLastFlag(fs)
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	want := 2
-	if *last {
-		want = 1
-	}
-	if len(pos) != want {
-		return nil, usageErrorf("signal: want a run ID and a signal name, or --last and a signal name (usage: enqueue signal <run-id> <name> [flags])")
-	}
-	ref, rest, err := takeRunRef("signal", pos, *last)
-	if err != nil {
-		return nil, err
-	}
-	name := rest[0]
-	if len(*id) > workflow.MaxSignalID {
-		return nil, usageErrorf("signal: --id longer than %d bytes", workflow.MaxSignalID)
-	}
-	raw := json.RawMessage("null")
-	if flagSet(fs, "payload") {
-		if raw, err = readJSONFlag(ctx, "--payload", *payload, c.Stdin, workflow.MaxSignalPayload); err != nil {
+	return func(ctx context.Context, pos []string) (action, error) {
+		want := 2
+		if *last {
+			want = 1
+		}
+		if len(pos) != want {
+			return nil, usageErrorf("signal: want a run ID and a signal name, or --last and a signal name (usage: enqueue signal <run-id> <name> [flags])")
+		}
+		ref, rest, err := takeRunRef("signal", pos, *last)
+		if err != nil {
 			return nil, err
 		}
-	}
-	return func(ctx context.Context, s *session) error {
-		runID, err := s.resolve(ctx, ref)
-		if err != nil {
-			return err
+		name := rest[0]
+		if len(*id) > workflow.MaxSignalID {
+			return nil, usageErrorf("signal: --id longer than %d bytes", workflow.MaxSignalID)
 		}
-		res, err := s.client.Signal(ctx, runID, name, raw, &workflow.SignalOptions{ID: *id, Actor: "cli"})
-		switch {
-		case errors.Is(err, workflow.ErrRunFinished):
-			return failuref("signal refused: %v", err)
-		case errors.Is(err, workflow.ErrActionRefused):
-			return failuref("signal refused: %s", strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
-		case errors.Is(err, workflow.ErrMailboxFull):
-			return failuref("signal refused: %v", err)
-		case err != nil:
-			return err
-		}
-		if *asJSON {
-			return writeJSON(s.stdout(), res)
-		}
-		var line string
-		switch res.Outcome {
-		case workflow.SignalDelivered:
-			line = fmt.Sprintf("delivered %s to %s: step %s done", name, runID, res.Step)
-			if res.RunSucceeded {
-				line += "; run succeeded"
+		raw := json.RawMessage("null")
+		if flagSet(fs, "payload") {
+			if raw, err = readJSONFlag(ctx, "--payload", *payload, c.Stdin, workflow.MaxSignalPayload); err != nil {
+				return nil, err
 			}
-		case workflow.SignalQueued:
-			line = fmt.Sprintf("kept %s for %s: its await has not been reached (%d pending)", name, runID, res.Pending)
-		case workflow.SignalOutbox:
-			line = fmt.Sprintf("queued signal %s for %s in the outbox (id %s): sent when Redis is reachable", name, runID, res.ID)
-		default:
-			line = fmt.Sprintf("signal %s with id %q was received before: nothing done", name, *id)
 		}
-		_, err = fmt.Fprintln(s.stdout(), line)
-		return err
-	}, nil
+		return func(ctx context.Context, s *session) error {
+			runID, err := s.resolve(ctx, ref)
+			if err != nil {
+				return err
+			}
+			res, err := s.client.Signal(ctx, runID, name, raw, &workflow.SignalOptions{ID: *id, Actor: "cli"})
+			switch {
+			case errors.Is(err, workflow.ErrRunFinished):
+				return failuref("signal refused: %v", err)
+			case errors.Is(err, workflow.ErrActionRefused):
+				return failuref("signal refused: %s", strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+			case errors.Is(err, workflow.ErrMailboxFull):
+				return failuref("signal refused: %v", err)
+			case err != nil:
+				return err
+			}
+			if *asJSON {
+				return writeJSON(s.stdout(), res)
+			}
+			var line string
+			switch res.Outcome {
+			case workflow.SignalDelivered:
+				line = fmt.Sprintf("delivered %s to %s: step %s done", name, runID, res.Step)
+				if res.RunSucceeded {
+					line += "; run succeeded"
+				}
+			case workflow.SignalQueued:
+				line = fmt.Sprintf("kept %s for %s: its await has not been reached (%d pending)", name, runID, res.Pending)
+			case workflow.SignalOutbox:
+				line = fmt.Sprintf("queued signal %s for %s in the outbox (id %s): sent when Redis is reachable", name, runID, res.ID)
+			default:
+				line = fmt.Sprintf("signal %s with id %q was received before: nothing done", name, *id)
+			}
+			_, err = fmt.Fprintln(s.stdout(), line)
+			return err
+		}, nil
+	}
 }
 
 // readJSONFlag returns the JSON value a flag gives: JSON text, "@path" for a

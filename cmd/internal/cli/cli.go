@@ -59,8 +59,9 @@ type CLI struct {
 	// Environ is the environment, as os.Environ returns it; the
 	// configuration is read from it and nowhere else.
 	Environ []string
-	// IsTerminal reports whether w is a terminal: start --wait then
-	// rewrites its countdown line in place. Default IsTerminal.
+	// IsTerminal reports whether w is a terminal: when stdout and stderr
+	// both are, --wait rewrites its countdown line in place; otherwise it
+	// prints a line per change. Default IsTerminal.
 	IsTerminal func(w io.Writer) bool
 	// PollInterval is how often start --wait reads the run. Default
 	// DefaultPollInterval.

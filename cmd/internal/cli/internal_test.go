@@ -189,7 +189,10 @@ func scheduledRun(due time.Time) *workflow.Run {
 	}}}
 }
 
-func TestCountdownWithoutTerminalPrintsAtMostOnceASecond(t *testing.T) {
+// TestCountdownWithoutTerminalPrintsOncePerState: piped, a countdown is
+// one line when the retry is scheduled, not one per tick; the next retry
+// scheduled is another line.
+func TestCountdownWithoutTerminalPrintsOncePerState(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	now := t0
@@ -198,13 +201,19 @@ func TestCountdownWithoutTerminalPrintsAtMostOnceASecond(t *testing.T) {
 	run := scheduledRun(t0.Add(3 * time.Second))
 	for range 30 { // 3s in steps of 100ms
 		p.countdown(run, false)
+		p.countdown(run, true)
+		now = now.Add(100 * time.Millisecond)
+	}
+	run = scheduledRun(now.Add(2 * time.Second))
+	run.Steps[0].Attempts = 2
+	for range 10 {
+		p.countdown(run, false)
 		now = now.Add(100 * time.Millisecond)
 	}
 	got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	want := []string{
 		"fetch: attempt 1 failed: boom with a tab; next attempt 2 in 3.0s",
-		"fetch: attempt 1 failed: boom with a tab; next attempt 2 in 2.0s",
-		"fetch: attempt 1 failed: boom with a tab; next attempt 2 in 1.0s",
+		"fetch: attempt 2 failed: boom with a tab; next attempt 3 in 2.0s",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("countdown lines:\n%q\nwant\n%q", got, want)

@@ -17,9 +17,6 @@ import (
 const (
 	// ttyRedraw is how often the countdown line is rewritten on a terminal.
 	ttyRedraw = 250 * time.Millisecond
-	// plainCountdownEvery is the least time between two countdown lines
-	// when stderr is not a terminal, which keeps logs bounded.
-	plainCountdownEvery = time.Second
 	// maxCountdownError is how much of the last error a countdown shows.
 	maxCountdownError = 80
 )
@@ -34,8 +31,11 @@ func (s *session) wait(ctx context.Context, run *workflow.Run) (*workflow.Run, e
 // waitFrom is wait showing only the journal events after the event with ID
 // after ("" for all of them): what happens after an operator's action.
 func (s *session) waitFrom(ctx context.Context, run *workflow.Run, after string) (*workflow.Run, error) {
-	p := &progress{w: s.stderr(), tty: s.cli.isTerminal(s.stderr()), width: s.cli.columns(s.stderr()), now: s.cli.now,
-		lastEvent: after}
+	// The countdown rewrites itself only when both streams are a
+	// terminal: piped or redirected, either way, a line is printed per
+	// change of the run's state and no more.
+	tty := s.cli.isTerminal(s.stderr()) && s.cli.isTerminal(s.stdout())
+	p := &progress{w: s.stderr(), tty: tty, width: s.cli.columns(s.stderr()), now: s.cli.now, lastEvent: after}
 	poll := time.NewTicker(s.cli.pollInterval())
 	defer poll.Stop()
 	var redraw <-chan time.Time
@@ -106,8 +106,9 @@ type progress struct {
 	seen string
 	// onScreen: a countdown line without a newline is on the terminal.
 	onScreen bool
-	// lastPlain is when the last countdown line was printed (not a tty).
-	lastPlain time.Time
+	// plainShown is the fingerprint of the run state whose countdown line
+	// was printed last (not a tty): one line per state, not per tick.
+	plainShown string
 }
 
 // journal prints the events of run not shown yet.
@@ -164,13 +165,21 @@ func (p *progress) clear() {
 
 // countdown shows the time to the run's scheduled retry, if any. On a
 // terminal it draws one line, which it rewrites when redraw is set (every
-// ttyRedraw); otherwise it prints a line at most every plainCountdownEvery.
+// ttyRedraw); otherwise it prints a line once per state of the run (a
+// retry scheduled, a sleep or an await begun), never again as time passes.
 func (p *progress) countdown(run *workflow.Run, redraw bool) {
 	now := p.now()
+	if !p.tty {
+		fp := fingerprint(run)
+		if fp == p.plainShown {
+			return
+		}
+		p.plainShown = fp
+	}
 	st := scheduledStep(run)
 	if st == nil {
 		if line := waitCountdown(run, now); line != "" { // an await or a sleep (waits.go)
-			p.show(line, redraw, now)
+			p.show(line, redraw)
 			return
 		}
 		p.clear()
@@ -178,7 +187,7 @@ func (p *progress) countdown(run *workflow.Run, redraw bool) {
 	}
 	if st.Snoozed {
 		p.show(fmt.Sprintf("%s: snoozed (%d so far); runs again %s", cell(st.Name), st.Snoozes,
-			inDuration(st.NextAttemptAt.Sub(now))), redraw, now)
+			inDuration(st.NextAttemptAt.Sub(now))), redraw)
 		return
 	}
 	head := fmt.Sprintf("%s: attempt %d failed: ", cell(st.Name), st.Attempts)
@@ -188,12 +197,12 @@ func (p *progress) countdown(run *workflow.Run, redraw bool) {
 		// Shorten the error, not the countdown, to fit the line.
 		errWidth = min(errWidth, max(p.width-1-utf8.RuneCountInString(head+tail), 1))
 	}
-	p.show(head+truncate(cell(st.LastError), errWidth)+tail, redraw, now)
+	p.show(head+truncate(cell(st.LastError), errWidth)+tail, redraw)
 }
 
 // show draws a countdown line: on a terminal one line, rewritten when
-// redraw is set; otherwise a line at most every plainCountdownEvery.
-func (p *progress) show(line string, redraw bool, now time.Time) {
+// redraw is set; otherwise a line (countdown prints one per state).
+func (p *progress) show(line string, redraw bool) {
 	if p.tty {
 		if !p.onScreen || redraw {
 			fmt.Fprint(p.w, "\r\x1b[K"+truncate(line, p.width-1))
@@ -201,10 +210,7 @@ func (p *progress) show(line string, redraw bool, now time.Time) {
 		}
 		return
 	}
-	if p.lastPlain.IsZero() || now.Sub(p.lastPlain) >= plainCountdownEvery {
-		fmt.Fprintln(p.w, line)
-		p.lastPlain = now
-	}
+	fmt.Fprintln(p.w, line)
 }
 
 // scheduledStep returns the step (or compensation, named

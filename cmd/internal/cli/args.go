@@ -86,8 +86,10 @@ func runCommands() []*command {
 		{
 			name: "events", synopsis: "events <run-id> [flags]",
 			summary: "show a run's journal, oldest first",
-			flags:   []string{lastFlag, "--json\tprint a JSON array of events"},
-			parse:   parseEvents,
+			flags: []string{lastFlag,
+				"--follow\tkeep printing the run's events as they come until it ends (or SIGINT); exit 1 unless it succeeds, as start --wait does",
+				"--json\tprint a JSON array of events (with --follow: one JSON event a line)"},
+			parse: parseEvents,
 		},
 	}
 }
@@ -282,13 +284,13 @@ Global flags (before the command, or among its flags):
 
 Exit codes:
   0  success
-  1  the run ended failed, cancelled or compensated (start --wait: a
-     compensated run's steps were undone after a failure), or an operational
+  1  the run ended failed, cancelled or compensated (--wait, events
+     --follow; a compensated run's steps were undone after a failure), or an operational
      error: Redis unreachable (without CAIRN_OUTBOX), an outbox that is full
      or in use by another process, cancel of a finished run, a cancel, recover,
      retry or skip the run's state refuses; validate found problems (each is a
      FILE:LINE:COL: line on stderr before the summary); interrupted by
-     SIGINT or SIGTERM (start --wait leaves the run going)
+     SIGINT or SIGTERM (--wait and --follow leave the run going)
   2  usage error or bad input: unknown command or flag, bad flag value,
      missing or extra argument, malformed or empty --input, an --input
      over 1 MiB, an @file that is missing, unreadable or not a regular

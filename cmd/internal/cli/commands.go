@@ -355,9 +355,10 @@ func badCursor(c string) error {
 		workflow.ErrInvalidCursor, c)
 }
 
-// parseEvents parses "events <run-id>|--last [--json]".
+// parseEvents parses "events <run-id>|--last [--follow] [--json]".
 func parseEvents(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	last := addLastFlag(fs)
+	follow := fs.Bool("follow", false, "")
 	asJSON := fs.Bool("json", false, "")
 	return func(_ context.Context, pos []string) (action, error) {
 		ref, err := runRefArg("events", pos, *last)
@@ -368,6 +369,9 @@ func parseEvents(_ *CLI, fs *pflag.FlagSet) parseFunc {
 			id, err := s.resolve(ctx, ref)
 			if err != nil {
 				return err
+			}
+			if *follow {
+				return s.followEvents(ctx, id, *asJSON)
 			}
 			evs, err := s.client.Events(ctx, id)
 			if err != nil {

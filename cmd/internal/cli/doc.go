@@ -26,8 +26,8 @@
 //     directory is refused without waiting) and only up to their limit:
 //     1 MiB for the run input, 8 MiB for validate's workflows file. Reading
 //     stdin stops when the context is done (SIGINT or SIGTERM).
-//   - Exit codes: 0 success; 1 the run ended failed or cancelled (start
-//     --wait), an operational error (Redis unreachable, cancel of a
+//   - Exit codes: 0 success; 1 the run ended failed or cancelled (--wait,
+//     events --follow), an operational error (Redis unreachable, cancel of a
 //     finished run, an action refused), validate found problems, or
 //     interrupted; 2 a usage error or bad input (unknown command or flag,
 //     bad flag value, missing argument, malformed or too large input, an

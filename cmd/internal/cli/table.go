@@ -49,6 +49,11 @@ type table struct {
 	// style returns the SGR style of cell col of row ("" for none); nil
 	// for none at all.
 	style func(row []string, col int) string
+	// minWidths are the least widths of the first columns, in runes (nil:
+	// each column is as wide as its widest cell): tables written one
+	// after another (events --follow) then line up, as long as their
+	// cells fit.
+	minWidths []int
 }
 
 // newTable returns a table laid out as lay, with no free-text column.
@@ -93,6 +98,7 @@ func (t *table) write(w io.Writer) error {
 // widths returns the width of each column: its widest cell, in runes.
 func (t *table) widths() []int {
 	widths := make([]int, len(t.rows[0]))
+	copy(widths, t.minWidths)
 	for _, row := range t.rows {
 		for i, text := range row {
 			widths[i] = max(widths[i], utf8.RuneCountInString(text))

@@ -765,6 +765,9 @@ func TestHelp(t *testing.T) {
 		!strings.Contains(r.stdout, "compensated with code cancelled") {
 		t.Errorf("cancel --help printed %v", r)
 	}
+	checkOneErrorLine(t, invoke(t, invocation{args: []string{"--help", "bogus"}}), 2, `help: unknown command "bogus"`)
+	checkOneErrorLine(t, invoke(t, invocation{args: []string{"help", "statsu"}}), 2,
+		`help: unknown command "statsu": did you mean "status"?`)
 	// No command: the usage, as an error.
 	r = invoke(t, invocation{})
 	if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "Usage: enqueue <command>") {

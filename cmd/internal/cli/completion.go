@@ -139,6 +139,10 @@ func (c *CLI) completeFlags(cmd *cobra.Command) {
 			fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 				return prefixed(statuses, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
+		case "step":
+			fn = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return c.completeSteps(cmd, args, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
 		case "input", "payload":
 			fn = func(_ *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 				return nil, cobra.ShellCompDirectiveDefault // JSON text, or @file
@@ -173,43 +177,39 @@ func prefixed(words []string, prefix string) []cobra.Completion {
 	return out
 }
 
-// completionClient is a workflow client for a completion's lookups, with
-// short timeouts and no logging, and the function that closes it; nil when
+// completionSession is a session for a completion's lookups: a workflow
+// client with short timeouts and no logging, no outbox, no ping; nil when
 // the configuration is bad.
-func (c *CLI) completionClient() (*workflow.Client, func()) {
+func (c *CLI) completionSession() *session {
 	cfg, err := config.Load(c.Environ)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
 	target, err := cfg.Redis()
 	if err != nil {
-		return nil, nil
+		return nil
 	}
 	target.DefaultTimeouts(config.Timeouts{Dial: completionDialTimeout, Read: completionIOTimeout,
 		Write: completionIOTimeout, DialerRetries: 1})
 	rdb := target.NewClient()
-	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue,
-		Logger: slog.New(slog.DiscardHandler)})
-	return client, func() {
-		_ = client.Close()
-		_ = rdb.Close()
-	}
+	client := workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue, Logger: slog.New(slog.DiscardHandler)})
+	return &session{cli: c, cfg: cfg, rdb: rdb, client: client}
 }
 
-// completionLookup runs look with a completion client, within
+// completionLookup runs look on a completion session, within
 // completionTimeout; on any error it returns nil: completion stays silent.
-func (c *CLI) completionLookup(ctx context.Context, look func(context.Context, *workflow.Client) ([]cobra.Completion, error)) []cobra.Completion {
+func (c *CLI) completionLookup(ctx context.Context, look func(context.Context, *session) ([]cobra.Completion, error)) []cobra.Completion {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	client, closeClient := c.completionClient()
-	if client == nil {
+	s := c.completionSession()
+	if s == nil {
 		return nil
 	}
-	defer closeClient()
+	defer s.close()
 	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 	defer cancel()
-	out, err := look(ctx, client)
+	out, err := look(ctx, s)
 	if err != nil {
 		return nil
 	}
@@ -217,17 +217,25 @@ func (c *CLI) completionLookup(ctx context.Context, look func(context.Context, *
 }
 
 // completeRunIDs offers the IDs of the completionRuns newest runs that
-// start with toComplete, described by their workflow, status and age.
+// start with toComplete (with 4 characters or more, of the runs that start
+// with it, however old), described by their workflow, status and age.
 func (c *CLI) completeRunIDs(ctx context.Context, toComplete string) []cobra.Completion {
 	now := c.now()
-	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
-		runs, _, err := client.List(ctx, workflow.ListOptions{Limit: completionRuns})
+	prefix := strings.ToLower(toComplete)
+	return c.completionLookup(ctx, func(ctx context.Context, s *session) ([]cobra.Completion, error) {
+		var runs []*workflow.Run
+		var err error
+		if len(prefix) >= minRunIDPrefix && workflow.ValidRunIDPrefix(prefix) {
+			runs, err = s.client.FindRuns(ctx, prefix, workflow.FindRunsOptions{Limit: completionRuns})
+		} else {
+			runs, _, err = s.client.List(ctx, workflow.ListOptions{Limit: completionRuns})
+		}
 		if err != nil {
 			return nil, err
 		}
 		var out []cobra.Completion
 		for _, run := range runs {
-			if !strings.HasPrefix(run.ID, strings.ToUpper(toComplete)) && !strings.HasPrefix(run.ID, toComplete) {
+			if !strings.HasPrefix(run.ID, prefix) {
 				continue
 			}
 			desc := fmt.Sprintf("%s %s, %s ago", run.Workflow, run.Status, fmtDuration(now.Sub(run.CreatedAt).Truncate(time.Second)))
@@ -237,11 +245,50 @@ func (c *CLI) completeRunIDs(ctx context.Context, toComplete string) []cobra.Com
 	})
 }
 
+// completeSteps offers, for retry and skip --step, the failed steps of the
+// run the command line names (args[0], or --last): for retry also the
+// failed compensations (compensate:STEP), for skip only optional steps.
+func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
+	ref := runRef{last: flagSet(cmd.Flags(), "last")}
+	if !ref.last {
+		if len(args) == 0 {
+			return nil
+		}
+		ref.arg = strings.ToLower(args[0])
+	}
+	return c.completionLookup(cmd.Context(), func(ctx context.Context, s *session) ([]cobra.Completion, error) {
+		id, err := s.resolve(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		run, err := s.client.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		var out []cobra.Completion
+		add := func(name string, st *workflow.StepState) {
+			if strings.HasPrefix(name, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(name, "failed: "+oneLine(st.LastError)))
+			}
+		}
+		for i := range run.Steps {
+			st := &run.Steps[i]
+			if st.Status == workflow.StepFailed && (cmd.Name() == "retry" || st.Optional) {
+				add(st.Name, st)
+			}
+			if comp := st.Compensation; cmd.Name() == "retry" && comp != nil && comp.Status == workflow.StepFailed {
+				add("compensate:"+st.Name, comp)
+			}
+		}
+		return out, nil
+	})
+}
+
 // completeWorkflows offers the workflows the queue's workers have
 // registered that start with toComplete, described by their steps.
 func (c *CLI) completeWorkflows(ctx context.Context, toComplete string) []cobra.Completion {
-	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
-		defs, err := client.Workflows(ctx)
+	return c.completionLookup(ctx, func(ctx context.Context, s *session) ([]cobra.Completion, error) {
+		defs, err := s.client.Workflows(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -263,8 +310,8 @@ func (c *CLI) completeWorkflows(ctx context.Context, toComplete string) []cobra.
 // completeBreakers offers the names of the queue's circuit breakers that
 // start with toComplete, described by their state.
 func (c *CLI) completeBreakers(ctx context.Context, toComplete string) []cobra.Completion {
-	return c.completionLookup(ctx, func(ctx context.Context, client *workflow.Client) ([]cobra.Completion, error) {
-		bs, err := client.Breakers(ctx)
+	return c.completionLookup(ctx, func(ctx context.Context, s *session) ([]cobra.Completion, error) {
+		bs, err := s.client.Breakers(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cairnhq/cairn/workflow"
 )
 
 var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
@@ -253,6 +255,27 @@ func TestCompletionDynamic(t *testing.T) {
 			t.Errorf("%q: %q, want nothing", args, answers)
 		}
 	}
+	// retry --step offers the run's failed steps; skip only optional ones.
+	failed := runID(t, e.run("start", "demo", "--input", `{"fail_step":"transform","permanent":true}`))
+	e.waitStatus(failed, workflow.StatusFailed)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"retry", failed, "--step", ""}, "transform"},
+		{[]string{"retry", "--last", "--step", "tr"}, "transform"},
+		{[]string{"retry", failed[:12], "--step", ""}, "transform"},
+		{[]string{"retry", failed, "--step", "x"}, ""},
+		{[]string{"skip", failed, "--step", ""}, ""},
+		{[]string{"retry", first, "--step", ""}, ""},
+		{[]string{"retry", "--step", ""}, ""},
+	} {
+		answers, _ := completions(t, e.environ(), tc.args...)
+		if got := values(answers); got != tc.want {
+			t.Errorf("completing %q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+
 	// Another queue's runs are not offered.
 	if answers, _ := completions(t, []string{"CAIRN_REDIS_URL=" + e.url, "CAIRN_QUEUE=" + e.queue + "-other"},
 		"status", ""); len(answers) != 0 {

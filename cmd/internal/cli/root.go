@@ -87,10 +87,19 @@ func (c *CLI) newRoot(code *int) *cobra.Command {
 	root.PersistentFlags().BoolVar(&c.noColor, "no-color", c.noColor, "no colour in the output")
 	root.Flags().Bool("version", false, "print the version of enqueue")
 	root.SetFlagErrorFunc(flagError)
-	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		text := usage()
 		if def := lookup(cmd.Name()); def != nil && cmd != root {
 			text = def.usage()
+		}
+		if cmd == root {
+			// "--help bogus": no command is called bogus, as with "help bogus".
+			for _, a := range args {
+				if !strings.HasPrefix(a, "-") {
+					*code = c.fail(unknownCommand(root, "help: ", a))
+					return
+				}
+			}
 		}
 		fmt.Fprint(c.Stdout, text)
 	})

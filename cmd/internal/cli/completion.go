@@ -113,6 +113,9 @@ func (c *CLI) completeArgs(def *command) cobra.CompletionFunc {
 			return c.completeWorkflows(cmd.Context(), toComplete), none
 		case slices.Contains(runArgCommands, def.name) && len(args) == 0 && !flagSet(cmd.Flags(), "last"):
 			return c.completeRunIDs(cmd.Context(), toComplete), none
+		case def.name == "signal" && len(args) == 1 && !flagSet(cmd.Flags(), "last"),
+			def.name == "signal" && len(args) == 0 && flagSet(cmd.Flags(), "last"):
+			return c.completeSignals(cmd, args, toComplete), none
 		case def.name == "completion" && len(args) == 0:
 			return prefixed(shells, toComplete), none
 		case def.name == "breaker" && len(args) == 0:
@@ -245,10 +248,9 @@ func (c *CLI) completeRunIDs(ctx context.Context, toComplete string) []cobra.Com
 	})
 }
 
-// completeSteps offers, for retry and skip --step, the failed steps of the
-// run the command line names (args[0], or --last): for retry also the
-// failed compensations (compensate:STEP), for skip only optional steps.
-func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
+// completeFromRun offers what offer finds in the run the command line
+// names (args[0], or --last): nil when it names none.
+func (c *CLI) completeFromRun(cmd *cobra.Command, args []string, offer func(*workflow.Run) []cobra.Completion) []cobra.Completion {
 	ref := runRef{last: flagSet(cmd.Flags(), "last")}
 	if !ref.last {
 		if len(args) == 0 {
@@ -265,6 +267,15 @@ func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string
 		if err != nil {
 			return nil, err
 		}
+		return offer(run), nil
+	})
+}
+
+// completeSteps offers, for retry and skip --step, the failed steps of the
+// run the command line names: for retry also the failed compensations
+// (compensate:STEP), for skip only optional steps.
+func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
+	return c.completeFromRun(cmd, args, func(run *workflow.Run) []cobra.Completion {
 		var out []cobra.Completion
 		add := func(name string, st *workflow.StepState) {
 			if strings.HasPrefix(name, toComplete) {
@@ -280,7 +291,22 @@ func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string
 				add("compensate:"+st.Name, comp)
 			}
 		}
-		return out, nil
+		return out
+	})
+}
+
+// completeSignals offers, for signal's name, the signals the run the
+// command line names awaits now.
+func (c *CLI) completeSignals(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
+	return c.completeFromRun(cmd, args, func(run *workflow.Run) []cobra.Completion {
+		var out []cobra.Completion
+		for _, st := range run.Steps {
+			if w := st.WaitingFor; st.Status == workflow.StepWaiting && w != nil && w.Signal != "" &&
+				strings.HasPrefix(w.Signal, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(w.Signal, "awaited by step "+st.Name))
+			}
+		}
+		return out
 	})
 }
 

@@ -115,6 +115,16 @@ func TestEventsFollow(t *testing.T) {
 	if strings.Contains(f.stdout.String(), "run_succeeded") {
 		t.Fatalf("the run ended before its signal:\n%s", f.stdout.String())
 	}
+	// signal completes the signal the run awaits.
+	for _, args := range [][]string{{"signal", id, ""}, {"signal", "--last", "app"}} {
+		if answers, _ := completions(t, e.environ(), args...); len(answers) != 1 ||
+			answers[0] != "approved\tawaited by step approval" {
+			t.Errorf("completing %q: %q, want approved", args, answers)
+		}
+	}
+	if answers, _ := completions(t, e.environ(), "signal", id, "x"); len(answers) != 0 {
+		t.Errorf("completing signal x: %q, want nothing", answers)
+	}
 	mustSucceed(t, e.run("signal", id, "approved"))
 	r := f.result(t)
 	mustSucceed(t, r)

@@ -4,7 +4,6 @@
 #
 #   redis-server    every test that talks to Redis (internal/redistest)
 #   chromium        the browser tests of the dashboard (cmd/internal/e2e)
-#   zsh, fish       the CLI's completion scripts, checked in each shell
 #   make            the Makefile, for .ci/run
 #   docker-compose  make compose-check (Debian's 1.29, without its recommended
 #                   docker.io: no daemon is needed)
@@ -35,8 +34,6 @@ if [ -z "${CAIRN_REDIS_SERVER:-}" ] || [ ! -x "$CAIRN_REDIS_SERVER" ]; then
 	need redis-server redis-server
 fi
 need chromium chromium
-need zsh zsh
-need fish fish
 need make make
 if ! have docker-compose; then missing_nr=" docker-compose"; fi
 

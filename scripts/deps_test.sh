@@ -58,7 +58,7 @@ run() {
 	out=$(env -u CAIRN_REDIS_SERVER -u GO PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 }
 
-all="go redis-server chromium zsh fish make docker-compose"
+all="go redis-server chromium make docker-compose"
 
 case="everything there"
 # shellcheck disable=SC2086
@@ -70,7 +70,7 @@ run
 [ ! -s "$tmp/sudo.log" ] || fail "sudo called: $(cat "$tmp/sudo.log")"
 
 case="everything there, CAIRN_REDIS_SERVER for redis-server"
-setup 1000 password yes go chromium zsh fish make docker-compose
+setup 1000 password yes go chromium make docker-compose
 printf '#!/bin/sh\n' >"$tmp/redis"
 chmod +x "$tmp/redis"
 rc=0
@@ -78,7 +78,7 @@ out=$(env -u GO CAIRN_REDIS_SERVER="$tmp/redis" PATH="$tmp/bin" /bin/sh "$script
 [ "$rc" -eq 0 ] && [ -z "$out" ] && [ ! -s "$tmp/apt.log" ] || fail "exit $rc, output $out, apt-get $(cat "$tmp/apt.log")"
 
 case="everything there, GO for go"
-setup 1000 password yes go1.26 redis-server chromium zsh fish make docker-compose
+setup 1000 password yes go1.26 redis-server chromium make docker-compose
 rc=0
 out=$(env -u CAIRN_REDIS_SERVER GO=go1.26 PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 [ "$rc" -eq 0 ] && [ -z "$out" ] || fail "exit $rc, output $out"
@@ -88,14 +88,14 @@ run
 case="cannot install: not root, sudo asks for a password"
 setup 1000 password yes go redis-server make
 run
-want="sudo apt-get update && sudo apt-get install -y chromium zsh fish && sudo apt-get install -y --no-install-recommends docker-compose"
+want="sudo apt-get update && sudo apt-get install -y chromium && sudo apt-get install -y --no-install-recommends docker-compose"
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -qxF "  $want" || fail "output lacks the command line '  $want':
 $out"
 [ ! -s "$tmp/apt.log" ] || fail "apt-get called: $(cat "$tmp/apt.log")"
 
 case="cannot install: not root, no sudo"
-setup 1000 none yes go redis-server chromium zsh fish make
+setup 1000 none yes go redis-server chromium make
 run
 want="sudo apt-get update && sudo apt-get install -y --no-install-recommends docker-compose"
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
@@ -104,7 +104,7 @@ $out"
 [ ! -s "$tmp/apt.log" ] || fail "apt-get called: $(cat "$tmp/apt.log")"
 
 case="cannot install: no apt-get"
-setup 0 none no go zsh fish make docker-compose chromium
+setup 0 none no go make docker-compose chromium
 run
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -q "no apt-get" || fail "output does not say there is no apt-get: $out"
@@ -112,7 +112,7 @@ printf '%s\n' "$out" | grep -q "missing: redis-server" || fail "output does not 
 
 case="no go"
 # shellcheck disable=SC2086
-setup 0 none yes redis-server chromium zsh fish make docker-compose
+setup 0 none yes redis-server chromium make docker-compose
 run
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -q "go.dev/dl" || fail "output does not say where Go is: $out"
@@ -123,7 +123,7 @@ setup 1000 ok yes go redis-server make docker-compose
 run
 [ "$rc" -eq 0 ] || fail "exit $rc, want 0: $out"
 want="update -qq
-install -y -qq chromium zsh fish"
+install -y -qq chromium"
 [ "$(cat "$tmp/apt.log")" = "$want" ] || fail "apt-get calls:
 $(cat "$tmp/apt.log")
 want
@@ -131,7 +131,7 @@ $want"
 grep -q "^-n env DEBIAN_FRONTEND=noninteractive apt-get install" "$tmp/sudo.log" || fail "not installed through sudo -n: $(cat "$tmp/sudo.log")"
 
 case="installs as root"
-setup 0 none yes go chromium zsh fish make
+setup 0 none yes go chromium make
 run
 [ "$rc" -eq 0 ] || fail "exit $rc, want 0: $out"
 want="update -qq

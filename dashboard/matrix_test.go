@@ -236,3 +236,46 @@ func TestListShowsUsersTheirOwnRuns(t *testing.T) {
 		t.Errorf("alice lists owner=bob: %d, want 403", resp.status)
 	}
 }
+
+// TestRunOutputsMatrix: a run's step outputs, through the run page (and its
+// live fragment) and through the API, as each caller: the owner and an
+// admin see them, another user gets a 404 that shows nothing of them, and
+// a caller without a valid token is sent to sign in (the page) or refused
+// (the fragment, the API). That the two show the same outputs:
+// TestUIRunPageOutputsAsTheAPI.
+func TestRunOutputsMatrix(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	run := e.outputsRun()
+	const signIn = 303
+	for _, c := range []struct {
+		path   string
+		page   bool
+		want   [5]int // by caller
+		secret [5]bool
+	}{
+		{path: "/runs/{id}", page: true, want: [5]int{signIn, signIn, 200, 404, 200}, secret: [5]bool{2: true, 4: true}},
+		// The live fragment answers 401: the page's script then reloads.
+		{path: "/runs/{id}?fragment=1", page: true, want: [5]int{401, 401, 200, 404, 200}, secret: [5]bool{2: true, 4: true}},
+		{path: "/api/v1/workflows/{id}", want: [5]int{401, 401, 200, 404, 200}, secret: [5]bool{2: true, 4: true}},
+	} {
+		path := strings.ReplaceAll(c.path, "{id}", run.ID)
+		for i, cl := range callers {
+			r := req{method: "GET", path: path, token: cl.token}
+			if c.page {
+				r = req{method: "GET", path: path, cookie: cl.token}
+			}
+			resp := e.do(r)
+			name := path + " as " + cl.name
+			if resp.status != c.want[i] {
+				t.Errorf("%s: status %d, want %d", name, resp.status, c.want[i])
+			}
+			if got := strings.Contains(string(resp.body), outputSecret); got != c.secret[i] {
+				t.Errorf("%s: shows the step's output: %v, want %v", name, got, c.secret[i])
+			}
+			if c.page && c.secret[i] && !strings.Contains(string(resp.body), `data-output="step:secret"`) {
+				t.Errorf("%s: no output block of step secret", name)
+			}
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -31,7 +29,6 @@ func (u *webUI) funcs() template.FuncMap {
 		"dur":         stepDuration,
 		"until":       secondsUntil,
 		"details":     sortedDetails,
-		"json":        prettyJSON,
 		"runURL":      func(id string) string { return "/runs/" + url.PathEscape(id) },
 		"apiRun":      func(id string) string { return "/api/v1/workflows/" + url.PathEscape(id) },
 		"stepAPI":     stepActionURL,
@@ -124,18 +121,6 @@ func sortedDetails(m map[string]string) []detail {
 		return 0
 	})
 	return out
-}
-
-// prettyJSON indents a JSON document for display ("" for none).
-func prettyJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var b bytes.Buffer
-	if json.Indent(&b, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // compensationThen says what follows a run's compensations
@@ -283,6 +268,8 @@ type stepView struct {
 	// are history, not a current error).
 	CurrentError bool
 	History      []stepError
+	// Output is the step's output as the page shows it (nil: none).
+	Output *jsonBlock
 }
 
 // stepDone tells whether a step status is one the step's errors are
@@ -324,6 +311,9 @@ type compView struct {
 	// CanRetry: the compensation failed for good and the run waits for it
 	// to be retried (POST .../steps/compensate:<step>/retry).
 	CanRetry bool
+	// Output is the compensation's output as the page shows it (nil:
+	// none).
+	Output *jsonBlock
 }
 
 // Scheduled reports whether the compensation waits for a scheduled retry.
@@ -364,6 +354,8 @@ type runData struct {
 	// ordering key (those the caller may see), to act on when one blocks
 	// the key.
 	HeldBy []*workflow.Run
+	// Input is the run's input as the page shows it (nil: none).
+	Input *jsonBlock
 }
 
 // heldBy reads the runs that hold the ordering key's line run waits in,
@@ -422,8 +414,14 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	if run.Status == workflow.StatusFailed && atCompensation {
 		d.CompensationStopped = strings.TrimPrefix(run.CurrentStep, workflow.CompensationPrefix)
 	}
+	// The outputs and the input are those of the run loadRun returned:
+	// what GET /api/v1/workflows/{id} shows this caller, which has them
+	// whole.
+	api := "/api/v1/workflows/" + url.PathEscape(run.ID)
+	d.Input = newJSONBlock("input", "Input", api, run.Input)
 	for i, st := range run.Steps {
-		sv := stepView{StepState: st, Index: i, Current: st.Name == run.CurrentStep && !run.Terminal()}
+		sv := stepView{StepState: st, Index: i, Current: st.Name == run.CurrentStep && !run.Terminal(),
+			Output: newJSONBlock("step:"+st.Name, "Output", api, st.Output)}
 		if st.EffectivePolicy != nil {
 			sv.MaxAttempts = st.EffectivePolicy.MaxAttempts
 		}
@@ -434,7 +432,8 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 			sv.Compensable = true
 			if run.CompensationInPlay(i) {
 				sv.Comp = &compView{StepState: *c, Current: c.Name == run.CurrentStep && !run.Terminal(),
-					CanRetry: run.Status == workflow.StatusFailed && c.Name == run.CurrentStep && c.Status == workflow.StepFailed}
+					CanRetry: run.Status == workflow.StatusFailed && c.Name == run.CurrentStep && c.Status == workflow.StepFailed,
+					Output:   newJSONBlock("comp:"+st.Name, "Output", api, c.Output)}
 			}
 			if st.Status == workflow.StepSucceeded && !atCompensation &&
 				(run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning || run.Status == workflow.StatusFailed) {

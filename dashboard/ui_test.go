@@ -35,7 +35,7 @@ var errFlaky = errors.New("upstream answered 503")
 
 func uiDefinitions() []workflow.Definition {
 	ok := func(context.Context, *workflow.StepContext) (any, error) { return map[string]bool{"ok": true}, nil }
-	return append(sagaDefinitions(),
+	return append(append(sagaDefinitions(), outputDefinitions()...),
 		demo.Definition(demoPolicy),
 		workflow.Definition{Name: optionalWF, Policy: demoPolicy, Steps: []workflow.Step{
 			{Name: "try", Optional: true, Run: func(context.Context, *workflow.StepContext) (any, error) {

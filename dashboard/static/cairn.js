@@ -62,6 +62,16 @@
     }
   }
 
+  // outputFolds maps the data-output key of each output block of the
+  // live part to whether it is open.
+  function outputFolds() {
+    var m = {};
+    if (!live) return m;
+    var blocks = live.querySelectorAll("details[data-output]");
+    for (var i = 0; i < blocks.length; i++) m[blocks[i].dataset.output] = blocks[i].open;
+    return m;
+  }
+
   // refresh swaps in the page's live part, one fetch at a time; events
   // that arrive during a fetch cause one more.
   var busy = false, again = false;
@@ -78,7 +88,14 @@
       .then(function (html) {
         if (html === null) return;
         var picked = pickedIDs();
+        var folds = outputFolds();
         live.innerHTML = html;
+        // An output (or input) the operator opened or closed stays so.
+        var blocks = live.querySelectorAll("details[data-output]");
+        for (var j = 0; j < blocks.length; j++) {
+          var k = blocks[j].dataset.output;
+          if (Object.prototype.hasOwnProperty.call(folds, k)) blocks[j].open = folds[k];
+        }
         // The selection of the bulk actions survives the refresh.
         var boxes = live.querySelectorAll("input.pick");
         for (var i = 0; i < boxes.length; i++) boxes[i].checked = picked.indexOf(boxes[i].value) >= 0;

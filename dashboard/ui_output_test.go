@@ -243,3 +243,35 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// TestUIRawMarkupOutput: a signal's payload, sent to the API as raw JSON,
+// becomes the await's output as sent, markup characters unescaped by
+// encoding/json; the page shows it as text.
+func TestUIRawMarkupOutput(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	run := e.waitingRun("alice")
+	body := `{"html":"</pre></details><script>alert(1)</script><img src=x onerror=alert(2)>\"><svg onload=alert(3)>"}`
+	if resp := e.do(req{method: "POST", path: "/api/v1/workflows/" + run.ID + "/signals/approved", token: aliceToken,
+		body: body}); resp.status != 200 {
+		t.Fatalf("signal: %d %s", resp.status, resp.body)
+	}
+	done := e.wait(run.ID)
+	if out := string(done.Step("approval").Output); !strings.Contains(out, "<script>") {
+		t.Fatalf("premise: the output %s keeps its markup characters as sent", out)
+	}
+	page := e.page("/runs/"+run.ID, aliceToken).html()
+	b, ok := outputBlocks(page)["step:approval"]
+	if !ok || strings.ContainsAny(b.raw, "<>\"'") {
+		t.Fatalf("approval's block %+v (%v)", b, ok)
+	}
+	want := `&#34;html&#34;: &#34;&lt;/pre&gt;&lt;/details&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;\&#34;&gt;&lt;svg onload=alert(3)&gt;&#34;`
+	if !strings.Contains(b.raw, want) {
+		t.Errorf("approval's output in the page %q, want %q", b.raw, want)
+	}
+	for _, bad := range []string{"<script>alert", "<img src=x", "<svg onload", "</pre></details><"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page has %q", bad)
+		}
+	}
+}

@@ -46,18 +46,11 @@ local RUN, next_task, pending, ack_active, ack_lease, ack_task, ack_day, ack_tot
   unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl, ack_id,
   ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
--- needs: IDX, NOW, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, task_done, zero
+-- needs: IDX, NOW, acker, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, zero
 
--- acked returns the reply out of an outcome that ends the delivery, having
--- acknowledged its task when the caller asked (see the header).
-local function acked(out)
-  if ack_id then
-    task_done(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
-      ack_stats_expiry, ack_keep_until, ack_msg)
-    out[#out + 1] = "acked"
-  end
-  return out
-end
+-- acked(out): out, the delivery's task acknowledged when the caller asked.
+local acked = acker(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
+  ack_stats_expiry, ack_keep_until, ack_msg)
 
 local idx = tonumber(index)
 local p, q = "s" .. index .. ".", sp(idx + 1)

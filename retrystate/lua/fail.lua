@@ -41,18 +41,11 @@ local RUN, retry_task, pending, scheduled, ack_active, ack_lease, ack_task, ack_
   ack_unique = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, token, index, message, class, delay_ms, retention, code, retry_id, retry_msg, ack_id,
   ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
--- needs: IDX, NOW, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_done, task_id, timeout_limit, touch
+-- needs: IDX, NOW, acker, breaker, fail_run, int, journal, notify, num, put_task, step_get, step_incr, step_set, task_id, timeout_limit, touch
 
--- acked returns the reply out of an outcome that ends the delivery, having
--- acknowledged its task when the caller asked (see the header).
-local function acked(out)
-  if ack_id then
-    task_done(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
-      ack_stats_expiry, ack_keep_until, ack_msg)
-    out[#out + 1] = "acked"
-  end
-  return out
-end
+-- acked(out): out, the delivery's task acknowledged when the caller asked.
+local acked = acker(ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique, ack_id,
+  ack_stats_expiry, ack_keep_until, ack_msg)
 
 local idx = tonumber(index)
 local delay = num(delay_ms)

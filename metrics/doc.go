@@ -32,6 +32,17 @@
 //	asynq_queue_size{queue}, asynq_queue_latency_seconds{queue},
 //	asynq_queue_memory_usage_approx_bytes{queue}, asynq_queue_paused_total{queue},
 //	asynq_tasks_processed_total{queue}, asynq_tasks_failed_total{queue}
+//	cairn_workers{queue}                                workers alive on the queue (Cairn's own dequeue:
+//	                                                    an unexpired heartbeat), one ZCOUNT per queue
+//	cairn_redis_up                                      1: that read answered in time; 0: it failed,
+//	                                                    timed out, or an earlier one is still out
+//	                                                    (counted as source "workers")
+//
+// Always, without Redis:
+//
+//	cairn_info{queue}                                   1; its queue label is Config.Queue, to break
+//	                                                    the other metrics down by queue:
+//	                                                    ... * on (job, instance) group_left (queue) cairn_info
 //
 // With Config.Outbox (a workflow.Client opened with an outbox), the outbox,
 // read from its local file at scrape time:

@@ -156,6 +156,8 @@ func New(reg prometheus.Registerer, cfg Config) (*Metrics, error) {
 	if cfg.Outbox != nil {
 		cs = append(cs, &outboxCollector{src: cfg.Outbox, errors: m.collectErrors})
 	}
+	cs = append(cs, &livenessCollector{queue: cfg.Queue, queues: cfg.Queues, rdb: cfg.Redis, timeout: cfg.Timeout,
+		errors: m.collectErrors})
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -23,7 +23,7 @@ build: ## Build the worker and the CLI into ./bin (VERSION=v1.2.0 sets what --ve
 	$(GO) build -ldflags '-X github.com/cairnhq/cairn/cmd/internal/version.Version=$(VERSION)' -o $(BIN)/ ./cmd/worker ./cmd/enqueue
 
 .PHONY: deps
-deps: ## Install what the tests need when missing (redis-server, chromium, docker-compose, make: apt-get, as root or with sudo)
+deps: ## Install what the tests need when missing (redis-server, chromium, docker-compose, promtool, make: apt-get, as root or with sudo)
 	@GO='$(GO)' sh scripts/deps.sh
 
 .PHONY: test

@@ -7,6 +7,11 @@
 #   make            the Makefile, for .ci/run
 #   docker-compose  make compose-check (Debian's 1.29, without its recommended
 #                   docker.io: no daemon is needed)
+#   prometheus      promtool, which checks deploy/prometheus's alerting rules
+#                   and the Grafana dashboard's queries (package deploy);
+#                   without its recommended node exporter. On a host with
+#                   systemd the package also starts a Prometheus server
+#                   (systemctl disable --now prometheus if unwanted)
 #
 # When every command is there it does nothing: no network, no root. Else it
 # installs the missing packages with apt-get, as root, or through sudo when
@@ -36,6 +41,7 @@ fi
 need chromium chromium
 need make make
 if ! have docker-compose; then missing_nr=" docker-compose"; fi
+if ! have promtool; then missing_nr="$missing_nr prometheus"; fi
 
 if ! have "${GO:-go}"; then
 	echo "deps: ${GO:-go} is not on PATH: install Go 1.26 or later (https://go.dev/dl/) and put its bin directory on PATH" >&2
@@ -91,10 +97,13 @@ if [ -n "$missing_nr" ]; then
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing_nr
 fi
 
-# What apt-get installed must now be on PATH.
-for c in $missing $missing_nr; do
+# What apt-get installed must now be on PATH (each package's command is
+# its name, but prometheus's that the tests need is promtool).
+for p in $missing $missing_nr; do
+	c=$p
+	if [ "$p" = prometheus ]; then c=promtool; fi
 	if ! have "$c"; then
-		echo "deps: $c is still not on PATH after apt-get installed it" >&2
+		echo "deps: $c is still not on PATH after apt-get installed $p" >&2
 		exit 1
 	fi
 done

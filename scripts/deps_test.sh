@@ -19,7 +19,8 @@ fail() {
 # setup <uid> <sudo: ok|password|none> <apt-get: yes|no> <command>...: a fresh
 # fake bin directory with those commands, a fake id that says uid, a fake
 # sudo, a fake apt-get that records its arguments in $tmp/apt.log (and
-# creates the packages it is asked to install), and env.
+# creates the commands of the packages it is asked to install: each
+# package's name, and promtool for prometheus), and env.
 setup() {
 	rm -rf "$tmp/bin" "$tmp/apt.log" "$tmp/sudo.log"
 	mkdir "$tmp/bin"
@@ -40,6 +41,7 @@ echo "\$*" >>$tmp/apt.log
 [ "\$1" = install ] || exit 0
 for p in "\$@"; do
 	case \$p in -*|install) ;; *) printf '#!/bin/sh\n' >$tmp/bin/\$p; $chmod +x $tmp/bin/\$p ;; esac
+	if [ "\$p" = prometheus ]; then printf '#!/bin/sh\n' >$tmp/bin/promtool; $chmod +x $tmp/bin/promtool; fi
 done
 EOF
 	fi
@@ -58,7 +60,7 @@ run() {
 	out=$(env -u CAIRN_REDIS_SERVER -u GO PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 }
 
-all="go redis-server chromium make docker-compose"
+all="go redis-server chromium make docker-compose promtool"
 
 case="everything there"
 # shellcheck disable=SC2086
@@ -70,7 +72,7 @@ run
 [ ! -s "$tmp/sudo.log" ] || fail "sudo called: $(cat "$tmp/sudo.log")"
 
 case="everything there, CAIRN_REDIS_SERVER for redis-server"
-setup 1000 password yes go chromium make docker-compose
+setup 1000 password yes go chromium make docker-compose promtool
 printf '#!/bin/sh\n' >"$tmp/redis"
 chmod +x "$tmp/redis"
 rc=0
@@ -78,7 +80,7 @@ out=$(env -u GO CAIRN_REDIS_SERVER="$tmp/redis" PATH="$tmp/bin" /bin/sh "$script
 [ "$rc" -eq 0 ] && [ -z "$out" ] && [ ! -s "$tmp/apt.log" ] || fail "exit $rc, output $out, apt-get $(cat "$tmp/apt.log")"
 
 case="everything there, GO for go"
-setup 1000 password yes go1.26 redis-server chromium make docker-compose
+setup 1000 password yes go1.26 redis-server chromium make docker-compose promtool
 rc=0
 out=$(env -u CAIRN_REDIS_SERVER GO=go1.26 PATH="$tmp/bin" /bin/sh "$script" 2>&1) || rc=$?
 [ "$rc" -eq 0 ] && [ -z "$out" ] || fail "exit $rc, output $out"
@@ -88,7 +90,7 @@ run
 case="cannot install: not root, sudo asks for a password"
 setup 1000 password yes go redis-server make
 run
-want="sudo apt-get update && sudo apt-get install -y chromium && sudo apt-get install -y --no-install-recommends docker-compose"
+want="sudo apt-get update && sudo apt-get install -y chromium && sudo apt-get install -y --no-install-recommends docker-compose prometheus"
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -qxF "  $want" || fail "output lacks the command line '  $want':
 $out"
@@ -97,7 +99,7 @@ $out"
 case="cannot install: not root, no sudo"
 setup 1000 none yes go redis-server chromium make
 run
-want="sudo apt-get update && sudo apt-get install -y --no-install-recommends docker-compose"
+want="sudo apt-get update && sudo apt-get install -y --no-install-recommends docker-compose prometheus"
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -qxF "  $want" || fail "output lacks '  $want':
 $out"
@@ -112,14 +114,14 @@ printf '%s\n' "$out" | grep -q "missing: redis-server" || fail "output does not 
 
 case="no go"
 # shellcheck disable=SC2086
-setup 0 none yes redis-server chromium make docker-compose
+setup 0 none yes redis-server chromium make docker-compose promtool
 run
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $out"
 printf '%s\n' "$out" | grep -q "go.dev/dl" || fail "output does not say where Go is: $out"
 [ ! -s "$tmp/apt.log" ] || fail "apt-get called: $(cat "$tmp/apt.log")"
 
 case="installs through sudo without a password"
-setup 1000 ok yes go redis-server make docker-compose
+setup 1000 ok yes go redis-server make docker-compose promtool
 run
 [ "$rc" -eq 0 ] || fail "exit $rc, want 0: $out"
 want="update -qq
@@ -136,7 +138,7 @@ run
 [ "$rc" -eq 0 ] || fail "exit $rc, want 0: $out"
 want="update -qq
 install -y -qq redis-server
-install -y -qq --no-install-recommends docker-compose"
+install -y -qq --no-install-recommends docker-compose prometheus"
 [ "$(cat "$tmp/apt.log")" = "$want" ] || fail "apt-get calls:
 $(cat "$tmp/apt.log")
 want

@@ -332,11 +332,16 @@ func ownDequeueInstructions(b *testing.B, rdb *redis.Client, runs int, measure f
 	return (*rows)[0].instr
 }
 
+// benchWorker is the worker identity ownRunInstructions journals with each
+// attempt, as long as the engine's (host:pid:random).
+const benchWorker = "worker-7f9c2d:12345:0a1b2c3d4e5f"
+
 // ownRunInstructions measures, with measure, a run's Redis work (but its
 // create) as a worker on Cairn's own dequeue does it (internal/engine's
 // processor): each task claimed and taken (tasks.Dequeuer), its step begun,
 // and completed with the task's acknowledgement (CompleteParams.Ack, done
-// with the checkpoint); inline, each complete but the last begins the next
+// with the checkpoint), each attempt journaled with its worker's identity
+// as the engine does; inline, each complete but the last begins the next
 // step, and only the run's first task is taken. It returns the mean per
 // run (rows is measure's, emptied).
 func ownRunInstructions(b *testing.B, rdb *redis.Client, runs int, inline bool, measure func(string, func()),
@@ -372,23 +377,26 @@ func ownRunInstructions(b *testing.B, rdb *redis.Client, runs int, inline bool, 
 		}
 		token := m.ID
 		bg, err := store.Begin(ctx, retrystate.BeginParams{RunID: p.RunID, Index: p.Index, TaskID: m.ID, Token: token,
-			FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now()})
+			FenceTTL: 10 * time.Second, Retention: time.Hour, Now: time.Now(), Worker: benchWorker})
 		if err != nil || bg.Outcome != retrystate.OutcomeOK {
 			b.Fatalf("begin %s: outcome %s, %v", m.ID, bg.Outcome, err)
 		}
 		next := bg.Started.Next
 		for idx := p.Index; ; idx++ {
 			now := time.Now()
-			ack := dq.DoneArgs(m, now)
 			a := retrystate.CompleteParams{RunID: p.RunID, Index: idx, Token: token, Output: "null",
-				Retention: time.Hour, Now: now, FenceTTL: 10 * time.Second, Ack: &ack}
+				Retention: time.Hour, Now: now, FenceTTL: 10 * time.Second}
 			if next != nil {
 				np := tasks.Step{RunID: p.RunID, Workflow: workflowName, Index: next.Index, Name: next.Name,
 					Attempt: next.Attempt}
 				a.NextTaskID, a.NextMessage = np.ID(), np.AsynqMessage(queue, next.Timeout)
 				if inline {
-					a.InlineToken = fmt.Sprintf("%s.%d", m.ID, idx+1)
+					a.InlineToken, a.Worker = fmt.Sprintf("%s.%d", m.ID, idx+1), benchWorker
 				}
+			}
+			if a.InlineToken == "" { // as the engine: not with an inline begin
+				ack := dq.DoneArgs(m, now)
+				a.Ack = &ack
 			}
 			c, err := store.Complete(ctx, a)
 			if err != nil {

@@ -338,7 +338,7 @@ func TestTimelineOpen(t *testing.T) {
 	t.Parallel()
 	run := &workflow.Run{ID: "r", CreatedAt: t0, Status: workflow.StatusRunning}
 	evs := []workflow.Event{
-		ev(0, workflow.EventAttemptStarted, "a", 1),
+		ev(0, workflow.EventAttemptStarted, "a", 1, "worker", "host-1:42:ab"),
 		ev(time.Millisecond, workflow.EventAttemptFailed, "a", 1, "error", "x"),
 		ev(time.Millisecond, workflow.EventRetryScheduled, "a", 2),
 		ev(time.Hour, workflow.EventAttemptStarted, "a", 2),
@@ -355,6 +355,11 @@ func TestTimelineOpen(t *testing.T) {
 	}
 	if !strings.Contains(v.Rows[0].Shapes[2].Class, "open") || !strings.Contains(v.Rows[0].Shapes[2].Title, "(so far)") {
 		t.Errorf("running attempt %+v", v.Rows[0].Shapes[2])
+	}
+	if !strings.Contains(v.Rows[0].Shapes[0].Title, "a attempt 1 on host-1:42:ab") ||
+		strings.Contains(v.Rows[0].Shapes[2].Title, " on ") {
+		t.Errorf("attempt titles %q, %q: want the first to name its worker, the second none", v.Rows[0].Shapes[0].Title,
+			v.Rows[0].Shapes[2].Title)
 	}
 
 	// Cancelled while it backed off: the gap ends with the run.

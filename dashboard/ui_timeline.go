@@ -241,6 +241,9 @@ func (b *timelineBuilder) attemptStarted(r *tlRow, ev workflow.Event) {
 	if ev.Details["resumed"] == "1" {
 		label += " (resumed)"
 	}
+	if w := ev.Details["worker"]; w != "" {
+		label += " on " + w
+	}
 	b.open(r, tlSegment{Kind: segRunning, Start: ev.At, Attempt: ev.Attempt, Label: label})
 }
 

@@ -124,12 +124,16 @@ type beginLua struct {
 	Index     int    `arg:"index"`
 	Retention int64  `arg:"retention"`
 	Trace     string `arg:"trace"`
+	Worker    string `arg:"worker"`
 }
 
 func (a beginLua) args() ([]string, []any) {
 	argv := []any{a.RunID, a.Prefix, a.Now, a.Task, a.Token, a.FenceTTL, a.Index, a.Retention}
-	if a.Trace != "" {
+	if a.Trace != "" || a.Worker != "" {
 		argv = append(argv, a.Trace)
+	}
+	if a.Worker != "" {
+		argv = append(argv, a.Worker)
 	}
 	return []string{a.Run}, argv
 }
@@ -158,11 +162,15 @@ func (a checkpointLua) args() ([]string, []any) {
 // of the delivery's task.
 type completeLua struct {
 	checkpointLua
+	InlineWorker string `arg:"inline_worker"`
 	ackLua
 }
 
 func (a completeLua) args() ([]string, []any) {
 	keys, argv := a.checkpointLua.args()
+	if a.InlineWorker != "" || a.AckID != "" {
+		argv = append(argv, a.InlineWorker)
+	}
 	return a.add(keys, argv)
 }
 

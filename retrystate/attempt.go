@@ -25,6 +25,10 @@ type BeginParams struct {
 	// Trace asks for the trace context stored with the run
 	// (Started.Trace); a caller that does not trace leaves it unread.
 	Trace bool
+	// Worker, when set, is the identity of the worker that begins the
+	// attempt, recorded with it (the journal's attempt_started, detail
+	// "worker").
+	Worker string
 }
 
 // Checkpoint is the stored output of a step.
@@ -37,7 +41,7 @@ type Checkpoint struct {
 // or tells the caller why not (see the Outcome constants of begin).
 func (s *Store) Begin(ctx context.Context, a BeginParams) (BeginResult, error) {
 	args := beginLua{runArgs: s.runArgs(a.RunID, a.Now), Task: a.TaskID, Token: a.Token,
-		FenceTTL: a.FenceTTL.Milliseconds(), Index: a.Index, Retention: a.Retention.Milliseconds()}
+		FenceTTL: a.FenceTTL.Milliseconds(), Index: a.Index, Retention: a.Retention.Milliseconds(), Worker: a.Worker}
 	if a.Trace {
 		args.Trace = "1"
 	}
@@ -158,6 +162,8 @@ type CompleteParams struct {
 	// (inline continuation): OutcomeInline when it did.
 	InlineToken string
 	FenceTTL    time.Duration
+	// Worker is BeginParams.Worker for the step begun inline.
+	Worker string
 	// Ack, when set, is the acknowledgement of the asynq task whose
 	// delivery ran the attempt (Cairn's own dequeue, tasks.DoneArgs): the
 	// script acknowledges it with the checkpoint when the outcome ends that
@@ -186,7 +192,11 @@ func (s *Store) Complete(ctx context.Context, a CompleteParams) (CompleteResult,
 		}
 		return completeResult(decodeCompDone(res))
 	}
-	res, err = s.runBatched(ctx, s.scripts.complete, withAck(c, a.Ack))
+	l := withAck(c, a.Ack)
+	if a.InlineToken != "" {
+		l.InlineWorker = a.Worker
+	}
+	res, err = s.runBatched(ctx, s.scripts.complete, l)
 	if err != nil {
 		return CompleteResult{}, fmt.Errorf("complete: %w", err)
 	}

@@ -671,6 +671,12 @@ func beginCall(idx int, task, token string) beginLua {
 	return beginLua{runArgs: tr, Task: task, Token: token, FenceTTL: 10000, Index: idx, Retention: tKeep}
 }
 
+// withWorker is b made by worker "host:1:w".
+func withWorker(b beginLua) beginLua {
+	b.Worker = "host:1:w"
+	return b
+}
+
 func TestScriptBegin(t *testing.T) {
 	crashed := func() *world { // attempt 1 of step 0, whose worker stopped renewing its fence
 		return abc().runningAt(0, "old").step(0, "fence_expires_at", tNow-1).zadd(tk.fences(), tNow-1, tRun)
@@ -709,6 +715,8 @@ func TestScriptBegin(t *testing.T) {
 			{name: "ok: the first attempt of a fresh run", seed: abc(), call: beginCall(0, taskID(0, 1), "tok"),
 				reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"a\"}" "1" "0" "b" "0" "60000"]`},
 			{name: "ok: a middle step", seed: abc().pendingAt(1), call: beginCall(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
+			{name: "ok: the worker that begins it recorded", seed: abc().pendingAt(1), call: withWorker(beginCall(1, taskID(1, 1), "tok")),
+				reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
 			{name: "ok: the last step", seed: abc().pendingAt(2), call: beginCall(2, taskID(2, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"c\"}" "1" "0" "" "0" "0" "a" "{\"out\":0}" "b" "{\"out\":1}"]`},
 			{name: "ok: the same delivery asks again", seed: abc().runningAt(1, "tok"),
 				call: beginCall(1, taskID(1, 1), "tok"), reply: `["ok" "1" "0" "0" "{\"n\":1}" "{\"p\":\"b\"}" "1" "0" "c" "0" "60000" "a" "{\"out\":0}"]`},
@@ -759,6 +767,17 @@ func completeCall(idx int, token, next string) completeLua {
 		NextMsg: []byte("MSG")}}
 }
 
+// inlineBy is the complete call of an inlineCase whose next step worker
+// begins.
+func inlineBy(call luaArgs, worker string) completeLua {
+	c, ok := call.(completeLua)
+	if !ok {
+		panic("inlineCase makes no completeLua")
+	}
+	c.InlineWorker = worker
+	return c
+}
+
 // inlineCase is a completeCase that asks to begin the next step inline,
 // under token "tok2" with a fence TTL of 10s.
 func inlineCase(name string, seed *world, idx int, reply string) luaCase {
@@ -807,6 +826,9 @@ func TestScriptComplete(t *testing.T) {
 			completeCase("next: no task predicted", abc().runningAt(0, "tok"), 0, "tok", "", `["next" "1" "b" "1" "60000" "0"]`),
 			inlineCase("inline: the next step begun here", abc().runningAt(0, "tok"), 0,
 				`["inline" "1" "b" "1" "60000" "{\"p\":\"b\"}" "0" "c" "0" "60000"]`),
+			{name: "inline: the worker that begins it recorded", seed: abc().runningAt(0, "tok"),
+				call:  inlineBy(inlineCase("", nil, 0, "").call, "host:1:w"),
+				reply: `["inline" "1" "b" "1" "60000" "{\"p\":\"b\"}" "0" "c" "0" "60000"]`},
 			inlineCase("inline: the last step's next has no next", abc().runningAt(1, "tok"), 1,
 				`["inline" "2" "c" "1" "60000" "{\"p\":\"c\"}" "0" "" "0" "0"]`),
 			inlineCase("inline: not an await (its task instead)",

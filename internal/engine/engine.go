@@ -122,6 +122,10 @@ type Engine struct {
 	policies sync.Map
 	// tracing is nil unless EngineConfig.TracerProvider is set.
 	tracing *tracer
+	// id is this worker's identity (host:pid:random, newWorkerID), recorded
+	// with each attempt it begins (the journal's attempt_started, detail
+	// worker) and, on the own dequeue, the name of its heartbeat.
+	id string
 }
 
 type registered struct {
@@ -142,6 +146,7 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 		log:     cfg.Logger,
 		defs:    make(map[string]*registered),
 		tracing: newTracer(cfg.TracerProvider),
+		id:      newWorkerID(),
 	}
 	// At the fetch interval AsynqConfig sets (a Worker sets its own:
 	// NewWorker).
@@ -294,6 +299,7 @@ func (e *Engine) begin(ctx context.Context, log core.LineLogger, p tasks.Step, t
 			b, err = e.store.Begin(ctx, retrystate.BeginParams{
 				RunID: p.RunID, Index: p.Index, TaskID: taskID, Token: token,
 				FenceTTL: e.cfg.FenceTTL, Retention: e.cfg.Retention, Now: begunAt, Trace: e.tracing != nil,
+				Worker: e.id,
 			})
 			return err
 		})
@@ -483,7 +489,7 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
 		if e.inline(ctx, p, next, chain) {
 			// Or begins it, for this delivery to run (engine_inline.go).
-			args.InlineToken, args.FenceTTL = core.NewToken(), e.cfg.FenceTTL
+			args.InlineToken, args.FenceTTL, args.Worker = core.NewToken(), e.cfg.FenceTTL, e.id
 		}
 	}
 	// Cairn's own dequeue: the checkpoint that ends the delivery also
@@ -492,7 +498,11 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 	var res retrystate.CompleteResult
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
-		if sa != nil {
+		// (Not for a complete that begins the next step inline: the
+		// delivery goes on, and its arguments would cost the script for
+		// nothing; should the script write the next task instead, the
+		// processor acknowledges.)
+		if sa != nil && args.InlineToken == "" {
 			a := sa.args(args.Now)
 			args.Ack = &a
 		}

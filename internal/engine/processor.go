@@ -121,7 +121,7 @@ func newWorkerID() string {
 }
 
 func newProcessor(e *Engine, rdb redis.UniversalClient, concurrency int, shutdown time.Duration) *processor {
-	id := newWorkerID()
+	id := e.id // the worker's identity, in its attempts' journal entries too
 	return &processor{e: e, dq: tasks.NewDequeuer(rdb, e.cfg.Queue, id), rdb: rdb,
 		log:         core.LineLogger{L: e.log, Attrs: []any{"component", "dequeue", "worker_id", id}},
 		concurrency: concurrency, shutdown: shutdown, running: map[string]*runningTask{}}

@@ -136,6 +136,27 @@ func TestOwnDequeueRunsAndAcks(t *testing.T) {
 	if qi.Processed != 3 || qi.Active != 0 || qi.Pending != 0 || qi.Retry != 0 || qi.Failed != 0 {
 		t.Fatalf("queue stats %+v, want 3 processed and nothing left", qi)
 	}
+	// Each attempt is journaled with the worker that began it: the name of
+	// its heartbeat on the queue.
+	evs, err := c.Events(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, ev := range evs {
+		if ev.Type == core.EventAttemptStarted {
+			started++
+			if w := ev.Details["worker"]; w != o.w.engine.id || w == "" {
+				t.Errorf("attempt %s/%d journaled by worker %q, want %q", ev.Step, ev.Attempt, w, o.w.engine.id)
+			}
+		}
+	}
+	if started != 3 {
+		t.Errorf("%d attempts started, want 3", started)
+	}
+	if beat, err := rdb.ZScore(context.Background(), tasks.QueueKeys(queue).Fetchers(), o.w.engine.id).Result(); err != nil || beat == 0 {
+		t.Errorf("no heartbeat under the worker's identity %q: %v", o.w.engine.id, err)
+	}
 
 	// A saga: b fails for good, a's compensation runs (compdone.lua does
 	// not acknowledge: the processor does).

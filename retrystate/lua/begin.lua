@@ -10,6 +10,8 @@
 --   retention  the retention of a run that ends here, ms
 --   trace      "1" when the caller traces (OpenTelemetry): the "ok" reply carries the
 --              trace context stored with the run (create.lua's trace); absent: it is not read
+--   worker     the identity of the worker that begins the attempt (host:pid:random), recorded
+--              in the journal's attempt_started; absent or "": none
 -- Returns one of:
 --   {"gone"}                  no such run (never created, or expired): acknowledge
 --   {"ended", status}         the run is terminal: acknowledge
@@ -42,7 +44,7 @@
 --                             and ""; the earlier steps end with the one it compensates
 
 local RUN = unpack(KEYS)
-local RUN_ID, PREFIX, NOWS, task, token, fence_ttl, index, retention, trace = unpack(ARGV)
+local RUN_ID, PREFIX, NOWS, task, token, fence_ttl, index, retention, trace, worker = unpack(ARGV)
 -- needs: COMP_BASE, IDX, journal, NOW, breaker, fail_run, int, is_terminal, notify, num, set_status, sp, step_get, step_incr, task_id, timeout_limit, zero
 
 local idx = tonumber(index)
@@ -270,7 +272,11 @@ else
     redis.call("ZREM", IDX("scheduled"), RUN_ID)
   end
   redis.call("ZADD", IDX("fences"), fence_expires, RUN_ID)
-  journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", task, "resumed", resumed)
+  if worker and worker ~= "" then
+    journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", task, "resumed", resumed, "worker", worker)
+  else
+    journal("attempt_started", "step", st_name, "attempt", st_attempt, "task", task, "resumed", resumed)
+  end
   if crashes then
     -- This delivery found the crash (the reconciler's re-dispatch notifies
     -- of its own).

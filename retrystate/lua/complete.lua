@@ -19,6 +19,9 @@
 --   inline_token  inline continuation (Definition.Inline): the fence token with which
 --                 this delivery begins the next step itself, or "" (see below)
 --   inline_ttl    the fence TTL of that begin, ms
+--   inline_worker
+--                 absent, "", or the identity of the worker that begins the next step
+--                 inline (begin.lua's worker)
 --   ack_id, ack_stats_expiry, ack_keep_until, ack_msg
 --                 absent, or task_done's arguments: the script acknowledges that task
 --                 with its write when the outcome leaves the delivery nothing more to
@@ -44,8 +47,8 @@
 
 local RUN, next_task, pending, ack_active, ack_lease, ack_task, ack_day, ack_total, ack_completed, ack_unique =
   unpack(KEYS)
-local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl, ack_id,
-  ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
+local RUN_ID, PREFIX, NOWS, token, index, output, retention, next_id, next_msg, inline_token, inline_ttl,
+  inline_worker, ack_id, ack_stats_expiry, ack_keep_until, ack_msg = unpack(ARGV)
 -- needs: IDX, NOW, acker, activation, breaker, compact_run, expire_run, gates, int, journal, notify, num, put_task, sp, status_move, step_deadline, zero
 
 -- acked(out): out, the delivery's task acknowledged when the caller asked.
@@ -127,7 +130,12 @@ if nxt < num(run_steps) then
       redis.call("HSET", RUN, unpack(w))
       redis.call("ZADD", IDX("active"), NOWS, RUN_ID)
       redis.call("ZADD", IDX("fences"), fence_expires, RUN_ID)
-      journal("attempt_started", "step", nx_name, "attempt", int(attempt), "task", id, "resumed", "0", "inline", "1")
+      if inline_worker and inline_worker ~= "" then
+        journal("attempt_started", "step", nx_name, "attempt", int(attempt), "task", id, "resumed", "0", "inline", "1",
+          "worker", inline_worker)
+      else
+        journal("attempt_started", "step", nx_name, "attempt", int(attempt), "task", id, "resumed", "0", "inline", "1")
+      end
       return {"inline", int(nxt), nx_name, int(attempt), int(nx_timeout_ms), x[3] or "{}", int(deadline), x[9] or "",
         x[10] or "0", x[11] or "0"}
     end

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -478,6 +479,12 @@ func TestListAndEvents(t *testing.T) {
 	if !strings.Contains(r.stdout, `error="fetch: injected failure on attempt 1 of 1"`) ||
 		!strings.Contains(r.stdout, "retry_scheduled") {
 		t.Errorf("events table lacks the failure details:\n%s", r.stdout)
+	}
+	// Each attempt names the worker that ran it (host:pid:random).
+	for line := range strings.SplitSeq(r.stdout, "\n") {
+		if strings.Contains(line, workflow.EventAttemptStarted) && !regexp.MustCompile(`worker=\S+:\d+:[0-9a-f]+`).MatchString(line) {
+			t.Errorf("an attempt_started line names no worker: %s", line)
+		}
 	}
 }
 

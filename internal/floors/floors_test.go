@@ -29,7 +29,7 @@ var stack = []struct {
 	{"the engine: the attempt runtime, Client, Worker", []string{"internal/engine"}},
 	{"the public API: a facade of aliases over the engine", []string{"workflow"}},
 	{"test support on the engine", []string{"internal/testkit"}},
-	{"public packages on the API", []string{"workflow/httpstep"}},
+	{"public packages on the API", []string{"workflow/httpstep", "workflow/redisurl"}},
 	{"public packages on the API (2)", []string{
 		"workflow/yamldef", "workflowtest", "dashboard", "metrics",
 		// The demo workflows are a user's code: they use the public API.

@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/cmd/internal/config"
 	"github.com/cairnhq/cairn/internal/embedded"
 	"github.com/cairnhq/cairn/metrics"
+	"github.com/cairnhq/cairn/workflow/redisurl"
 )
 
 // redisConn is the Redis the worker talks to.
@@ -28,7 +29,8 @@ type redisConn struct {
 // connectRedis builds the client of the Redis deployment CAIRN_REDIS_URL
 // names (one server, Sentinel or Cluster; the embedded store when unset),
 // with the wait for replicas of CAIRN_REDIS_MIN_REPLICAS, and the metrics
-// registry, which counts those waits.
+// registry, which counts those waits: workflow/redisurl and
+// metrics.ReplicaWaitCollectors, as a service that embeds Cairn does.
 func connectRedis(cfg config.Config, log *slog.Logger) (redisConn, error) {
 	target, err := cfg.Redis()
 	if err != nil {
@@ -36,15 +38,8 @@ func connectRedis(cfg config.Config, log *slog.Logger) (redisConn, error) {
 	}
 	rdb := target.NewClient()
 	reg := metrics.NewRegistry()
-	if rw := config.WaitForReplicas(rdb, cfg.RedisMinReplicas, cfg.RedisMinReplicasTimeout, log.With("component", "redis")); rw != nil {
-		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cairn_redis_replica_waits_total",
-				Help: "Workflow-state writes that waited for replicas (CAIRN_REDIS_MIN_REPLICAS)."},
-				func() float64 { return float64(rw.Waits()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cairn_redis_replica_wait_shortfalls_total",
-				Help: "Workflow-state writes that fewer replicas than CAIRN_REDIS_MIN_REPLICAS confirmed within CAIRN_REDIS_MIN_REPLICAS_TIMEOUT."},
-				func() float64 { return float64(rw.Shortfalls()) }),
-		)
+	if rw := redisurl.WaitForReplicas(rdb, cfg.RedisMinReplicas, cfg.RedisMinReplicasTimeout, log.With("component", "redis")); rw != nil {
+		reg.MustRegister(metrics.ReplicaWaitCollectors(rw)...)
 		log.Info("state writes wait for replicas", "min_replicas", cfg.RedisMinReplicas, "timeout", cfg.RedisMinReplicasTimeout)
 	}
 	return redisConn{target: target, rdb: rdb, reg: reg}, nil

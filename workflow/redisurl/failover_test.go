@@ -1,4 +1,4 @@
-package config_test
+package redisurl_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cairnhq/cairn/cmd/internal/config"
 	"github.com/cairnhq/cairn/internal/redistest"
+	"github.com/cairnhq/cairn/workflow/redisurl"
 )
 
 // TestClusterClientFollowsFailover: a cluster client of NewClient serves a
@@ -29,7 +29,7 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 	const ceiling = 10 * time.Second
 	ctx := context.Background()
 	c := redistest.StartCluster(t, &redistest.ClusterOptions{Replicas: 1})
-	target, err := config.ParseRedisURL(c.URL())
+	target, err := redisurl.Parse(c.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

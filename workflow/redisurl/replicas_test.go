@@ -1,4 +1,4 @@
-package config_test
+package redisurl_test
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cairnhq/cairn/cmd/internal/config"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/workflow/redisurl"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.
@@ -56,7 +56,7 @@ func TestReplicaWait(t *testing.T) {
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
 
-	target, err := config.ParseRedisURL(master.URL())
+	target, err := redisurl.Parse(master.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func TestReplicaWait(t *testing.T) {
 	defer rdb.Close()
 	defer short.Close()
 	var logs syncBuffer
-	rw := config.WaitForReplicas(rdb, 1, 2*time.Second, slog.New(slog.DiscardHandler))
+	rw := redisurl.WaitForReplicas(rdb, 1, 2*time.Second, slog.New(slog.DiscardHandler))
 	if rw == nil {
 		t.Fatal("WaitForReplicas on a *redis.Client: nil")
 	}
 	const timeout = 300 * time.Millisecond
-	srw := config.WaitForReplicas(short, 1, timeout, slog.New(slog.NewTextHandler(&logs, nil)))
+	srw := redisurl.WaitForReplicas(short, 1, timeout, slog.New(slog.NewTextHandler(&logs, nil)))
 	for i := 1; i <= 20; i++ {
 		if n, err := incr.Run(ctx, rdb, []string{"cairn:{q}:run:x"}).Int(); err != nil || n != i {
 			t.Fatalf("state write %d: %d, %v", i, n, err)
@@ -141,20 +141,20 @@ func TestReplicaWait(t *testing.T) {
 
 	// A cluster: the wait is on the node that ran the script.
 	node := clusterNode(t)
-	ctarget, err := config.ParseRedisURL("redis-cluster://" + node.Addr())
+	ctarget, err := redisurl.Parse("redis-cluster://" + node.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := ctarget.NewClient()
 	defer cc.Close()
-	crw := config.WaitForReplicas(cc, 1, 50*time.Millisecond, slog.New(slog.DiscardHandler))
+	crw := redisurl.WaitForReplicas(cc, 1, 50*time.Millisecond, slog.New(slog.DiscardHandler))
 	if err := incr.Run(ctx, cc, []string{"cairn:{q}:run:x"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if crw.Waits() != 1 || crw.Shortfalls() != 1 {
 		t.Errorf("cluster: %d waits, %d shortfalls; want 1, 1 (the node has no replica)", crw.Waits(), crw.Shortfalls())
 	}
-	if config.WaitForReplicas(cc, 0, time.Second, slog.New(slog.DiscardHandler)) != nil {
+	if redisurl.WaitForReplicas(cc, 0, time.Second, slog.New(slog.DiscardHandler)) != nil {
 		t.Error("WaitForReplicas(0) installed a wait")
 	}
 }

@@ -18,7 +18,7 @@ var stack = []struct {
 }{
 	{"leaves: the asynq contract, the webhook format, small libraries", []string{
 		"tasks", "webhook", "internal/regularfile", "internal/testsignal",
-		"internal/outbox", "internal/embedded", "internal/facade",
+		"internal/outbox", "internal/embedded", "internal/facade", "internal/otelenv",
 		"internal/redistest", "internal/proctest",
 	}},
 	{"state: every Redis key and script of Cairn", []string{"retrystate"}},
@@ -29,7 +29,7 @@ var stack = []struct {
 	{"the engine: the attempt runtime, Client, Worker", []string{"internal/engine"}},
 	{"the public API: a facade of aliases over the engine", []string{"workflow"}},
 	{"test support on the engine", []string{"internal/testkit"}},
-	{"public packages on the API", []string{"workflow/httpstep", "workflow/redisurl"}},
+	{"public packages on the API", []string{"workflow/httpstep", "workflow/redisurl", "workflow/oteltrace"}},
 	{"public packages on the API (2)", []string{
 		"workflow/yamldef", "workflowtest", "dashboard", "metrics",
 		// The demo workflows are a user's code: they use the public API.

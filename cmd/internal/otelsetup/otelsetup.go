@@ -1,32 +1,28 @@
-// Package otelsetup configures OpenTelemetry tracing for Cairn's binaries
-// from the standard OTEL_* environment variables.
-//
-// Tracing is on when an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_ENDPOINT
-// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER is "otlp",
-// and off when OTEL_SDK_DISABLED is "true" or OTEL_TRACES_EXPORTER is
-// "none". (The specification's default exporter is otlp to localhost; a
-// worker with no collector would then log export failures forever, so the
-// binaries ask for the endpoint to be named.) The protocol is
-// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL:
-// "http/protobuf" (the default) or "grpc". Everything else (endpoint,
-// headers, TLS, timeout, compression, the sampler, the batch processor's
-// settings, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES) is read by the
-// OpenTelemetry SDK and its exporters themselves.
+// Package otelsetup configures OpenTelemetry tracing for Cairn's CLI from
+// the standard OTEL_* environment variables: when tracing is on and what
+// is refused are internal/otelenv's, as for the worker (workflow/oteltrace);
+// the exporter is OTLP only (OTEL_TRACES_EXPORTER "otlp" or "none"), over
+// "http/protobuf" (the default) or "grpc". The worker's
+// workflow/oteltrace makes its exporter with OpenTelemetry's autoexport,
+// which links the OTLP exporters of metrics and logs too: the CLI, which
+// exports one span per `enqueue start`, links only the trace exporters.
+// Everything else (endpoint, headers, TLS, timeout, compression, the
+// sampler, the batch processor's settings, OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES) is read by the OpenTelemetry SDK and its
+// exporters themselves.
 package otelsetup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cairnhq/cairn/internal/otelenv"
 )
 
 // Tracing is the tracer provider of a binary and how to flush it.
@@ -50,47 +46,26 @@ func FromEnv(ctx context.Context, service string, getenv Getenv) (*Tracing, erro
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	off := &Tracing{Shutdown: func(context.Context) error { return nil }}
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return off, nil
+	choice, err := otelenv.Decide(getenv, []string{"otlp"})
+	if err != nil {
+		return nil, err
 	}
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
-	case "none":
-		return off, nil
-	case "":
-		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return off, nil
-		}
-	case "otlp":
-	default:
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: this binary supports otlp and none", exp)
+	if choice.Off() {
+		return &Tracing{Shutdown: func(context.Context) error { return nil }}, nil
 	}
-	proto := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
-	if proto == "" {
-		proto = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
-	}
-	if proto == "" {
-		proto = "http/protobuf"
-	}
-	var (
-		exp sdktrace.SpanExporter
-		err error
-	)
-	switch proto {
-	case "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
-	case "grpc":
+	var exp sdktrace.SpanExporter
+	if choice.Protocol == "grpc" {
 		exp, err = otlptracegrpc.New(ctx)
-	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: use http/protobuf or grpc", proto)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.NewSchemaless(attribute.String("service.name", service)), resource.Environment())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	tp, err := otelenv.Provider(exp, service)
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &Tracing{Provider: tp, Protocol: proto, Shutdown: tp.Shutdown}, nil
+	return &Tracing{Provider: tp, Protocol: choice.Protocol, Shutdown: tp.Shutdown}, nil
 }

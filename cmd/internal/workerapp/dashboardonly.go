@@ -34,7 +34,7 @@ func runDashboardOnly(ctx context.Context, cfg config.Config, stderr io.Writer) 
 		return err
 	}
 	defer stopTracing()
-	s, err := newDashboard(cfg, conn.rdb, conn.target, log, mx.Handler(), mx, tracing.Provider)
+	s, err := newDashboard(cfg, conn.rdb, conn.target, log, mx.Handler(), mx, tracing.TracerProvider())
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
-	"github.com/cairnhq/cairn/cmd/internal/otelsetup"
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/metrics"
 	"github.com/cairnhq/cairn/workflow"
+	"github.com/cairnhq/cairn/workflow/oteltrace"
 )
 
 // run starts the worker and blocks until ctx is done. What the operator
@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	var httpSrv *dashboard.Server // the HTTP API (http.go); nil without a listener
 	if httpLn != nil {
-		if httpSrv, err = newDashboard(cfg, conn.rdb, conn.target, log, mx.Handler(), mx, tracing.Provider); err != nil {
+		if httpSrv, err = newDashboard(cfg, conn.rdb, conn.target, log, mx.Handler(), mx, tracing.TracerProvider()); err != nil {
 			return err
 		}
 		warnUnsharedCSRF(cfg, false, log)
@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 // newWorker builds the worker (asynq server, engine, reconciler, webhook
 // notifier) as the configuration asks, observed by mx.
 func newWorker(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, mx *metrics.Metrics,
-	tracing *otelsetup.Tracing) (*workflow.Worker, error) {
+	tracing *oteltrace.Tracing) (*workflow.Worker, error) {
 	return workflow.NewWorker(rdb, workflow.WorkerConfig{
 		EngineConfig: workflow.EngineConfig{
 			Queue:     cfg.Queue,
@@ -84,7 +84,7 @@ func newWorker(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, m
 			Logger:    log,
 			Observer:  mx,
 
-			TracerProvider: tracing.Provider,
+			TracerProvider: tracing.TracerProvider(),
 		},
 		Concurrency:              cfg.Concurrency,
 		TaskCheckInterval:        cfg.TaskCheckInterval,

@@ -17,31 +17,24 @@ import (
 	"github.com/cairnhq/cairn/workflow"
 )
 
-// newDashboard builds the HTTP server the configuration asks for: the API
+// newDashboard builds the HTTP server the configuration asks for
+// (dashboard.Open, which a service that embeds Cairn calls too): the API
 // on the workflow state in rdb, asynqmon on the same Redis, and metrics.
 func newDashboard(cfg config.Config, rdb redis.UniversalClient, target *config.RedisTarget, log *slog.Logger,
 	metricsHandler http.Handler, obs workflow.Observer, tp trace.TracerProvider) (*dashboard.Server, error) {
-	var tokens *dashboard.Tokens
-	if cfg.APITokensFile != "" {
-		t, err := dashboard.LoadTokens(cfg.APITokensFile)
-		if err != nil {
-			return nil, &startError{fmt.Errorf("CAIRN_API_TOKENS_FILE: %w", err)}
-		}
-		tokens = t
-	}
-	log = log.With("component", "http")
-	s, err := dashboard.New(dashboard.Config{
-		Client: workflow.NewClient(rdb, workflow.ClientConfig{Queue: cfg.Queue, Retention: cfg.Retention,
-			Logger: log, Observer: obs, TracerProvider: tp}),
+	s, err := dashboard.Open(dashboard.Options{
 		Redis:           rdb,
-		Addr:            cfg.HTTPAddr,
-		Tokens:          tokens,
+		Queue:           cfg.Queue,
+		Retention:       cfg.Retention,
+		TokensFile:      cfg.APITokensFile,
+		Secret:          string(cfg.DashboardSecret),
 		Monitoring:      target.AsynqConnOpt(),
 		MonitoringWrite: cfg.MonitoringWrite,
 		Metrics:         metricsHandler,
-		Logger:          log,
-		UI:              dashboard.WebUI,
-		CSRFKey:         dashboardCSRFKey(cfg),
+		Observer:        obs,
+		TracerProvider:  tp,
+		Addr:            cfg.HTTPAddr,
+		Logger:          log.With("component", "http"),
 	})
 	if _, ok := errors.AsType[*dashboard.ConfigError](err); ok {
 		return nil, &startError{err}

@@ -5,19 +5,7 @@ import (
 	"net"
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
-	"github.com/cairnhq/cairn/dashboard"
 )
-
-// dashboardCSRFKey is the CSRF key of the dashboard: derived from
-// CAIRN_DASHBOARD_SECRET, so that every replica given the same secret
-// accepts the others' CSRF tokens; nil (a random key of this process) when
-// it is unset.
-func dashboardCSRFKey(cfg config.Config) []byte {
-	if cfg.DashboardSecret == "" {
-		return nil
-	}
-	return dashboard.CSRFKeyFromSecret(string(cfg.DashboardSecret))
-}
 
 // warnUnsharedCSRF warns, when CAIRN_DASHBOARD_SECRET is unset, that this
 // process's CSRF tokens are its own, where that is likely to matter: a

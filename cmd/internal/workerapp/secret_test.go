@@ -7,21 +7,9 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
-	"github.com/cairnhq/cairn/dashboard"
 )
 
 const testSecret = "4e07408562bedb8b60ce05c1decfe3ad16b72230967de01f640b7e4729b49fce"
-
-func TestDashboardCSRFKey(t *testing.T) {
-	t.Parallel()
-	if k := dashboardCSRFKey(config.Config{}); k != nil {
-		t.Errorf("without a secret: key %x, want nil (a random key per process)", k)
-	}
-	k := dashboardCSRFKey(config.Config{DashboardSecret: testSecret})
-	if !bytes.Equal(k, dashboard.CSRFKeyFromSecret(testSecret)) {
-		t.Errorf("with a secret: key %x, want CSRFKeyFromSecret's", k)
-	}
-}
 
 func TestWarnUnsharedCSRF(t *testing.T) {
 	t.Parallel()

@@ -41,7 +41,7 @@ var stack = []struct {
 	{"the programs' apps", []string{"cmd/internal/cli", "cmd/internal/workerapp"}},
 	{"programs, end-to-end tests, benchmarks, generators", []string{
 		"cmd/worker", "cmd/enqueue", "cmd/internal/e2e", "bench",
-		"internal/doccheck", "internal/tools/facade", "internal/floors",
+		"internal/doccheck", "internal/tools/facade", "internal/floors", "docs/examples/service",
 	}},
 }
 

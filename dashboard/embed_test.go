@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +193,42 @@ func TestOpen(t *testing.T) {
 	}
 	if a, b := csrf(""), csrf(""); a == b {
 		t.Errorf("two servers without a secret: the same CSRF token %q, want random keys", a)
+	}
+}
+
+// TestMountCoversEveryRoute: every route the server registers (Routes:
+// the API, health, metrics, asynqmon) reaches the server through a mux
+// that Mount filled, so a route added later under a new prefix fails here
+// until MountPatterns has it.
+func TestMountCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	rdb := embeddedRedis(t)
+	mux := http.NewServeMux()
+	srv, err := dashboard.Mount(mux, dashboard.Options{Redis: rdb, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	wildcard := regexp.MustCompile(`\{[^}]*\}`)
+	routes := dashboard.Routes(srv)
+	if len(routes) < 10 {
+		t.Fatalf("Routes: %v, want the server's routes", routes)
+	}
+	for _, pattern := range routes {
+		method, path, ok := strings.Cut(pattern, " ")
+		if !ok {
+			method, path = http.MethodGet, pattern
+		}
+		path = strings.TrimSuffix(wildcard.ReplaceAllString(path, "x"), "/") + "/"
+		if !strings.HasSuffix(pattern, "/") {
+			path = strings.TrimSuffix(path, "/")
+		}
+		if path == "" {
+			path = "/"
+		}
+		_, got := mux.Handler(httptest.NewRequest(method, path, nil))
+		if !slices.Contains(dashboard.MountPatterns, got) {
+			t.Errorf("route %q (%s %s) reaches %q on the service's mux, not one of MountPatterns", pattern, method, path, got)
+		}
 	}
 }

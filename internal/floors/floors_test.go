@@ -42,6 +42,8 @@ var stack = []struct {
 	{"programs, end-to-end tests, benchmarks, generators", []string{
 		"cmd/worker", "cmd/enqueue", "cmd/internal/e2e", "bench",
 		"internal/doccheck", "internal/tools/facade", "internal/floors", "docs/examples/service",
+		// The Grafana dashboard and alert rules, checked by its tests.
+		"deploy",
 	}},
 }
 

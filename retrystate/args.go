@@ -123,17 +123,17 @@ type beginLua struct {
 	FenceTTL  int64  `arg:"fence_ttl"`
 	Index     int    `arg:"index"`
 	Retention int64  `arg:"retention"`
-	Trace     string `arg:"trace"`
 	Worker    string `arg:"worker"`
+	Trace     string `arg:"trace"`
 }
 
 func (a beginLua) args() ([]string, []any) {
 	argv := []any{a.RunID, a.Prefix, a.Now, a.Task, a.Token, a.FenceTTL, a.Index, a.Retention}
-	if a.Trace != "" || a.Worker != "" {
-		argv = append(argv, a.Trace)
-	}
-	if a.Worker != "" {
+	if a.Worker != "" || a.Trace != "" {
 		argv = append(argv, a.Worker)
+	}
+	if a.Trace != "" {
+		argv = append(argv, a.Trace)
 	}
 	return []string{a.Run}, argv
 }

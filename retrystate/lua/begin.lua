@@ -8,10 +8,10 @@
 --   fence_ttl  the fence's TTL, ms
 --   index      the step index of the task (a canonical decimal, as the run's field current)
 --   retention  the retention of a run that ends here, ms
---   trace      "1" when the caller traces (OpenTelemetry): the "ok" reply carries the
---              trace context stored with the run (create.lua's trace); absent: it is not read
 --   worker     the identity of the worker that begins the attempt (host:pid:random), recorded
 --              in the journal's attempt_started; absent or "": none
+--   trace      "1" when the caller traces (OpenTelemetry): the "ok" reply carries the
+--              trace context stored with the run (create.lua's trace); absent: it is not read
 -- Returns one of:
 --   {"gone"}                  no such run (never created, or expired): acknowledge
 --   {"ended", status}         the run is terminal: acknowledge
@@ -44,7 +44,7 @@
 --                             and ""; the earlier steps end with the one it compensates
 
 local RUN = unpack(KEYS)
-local RUN_ID, PREFIX, NOWS, task, token, fence_ttl, index, retention, trace, worker = unpack(ARGV)
+local RUN_ID, PREFIX, NOWS, task, token, fence_ttl, index, retention, worker, trace = unpack(ARGV)
 -- needs: COMP_BASE, IDX, journal, NOW, breaker, fail_run, int, is_terminal, notify, num, set_status, sp, step_get, step_incr, task_id, timeout_limit, zero
 
 local idx = tonumber(index)

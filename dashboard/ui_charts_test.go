@@ -331,6 +331,61 @@ func TestBuildTimeline(t *testing.T) {
 	}
 }
 
+// TestTimelineWorkerWaits: the time a due step waited for a worker to take
+// its task is drawn, from when it was due (the run's start, the step
+// before it, its backoff's end, a timer's firing) to its attempt's start;
+// a wait that another gap explains, or one under minWorkerWait, is not.
+func TestTimelineWorkerWaits(t *testing.T) {
+	t.Parallel()
+	s, ms := time.Second, time.Millisecond
+	fin := t0.Add(20 * s)
+	run := &workflow.Run{ID: "r", CreatedAt: t0, Status: workflow.StatusSucceeded, FinishedAt: &fin}
+	evs := []workflow.Event{
+		ev(0, workflow.EventRunStarted, "", 0),
+		ev(2*s, workflow.EventAttemptStarted, "a", 1), // 2s for a worker
+		ev(3*s, workflow.EventAttemptSucceeded, "a", 1),
+		ev(3*s+5*ms, workflow.EventAttemptStarted, "b", 1), // 5ms: not drawn
+		ev(4*s, workflow.EventAttemptFailed, "b", 1),
+		ev(4*s, workflow.EventRetryScheduled, "b", 2, "delay_ms", "1000"),
+		ev(7*s, workflow.EventAttemptStarted, "b", 2), // due at 5s: 2s for a worker
+		ev(8*s, workflow.EventAttemptSucceeded, "b", 2),
+		ev(8*s, workflow.EventTimerSet, "nap", 0),
+		ev(12*s, workflow.EventTimerFired, "nap", 0),
+		ev(13*s, workflow.EventAttemptStarted, "c", 1), // due at the timer: 1s
+		ev(14*s, workflow.EventAttemptSucceeded, "c", 1),
+		ev(20*s, workflow.EventRunSucceeded, "", 0),
+	}
+	tl := buildTimeline(run, evs, t0.Add(time.Hour))
+	type seg struct {
+		kind       string
+		start, end time.Duration
+	}
+	want := map[string][]seg{
+		"a":   {{gapWorker, 0, 2 * s}, {segSucceeded, 2 * s, 3 * s}},
+		"b":   {{segFailed, 3*s + 5*ms, 4 * s}, {gapBackoff, 4 * s, 5 * s}, {gapWorker, 5 * s, 7 * s}, {segSucceeded, 7 * s, 8 * s}},
+		"nap": {{gapTimer, 8 * s, 12 * s}},
+		"c":   {{gapWorker, 12 * s, 13 * s}, {segSucceeded, 13 * s, 14 * s}},
+	}
+	if len(tl.Rows) != len(want) {
+		t.Fatalf("rows %+v", tl.Rows)
+	}
+	for _, r := range tl.Rows {
+		w := want[r.Name]
+		if len(r.Segments) != len(w) {
+			t.Errorf("row %s: segments %+v, want %+v", r.Name, r.Segments, w)
+			continue
+		}
+		for i, sg := range r.Segments {
+			if sg.Kind != w[i].kind || !sg.Start.Equal(t0.Add(w[i].start)) || !sg.End.Equal(t0.Add(w[i].end)) {
+				t.Errorf("row %s segment %d: %s %s..%s, want %+v", r.Name, i, sg.Kind, sg.Start.Sub(t0), sg.End.Sub(t0), w[i])
+			}
+		}
+	}
+	if l := tl.Rows[0].Segments[0].Label; l != "due, waiting 2s for a worker" {
+		t.Errorf("label %q", l)
+	}
+}
+
 // TestTimelineOpen: a run under way draws its running attempt and its
 // pending backoff up to now, open; an attempt too short to see is drawn
 // at the minimum width.

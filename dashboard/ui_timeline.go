@@ -13,8 +13,11 @@ import (
 // The run page's timeline: from the run's journal, one bar per attempt of
 // each step, and between them the gaps, each with what the run waited for:
 // a backoff before a retry, a snooze, a timer, a signal, a circuit breaker
-// that deferred the attempt, or its turn under an ordering key or its
-// workflow's max_running. Crashes, repairs and operators' actions are
+// that deferred the attempt, its turn under an ordering key or its
+// workflow's max_running, or a worker to take its due task (from the
+// moment the step was due, after the run's start, its admission, the step
+// before it or its backoff, to its attempt's start; waits under
+// minWorkerWait are not drawn). Crashes, repairs and operators' actions are
 // marks. Everything is drawn to scale on one time axis, from the run's
 // creation to its end (or now).
 
@@ -34,6 +37,7 @@ const (
 	gapSignal   = "signal"
 	gapBreaker  = "breaker"
 	gapOrdering = "ordering"
+	gapWorker   = "worker"
 )
 
 // Kinds of timeline marks.
@@ -72,7 +76,14 @@ type tlMark struct {
 type tlRow struct {
 	Name     string
 	Segments []tlSegment
+	// retryDue is when the step's scheduled retry is due (its backoff's
+	// end), until its attempt starts.
+	retryDue time.Time
 }
+
+// minWorkerWait is the shortest wait for a worker the timeline draws: a
+// busy worker takes a due task within a few milliseconds.
+const minWorkerWait = 10 * time.Millisecond
 
 // timeline is a run's timeline before layout.
 type timeline struct {
@@ -110,6 +121,10 @@ type timelineBuilder struct {
 	rows map[string]int
 	// segments counts the segments opened, up to maxTimelineSegments.
 	segments int
+	// due is when the next step's first attempt became due (the run
+	// started or was admitted, or a step ended), until an attempt starts
+	// or a wait that explains the time begins.
+	due time.Time
 }
 
 // newTimelineBuilder starts the timeline of a run with journal evs: from
@@ -209,6 +224,12 @@ func (b *timelineBuilder) add(ev workflow.Event) {
 	}
 	r := b.row(name)
 	switch ev.Type {
+	case workflow.EventRunStarted:
+		b.due = ev.At // the first step's task is due
+	case workflow.EventAttemptSucceeded, workflow.EventStepSkipped:
+		b.due = ev.At // the next step's is (or the run ends)
+	}
+	switch ev.Type {
 	case workflow.EventAttemptStarted:
 		b.attemptStarted(r, ev)
 	case workflow.EventAttemptSucceeded, workflow.EventAttemptFailed, workflow.EventAttemptInterrupted,
@@ -235,7 +256,23 @@ func (b *timelineBuilder) add(ev workflow.Event) {
 // attemptStarted opens an attempt on row r, ending the row's gap and any
 // earlier attempt still open (one that never reported: crashed).
 func (b *timelineBuilder) attemptStarted(r *tlRow, ev workflow.Event) {
+	due := b.due
+	if g := r.last(true); g != nil {
+		due = time.Time{}
+		if g.Kind == gapBackoff && !r.retryDue.IsZero() && r.retryDue.Before(ev.At) {
+			// The backoff ends when the retry is due; from then on the
+			// attempt waited for a worker.
+			closeSeg(g, r.retryDue, "")
+			due = r.retryDue
+		}
+	}
+	b.due, r.retryDue = time.Time{}, time.Time{}
 	closeSeg(r.last(true), ev.At, "")
+	if !due.IsZero() && ev.At.Sub(due) >= minWorkerWait {
+		b.open(r, tlSegment{Kind: gapWorker, Gap: true, Start: due, Attempt: ev.Attempt,
+			Label: fmt.Sprintf("due, waiting %s for a worker", humanDuration(ev.At.Sub(due)))})
+		closeSeg(r.last(true), ev.At, "")
+	}
 	closeSeg(r.last(false), ev.At, segCrashed) // an attempt that never reported
 	label := fmt.Sprintf("%s attempt %d", ev.Step, ev.Attempt)
 	if ev.Details["resumed"] == "1" {
@@ -291,8 +328,22 @@ func (b *timelineBuilder) attemptEnded(r *tlRow, ev workflow.Event) {
 // the timer firing or the signal coming ends it.
 func (b *timelineBuilder) stepGap(r *tlRow, ev workflow.Event) {
 	d := ev.Details
+	// A wait explains the time until it ends; its end makes the next step
+	// due (a timer or a signal), or its attempt (a backoff, below).
+	switch ev.Type {
+	case workflow.EventTimerFired, "signal_received", "signal_consumed", "await_timed_out":
+		if ev.Step != "" {
+			b.due = ev.At
+		}
+	default:
+		b.due = time.Time{}
+		r.retryDue = time.Time{}
+	}
 	switch ev.Type {
 	case workflow.EventRetryScheduled:
+		if ms, err := strconv.ParseInt(d["delay_ms"], 10, 64); err == nil && ms >= 0 {
+			r.retryDue = ev.At.Add(time.Duration(ms) * time.Millisecond)
+		}
 		closeSeg(r.last(true), ev.At, "")
 		b.open(r, tlSegment{Kind: gapBackoff, Gap: true, Start: ev.At, Attempt: ev.Attempt,
 			Label: fmt.Sprintf("backoff %s before attempt %d", msText(d["delay_ms"]), ev.Attempt)})
@@ -323,8 +374,10 @@ func (b *timelineBuilder) runTurn(ev workflow.Event) {
 	rr := b.row(runRowName)
 	if ev.Type == workflow.EventRunAdmitted {
 		closeSeg(rr.last(true), ev.At, "")
+		b.due = ev.At // its first step's task is written now
 		return
 	}
+	b.due = time.Time{}
 	what := "its turn under its ordering key"
 	if ev.Details["reason"] == "workflow_limit" {
 		what = "a slot under its workflow's max_running"

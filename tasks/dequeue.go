@@ -39,11 +39,12 @@ import (
 //     asynq's forwarder, janitor and recoverer do; Leave ends a worker's
 //     heartbeat at a clean exit.
 
-//go:embed dequeue/*.lua
+//go:embed dequeue/*.lua dequeue/lib/*.lua
 var dequeueFS embed.FS
 
 // dequeueScript returns the script dequeue/<name>.lua, with the Lua
-// functions it uses (lua/<helper>.lua) put in front of it.
+// functions it uses put in front of it: dequeue/lib/<helper>.lua, the
+// dequeue's own, or lua/<helper>.lua, shared with the state scripts.
 func dequeueScript(name string, helpers ...string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
 		b, err := dequeueFS.ReadFile("dequeue/" + name + ".lua")
@@ -52,6 +53,10 @@ func dequeueScript(name string, helpers ...string) func() *redis.Script {
 		}
 		var src strings.Builder
 		for _, h := range helpers {
+			if own, err := dequeueFS.ReadFile("dequeue/lib/" + h + ".lua"); err == nil {
+				src.Write(own)
+				continue
+			}
 			src.WriteString(luaFunc(h))
 		}
 		src.Write(b)
@@ -60,8 +65,8 @@ func dequeueScript(name string, helpers ...string) func() *redis.Script {
 }
 
 var (
-	takeScript      = dequeueScript("take")
-	takeNextScript  = dequeueScript("take_next")
+	takeScript      = dequeueScript("take", "task_take")
+	takeNextScript  = dequeueScript("take_next", "task_take")
 	doneScript      = dequeueScript("done", "task_done")
 	retryScript     = dequeueScript("retry")
 	archiveScript   = dequeueScript("archive")

@@ -18,13 +18,8 @@ local id = redis.call("RPOP", pending)
 if not id then
   return {"empty"}
 end
-local key = task_prefix .. id
-local msg = redis.call("HGET", key, "msg")
+local msg = task_take(active, lease, task_prefix .. id, id, expiry)
 if not msg then
   return {"missing"}
 end
-redis.call("LPUSH", active, id)
-redis.call("HSET", key, "state", "active")
-redis.call("HDEL", key, "pending_since")
-redis.call("ZADD", lease, expiry, id)
 return {"ok", msg}

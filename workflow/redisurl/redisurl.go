@@ -425,38 +425,32 @@ type Timeouts struct {
 // the client's context deadlines bound its commands
 // (ContextTimeoutEnabled).
 func (r *Target) DefaultTimeouts(d Timeouts) {
-	set := func(dst *time.Duration, v time.Duration) {
-		if *dst == 0 {
-			*dst = v
+	// The three option types hold the same fields: default them through
+	// pointers.
+	apply := func(dial, read, write *time.Duration, retries *int, ctxTimeout *bool) {
+		for _, f := range []struct {
+			dst *time.Duration
+			v   time.Duration
+		}{{dial, d.Dial}, {read, d.Read}, {write, d.Write}} {
+			if *f.dst == 0 {
+				*f.dst = f.v
+			}
 		}
-	}
-	setInt := func(dst *int, v int) {
-		if *dst == 0 {
-			*dst = v
+		if *retries == 0 {
+			*retries = d.DialerRetries
 		}
+		*ctxTimeout = true
 	}
 	switch {
 	case r.Failover != nil:
 		o := r.Failover
-		set(&o.DialTimeout, d.Dial)
-		set(&o.ReadTimeout, d.Read)
-		set(&o.WriteTimeout, d.Write)
-		setInt(&o.DialerRetries, d.DialerRetries)
-		o.ContextTimeoutEnabled = true
+		apply(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	case r.Cluster != nil:
 		o := r.Cluster
-		set(&o.DialTimeout, d.Dial)
-		set(&o.ReadTimeout, d.Read)
-		set(&o.WriteTimeout, d.Write)
-		setInt(&o.DialerRetries, d.DialerRetries)
-		o.ContextTimeoutEnabled = true
+		apply(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	case r.Single != nil:
 		o := r.Single
-		set(&o.DialTimeout, d.Dial)
-		set(&o.ReadTimeout, d.Read)
-		set(&o.WriteTimeout, d.Write)
-		setInt(&o.DialerRetries, d.DialerRetries)
-		o.ContextTimeoutEnabled = true
+		apply(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	}
 }
 

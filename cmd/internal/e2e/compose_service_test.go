@@ -24,7 +24,9 @@ const (
 	serviceOverride   = "docs/examples/service/docker-compose.override.yml"
 )
 
-// dockerfileAt is dockerfile's reading of another Dockerfile.
+// dockerfileAt reads the Dockerfile at name (from the repository root) as
+// dockerfile does: its instructions, continuation lines joined, comments
+// dropped.
 func dockerfileAt(t *testing.T, name string) []string {
 	t.Helper()
 	f, err := os.Open(repoFile(t, name))

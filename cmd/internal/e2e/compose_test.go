@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -382,31 +381,7 @@ func TestComposeFile(t *testing.T) {
 // continuation lines joined, comments dropped.
 func dockerfile(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open(repoFile(t, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	var cur strings.Builder
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if s, ok := strings.CutSuffix(line, "\\"); ok {
-			cur.WriteString(s + " ")
-			continue
-		}
-		cur.WriteString(line)
-		out = append(out, cur.String())
-		cur.Reset()
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return dockerfileAt(t, "Dockerfile")
 }
 
 // instruction returns the arguments of the last instruction named name

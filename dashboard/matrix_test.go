@@ -102,6 +102,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/admin/workflows/{id}/restore", body: `{"from_step":"fetch"}`, run: failed, changes: true,
 			want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/api/v1/admin/audit", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "GET", path: "/api/v1/workers", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/monitoring/", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/monitoring/api/queues", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 	}

@@ -142,10 +142,10 @@ func newProcessor(e *Engine, rdb redis.UniversalClient, concurrency int, shutdow
 
 // run processes the queue's tasks until ctx ends, then shuts down (see
 // above).
+//
+// The worker's first heartbeat (housekeep) comes before run, so that a
+// claim list is never without one and a ready worker is listed live.
 func (p *processor) run(ctx context.Context) {
-	// The first heartbeat before the first claim: a claim list is never
-	// without one.
-	p.housekeep(ctx)
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	bg.Go(func() { p.housekeeping(bgCtx) })

@@ -194,6 +194,9 @@ func (w *Worker) runOwn(ctx context.Context) error {
 		w.onProcessor(proc)
 	}
 	services := w.start(ctx, notifier)
+	// The first heartbeat before the first claim (a claim list is never
+	// without one) and before Ready (a ready worker is listed live).
+	proc.housekeep(ctx)
 	procDone := make(chan struct{})
 	go func() {
 		defer close(procDone)

@@ -49,17 +49,6 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, l)
 }
 
-// waitsForWorker tells whether run can go on only once a worker takes its
-// next attempt: it has not ended, and waits for no signal, timer or
-// admission gate.
-func waitsForWorker(run *workflow.Run) bool {
-	switch run.Status {
-	case workflow.StatusPending, workflow.StatusRunning, workflow.StatusCompensating:
-		return run.WaitingFor == nil
-	}
-	return false
-}
-
 // noWorker returns the dashboard's queue when one of runs waits for a
 // worker and no live worker serves the queue, "" otherwise: one cheap read
 // (workflow.Client.Served), made only when a run waits for a worker; a
@@ -67,7 +56,7 @@ func waitsForWorker(run *workflow.Run) bool {
 // user who is not an admin.
 func (s *Server) noWorker(r *http.Request, runs ...*workflow.Run) string {
 	for _, run := range runs {
-		if !waitsForWorker(run) {
+		if !run.WaitsForWorker() {
 			continue
 		}
 		served, err := s.client.Served(r.Context())

@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -191,7 +190,6 @@ func TestWorkersPage(t *testing.T) {
 	got := l.Queues[0].Workers[0]
 	if got.ID != "evil:1:"+hostile || got.Host != hostile || got.PID != 4242 || got.Concurrency != 3 || got.InFlight != 2 ||
 		got.Kind != workflow.WorkerKindCairn || len(got.Queues) != 2 || got.Queues[1] != hostile || got.LastHeartbeat == nil {
-		b, _ := json.Marshal(got)
-		t.Fatalf("worker %s", b)
+		t.Fatalf("worker %+v", got)
 	}
 }

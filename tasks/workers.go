@@ -112,10 +112,14 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, queue string, now t
 		zs, more = zs[:MaxWorkers], true
 	}
 	if len(zs) > 0 {
+		ids := make([]string, len(zs))
+		for i, z := range zs {
+			ids[i], _ = z.Member.(string) // ZRANGE answers strings
+		}
 		cmds := make([]*redis.MapStringStringCmd, len(zs))
 		_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, z := range zs {
-				cmds[i] = p.HGetAll(ctx, k.WorkerRecord(z.Member.(string)))
+			for i, id := range ids {
+				cmds[i] = p.HGetAll(ctx, k.WorkerRecord(id))
 			}
 			return nil
 		})
@@ -123,7 +127,7 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, queue string, now t
 			return nil, false, err
 		}
 		for i, z := range zs {
-			ws = append(ws, parseRecord(z.Member.(string), time.UnixMilli(int64(z.Score)).UTC(), cmds[i].Val()))
+			ws = append(ws, parseRecord(ids[i], time.UnixMilli(int64(z.Score)).UTC(), cmds[i].Val()))
 		}
 	}
 	slices.SortFunc(ws, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })

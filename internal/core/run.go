@@ -226,6 +226,7 @@ func (r *Run) WaitsForWorker() bool {
 	switch r.Status {
 	case StatusPending, StatusRunning, StatusCompensating:
 		return r.WaitingFor == nil
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusCompensated:
 	}
 	return false
 }

@@ -113,3 +113,66 @@ func TestWorkersListed(t *testing.T) {
 		t.Fatalf("the killed worker's record has TTL %v, want it to expire on its own within %v", ttl, heartbeatTTL)
 	}
 }
+
+// TestWorkersAsynqMode: a worker on asynq's processor (DequeueAsynq) has
+// no Cairn heartbeat; it is listed from asynq's own server record, as an
+// asynq server of the queue, and serves the queue until it stops.
+func TestWorkersAsynqMode(t *testing.T) {
+	rdb := redistest.Start(t, nil).Client(t)
+	const queue = "asynq_workers"
+	ctx := context.Background()
+	w, err := NewWorker(rdb, WorkerConfig{EngineConfig: EngineConfig{Queue: queue, Logger: testLog(t)},
+		Dequeue: DequeueAsynq, Concurrency: 3, ShutdownTimeout: time.Second, SkipRedisChecks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(oneStep("noop", func(context.Context, *core.StepContext) (any, error) { return nil, nil })); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}
+	select {
+	case <-w.Ready():
+	case <-time.After(deadlineOwn):
+		stop()
+		t.Fatal("worker not ready")
+	}
+	c := NewClient(rdb, ClientConfig{Queue: queue})
+	// asynq writes its server record when its heartbeater starts, in the
+	// background of its Start.
+	var ws []WorkerInfo
+	deadline := time.Now().Add(deadlineOwn)
+	for {
+		ws, _, err = c.Workers(ctx)
+		if err == nil && len(ws) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("the asynq server not listed: %+v, %v", ws, err)
+		}
+		time.Sleep(20 * time.Millisecond) // asynq's heartbeater gives no signal
+	}
+	if g := ws[0]; g.Kind != WorkerKindAsynq || g.Concurrency != 3 || len(g.Queues) != 1 || g.Queues[0] != queue ||
+		g.PID != os.Getpid() || g.LastHeartbeat != nil || g.Version != "" {
+		t.Errorf("asynq server %+v", g)
+	}
+	if served, err := c.Served(ctx); err != nil || !served {
+		t.Errorf("Served with an asynq server = %v, %v", served, err)
+	}
+	stop()
+	// asynq's Shutdown clears its server record.
+	if ws, _, err := c.Workers(ctx); err != nil || len(ws) != 0 {
+		t.Errorf("Workers after the asynq server stopped = %+v, %v", ws, err)
+	}
+	if served, err := c.Served(ctx); err != nil || served {
+		t.Errorf("Served after the asynq server stopped = %v, %v", served, err)
+	}
+}

@@ -194,3 +194,51 @@ func TestLatencyWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerFlushesLatenciesOnStop: a worker that stops writes what it
+// counted since its last flush (here its only one: the interval is an
+// hour), after its last step.
+func TestWorkerFlushesLatenciesOnStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w, err := workflow.NewWorker(e.rdb, workflow.WorkerConfig{EngineConfig: workflow.EngineConfig{Queue: e.queue,
+		Logger: e.log, LatencyFlushInterval: time.Hour}, ShutdownTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(workflow.Definition{Name: "lat", Steps: []workflow.Step{{Name: "a", Run: noop}, {Name: "b", Run: noop}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxb)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(cancel)
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker stopped: %v", err)
+	}
+	run, err := e.client.Start(ctxb, "lat", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(run.ID, 30*time.Second); got.Status != workflow.StatusSucceeded {
+		t.Fatalf("run %s", got.Status)
+	}
+	if rep, err := e.client.Latency(ctxb, time.Hour, "lat"); err != nil || len(rep.Series) != 0 {
+		t.Fatalf("before the worker stopped: %+v %v, want nothing flushed", rep, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.client.Latency(ctxb, time.Hour, "lat")
+	if err != nil || len(rep.Series) != 2 {
+		t.Fatalf("after the worker stopped: %+v %v, want a and b", rep, err)
+	}
+	for _, s := range rep.Series {
+		if s.Duration.Count != 1 || s.Wait.Count != 1 {
+			t.Errorf("%s: %+v, want one run time and one wait", s.Step, s)
+		}
+	}
+}

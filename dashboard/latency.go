@@ -59,7 +59,7 @@ func truncate(s string, n int) string {
 // holds the same run times): names of workflows and steps are not run
 // data, and the counts are summed over every owner's runs, naming none.
 func (s *Server) latency(w http.ResponseWriter, r *http.Request) {
-	name, d, wf, err := latencyQuery(r)
+	_, d, wf, err := latencyQuery(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -69,7 +69,6 @@ func (s *Server) latency(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rep.WindowName = name
 	writeJSON(w, http.StatusOK, rep)
 }
 
@@ -102,7 +101,6 @@ func (u *webUI) latencyPage(w http.ResponseWriter, r *http.Request, p Principal)
 		u.fail(w, r, p, err)
 		return
 	}
-	rep.WindowName = name
 	v := u.newView(r, p, "latency", "Latency")
 	data := latencyData{Window: name, Workflow: wf, Report: rep}
 	for _, lw := range latencyWindows {

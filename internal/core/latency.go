@@ -13,7 +13,8 @@ import (
 type LatencyReport struct {
 	// Window is the window asked for.
 	Window time.Duration `json:"-"`
-	// WindowName is the window as the API names it (1h, 24h, 7d).
+	// WindowName is the window as the API names it (1h, 24h, 7d; another
+	// as time.Duration writes it).
 	WindowName string `json:"window"`
 	// From is the start of the oldest hour read; To is when it was read.
 	From time.Time `json:"from"`

@@ -37,8 +37,8 @@ func (c *Client) Latency(ctx context.Context, window time.Duration, workflow str
 	if err != nil {
 		return nil, err
 	}
-	rep := &core.LatencyReport{Window: window, From: time.Unix(from*3600, 0).UTC(), To: now,
-		Series: make([]core.LatencySeries, 0, len(series))}
+	rep := &core.LatencyReport{Window: window, WindowName: latencyWindowName(window), From: time.Unix(from*3600, 0).UTC(),
+		To: now, Series: make([]core.LatencySeries, 0, len(series))}
 	for _, s := range series {
 		rep.Series = append(rep.Series, core.LatencySeries{Workflow: s.Workflow, Step: s.Step,
 			Duration: latencyStats(&s.Duration), Wait: latencyStats(&s.Wait)})
@@ -56,4 +56,18 @@ func latencyStats(b *[retrystate.LatencyBuckets]int64) core.LatencyStats {
 	s.P90, _ = retrystate.LatencyQuantile(b, 0.90)
 	s.P99, _ = retrystate.LatencyQuantile(b, 0.99)
 	return s
+}
+
+// latencyWindowName names a window as the HTTP API does (1h, 24h, 7d), or
+// as time.Duration writes it.
+func latencyWindowName(d time.Duration) string {
+	switch d {
+	case time.Hour:
+		return "1h"
+	case 24 * time.Hour:
+		return "24h"
+	case 7 * 24 * time.Hour:
+		return "7d"
+	}
+	return d.String()
 }

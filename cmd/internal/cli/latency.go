@@ -36,7 +36,6 @@ func parseLatency(_ *CLI, fs *pflag.FlagSet) parseFunc {
 			if err != nil {
 				return err
 			}
-			rep.WindowName = *window
 			if *asJSON {
 				return writeJSON(s.stdout(), rep)
 			}

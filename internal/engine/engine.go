@@ -514,16 +514,20 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 	if next != nil {
 		// The checkpoint script creates the next step's task itself.
 		np = tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
-		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
+		args.NextTaskID = np.ID()
 		if e.inline(ctx, p, next, chain) {
 			// Or begins it, for this delivery to run (engine_inline.go).
 			args.InlineToken, args.FenceTTL, args.Worker = core.NewToken(), e.cfg.FenceTTL, e.id
 		}
 	}
 	// The next step's task says when it is due, the checkpoint's time, for
-	// the wait its worker counts (latency.go): not for a step begun inline,
-	// which waits for nobody.
+	// the wait its worker counts (latency.go; the message is made with the
+	// checkpoint's time, below): not for a step begun inline, which waits
+	// for nobody.
 	dueHeader := next != nil && e.latency != nil && args.InlineToken == ""
+	if next != nil && !dueHeader {
+		args.NextMessage = np.AsynqMessage(e.cfg.Queue, next.Timeout)
+	}
 	// Cairn's own dequeue: the checkpoint that ends the delivery also
 	// acknowledges its task (processor.go, stepAck).
 	sa := stepAckOf(ctx)

@@ -213,8 +213,9 @@ func (w *Worker) runOwn(ctx context.Context) error {
 }
 
 // start runs what a worker runs beside its processor (the Redis checks,
-// the reconciler, the promoter, the notifier, the step latencies' flushes) until ctx ends; the function
-// it returns stops them and waits for them.
+// the reconciler, the promoter, the notifier, the step latencies'
+// flushes) until ctx ends; the function it returns stops them and waits
+// for them.
 func (w *Worker) start(ctx context.Context, notifier *Notifier) (stop func()) {
 	if !w.cfg.SkipRedisChecks {
 		CheckRedis(ctx, w.rdb, w.log)

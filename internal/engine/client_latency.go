@@ -61,13 +61,13 @@ func latencyStats(b *[retrystate.LatencyBuckets]int64) core.LatencyStats {
 // latencyWindowName names a window as the HTTP API does (1h, 24h, 7d), or
 // as time.Duration writes it.
 func latencyWindowName(d time.Duration) string {
-	switch d {
-	case time.Hour:
-		return "1h"
-	case 24 * time.Hour:
-		return "24h"
-	case 7 * 24 * time.Hour:
-		return "7d"
+	for _, w := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "1h"}, {24 * time.Hour, "24h"}, {7 * 24 * time.Hour, "7d"}} {
+		if d == w.d {
+			return w.name
+		}
 	}
 	return d.String()
 }

@@ -164,11 +164,13 @@ func TestLatencyWindows(t *testing.T) {
 	add(24*7+2, "week_ago")
 	for _, c := range []struct {
 		window time.Duration
+		name   string
 		steps  string
 	}{
-		{time.Hour, "hour_ago now"},
-		{24 * time.Hour, "hour_ago hours_ago now"},
-		{7 * 24 * time.Hour, "day_ago hour_ago hours_ago now"},
+		{time.Hour, "1h", "hour_ago now"},
+		{90 * time.Minute, "1h30m0s", "hour_ago now"},
+		{24 * time.Hour, "24h", "hour_ago hours_ago now"},
+		{7 * 24 * time.Hour, "7d", "day_ago hour_ago hours_ago now"},
 	} {
 		rep, err := r.client.Latency(ctxb, c.window, "w")
 		if err != nil {
@@ -180,9 +182,9 @@ func TestLatencyWindows(t *testing.T) {
 		}
 		from := time.Unix(retrystate.LatencyHour(now.Add(-c.window))*3600, 0)
 		if got := strconv.Quote(strings.Join(steps, " ")); got != strconv.Quote(c.steps) || !rep.From.Equal(from) ||
-			!rep.To.Equal(now) {
-			t.Errorf("window %s: steps %s from %s to %s, want %q from %s to %s", c.window, got, rep.From, rep.To,
-				c.steps, from, now)
+			!rep.To.Equal(now) || rep.WindowName != c.name {
+			t.Errorf("window %s (%q): steps %s from %s to %s, want %q (%q) from %s to %s", c.window, rep.WindowName, got,
+				rep.From, rep.To, c.name, c.steps, from, now)
 		}
 	}
 	for _, c := range []struct {

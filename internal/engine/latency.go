@@ -150,10 +150,9 @@ func (r *latencyRecorder) run(ctx context.Context, interval time.Duration) {
 }
 
 // FlushLatencies writes the step latencies the engine counted since its
-// last flush to Redis now (a Worker does it every
-// EngineConfig.LatencyFlushInterval and when it stops; an Engine on an
-// asynq server of your own needs it called). It does nothing when
-// latencies are not recorded.
+// last flush to Redis now (a Worker, or Engine.Run, does it every
+// EngineConfig.LatencyFlushInterval and when it stops). It does nothing
+// when latencies are not counted.
 func (e *Engine) FlushLatencies(ctx context.Context) error { return e.latency.flush(ctx) }
 
 // latencyObserver records the run time of the attempts whose body ran,

@@ -133,6 +133,10 @@ var (
 	// ErrInvalidCursor is returned by List and NeedingAttention for a
 	// cursor they did not make.
 	ErrInvalidCursor = core.ErrInvalidCursor
+	// ErrInvalidSearch is wrapped by the errors of ParseInputFilter,
+	// ParseIDPrefix and ParseTimeBound (a *SearchError naming the
+	// position), and of ListPage for a search it cannot run.
+	ErrInvalidSearch = core.ErrInvalidSearch
 	// ErrActionRefused is returned when an operator action does not apply
 	// to the run in its current state (recover of a running run, skip of a
 	// required step, ...). The error says why; nothing was changed.
@@ -678,6 +682,45 @@ type StartResult = engine.StartResult
 
 // ListOptions select runs for List.
 type ListOptions = engine.ListOptions
+
+// ListPage is a page of Client.ListPage: the runs, the next cursor, and
+// whether the bound of a search's scan ended the page.
+type ListPage = engine.ListPage
+
+// MaxSearchScan is the default and greatest ListOptions.MaxScan: the runs
+// one page of a search by ID prefix or input examines.
+const MaxSearchScan = engine.MaxSearchScan
+
+// InputFilter keeps the runs whose input has every one of its conditions
+// (ListOptions.Input); ParseInputFilter makes one.
+type InputFilter = core.InputFilter
+
+// SearchError is a search filter that does not parse: which, where (the
+// 1-based byte position; 0 for the whole) and what is wrong.
+type SearchError = core.SearchError
+
+// ParseInputFilter parses an input filter: conditions separated by white
+// space, all of which a run's input must have, each input.<path>=<value>:
+//
+//	input.customer.id=42 input.email="a@b.c" input.items.0.sku=A-1 input.vip=true
+//
+// A path segment is letters, digits, '_' and '-', or a JSON string in
+// double quotes; digits also index an array, from 0. A value is a JSON
+// string, a JSON number (compared exactly as a number), true, false or
+// null, or any other word without white space or quotes, read as a
+// string. At most 1,024 bytes and 8 conditions; only "=" is supported.
+func ParseInputFilter(s string) (*InputFilter, error) { return core.ParseInputFilter(s) }
+
+// ParseIDPrefix checks a run ID prefix (1 to 26 characters of a run ID, in
+// either case) and returns it in lower case.
+func ParseIDPrefix(s string) (string, error) { return core.ParseIDPrefix(s) }
+
+// ParseTimeBound reads a bound of a creation-time range, named by filter
+// in its errors ("since", "until"): an RFC 3339 time, a date (midnight
+// UTC) or a duration before now (30m, 24h, 7d, 1h30m).
+func ParseTimeBound(filter, s string, now time.Time) (time.Time, error) {
+	return core.ParseTimeBound(filter, s, now)
+}
 
 // ActionOptions are the options of an operator action.
 type ActionOptions = engine.ActionOptions

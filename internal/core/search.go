@@ -152,7 +152,7 @@ func parseCond(s string, i int, bad func(int, string, ...any) error) (inputCond,
 		}
 		i++ // the '.'
 		if len(c.path) == maxPathSegments {
-			return c, 0, bad(i, "a path deeper than %d segments", maxPathSegments)
+			return c, 0, bad(i+1, "a path deeper than %d segments", maxPathSegments)
 		}
 		switch {
 		case i < len(s) && s[i] == '"':

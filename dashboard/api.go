@@ -304,8 +304,9 @@ type RunList struct {
 	Runs []*workflow.Run `json:"runs"`
 	// NextCursor continues the listing ("" after the last page).
 	NextCursor string `json:"next_cursor"`
-	// Scanned is the number of runs a filtered page examined (absent when
-	// it needed no filter).
+	// Scanned is the number of runs a filtered page examined, for an
+	// admin (absent when it needed no filter, and for a user: it counts
+	// other owners' runs too).
 	Scanned int `json:"scanned,omitempty"`
 	// ScanLimited: the bound of the scan ended the page before it held
 	// limit runs; next_cursor goes on from where it stopped.
@@ -364,7 +365,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if page.Runs == nil {
 		page.Runs = []*workflow.Run{}
 	}
-	writeJSON(w, http.StatusOK, RunList{Runs: page.Runs, NextCursor: page.Next, Scanned: page.Scanned, ScanLimited: page.Limited})
+	scanned := page.Scanned
+	if !principal(r).IsAdmin() {
+		scanned = 0 // it counts other owners' runs too
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: page.Runs, NextCursor: page.Next, Scanned: scanned, ScanLimited: page.Limited})
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {

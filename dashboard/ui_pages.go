@@ -231,7 +231,10 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	runs, next := page.Runs, page.Next
-	d.Runs, d.Scanned, d.ScanLimited = runs, page.Scanned, page.Limited
+	d.Runs, d.ScanLimited = runs, page.Limited
+	if p.IsAdmin() {
+		d.Scanned = page.Scanned // a user's counts other owners' runs too
+	}
 	d.Rows = u.runRows(r.Context(), runs, v.Now)
 	d.NoWorker = u.s.noWorker(r, runs...)
 	if cb, err := u.countRuns(r.Context(), p, q, d.Status, d.Workflow, d.Owner); err == nil {

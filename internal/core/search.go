@@ -325,7 +325,7 @@ func ParseIDPrefix(s string) (string, error) {
 	for i := range len(p) {
 		if CrockfordIndex[p[i]] < 0 {
 			return "", &SearchError{Filter: "id prefix", Pos: i + 1,
-				Msg: fmt.Sprintf("%q is not a character of a run ID (digits and letters but i, l, o and u)", rune(s[i]))}
+				Msg: fmt.Sprintf("%q is not a character of a run ID (digits and letters but i, l, o and u)", s[i:i+1])}
 		}
 	}
 	return p, nil

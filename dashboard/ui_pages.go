@@ -238,6 +238,9 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	d.Rows = u.runRows(r.Context(), runs, v.Now)
 	d.NoWorker = u.s.noWorker(r, runs...)
 	if cb, err := u.countRuns(r.Context(), p, q, d.Status, d.Workflow, d.Owner); err == nil {
+		if d.Search.Active() {
+			cb.Scope += " (without the search)"
+		}
 		d.Counts = &cb
 	} else {
 		reqLog(r).Warn("runs page: cannot count the runs", "error", err)

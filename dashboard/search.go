@@ -45,8 +45,7 @@ func (f searchForm) Active() bool {
 func (s *Server) searchParams(q url.Values, opts *workflow.ListOptions) (searchForm, error) {
 	var f searchForm
 	bad := func(param string, err error) error {
-		var se *workflow.SearchError
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*workflow.SearchError](err); ok {
 			msg := se.Msg
 			if se.Pos > 0 {
 				msg = "position " + strconv.Itoa(se.Pos) + ": " + msg

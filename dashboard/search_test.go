@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"html"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -24,9 +25,7 @@ type runList struct {
 func (e *env) search(token string, query url.Values) (ids []string, limited int) {
 	e.t.Helper()
 	q := url.Values{}
-	for k, v := range query {
-		q[k] = v
-	}
+	maps.Copy(q, query)
 	for page := 0; ; page++ {
 		if page > 50 {
 			e.t.Fatal("more than 50 pages")

@@ -373,11 +373,12 @@ func (s *Store) runHeads(ctx context.Context, ids []indexEntry) ([]*Run, error) 
 		return nil, err
 	}
 	runs := make([]*Run, 0, len(ids))
-	for i, h := range heads {
+	for i, z := range ids {
+		h := heads[i]
 		if h["status"] == "" { // expired; its index entries are trimmed by the reconciler
 			continue
 		}
-		runs = append(runs, parseRun(ids[i].ID, h))
+		runs = append(runs, parseRun(z.ID, h))
 	}
 	return runs, nil
 }

@@ -71,9 +71,9 @@ func searchAll(t *testing.T, s *retrystate.Store, q retrystate.ListQuery) (ids [
 // (highest index) first.
 func newestFirst(ids []string, keep func(i int) bool) []string {
 	var out []string
-	for i := len(ids) - 1; i >= 0; i-- {
+	for i, id := range slices.Backward(ids) {
 		if keep(i) {
-			out = append(out, ids[i])
+			out = append(out, id)
 		}
 	}
 	return out

@@ -19,8 +19,9 @@ import (
 // names the position of what is wrong.
 
 // ErrInvalidSearch is wrapped by the errors of ParseInputFilter,
-// ParseIDPrefix and ParseTimeBound, and returned by List for a search it
-// cannot run (an until before its since).
+// ParseIDPrefix and ParseTimeBound (a *SearchError naming the position),
+// and of Client.ListPage for a search it cannot run (a creation range
+// that ends at or before its start, a MaxScan out of range).
 var ErrInvalidSearch = errors.New("invalid search")
 
 // Bounds of an input filter.
@@ -233,7 +234,7 @@ func jsonString(s string) (string, int, error) {
 
 // jsonNumber reads word as a JSON number, exactly.
 func jsonNumber(word string) (*big.Rat, bool) {
-	if word == "" || !json.Valid([]byte(word)) || !(word[0] == '-' || word[0] >= '0' && word[0] <= '9') {
+	if word == "" || !json.Valid([]byte(word)) || (word[0] != '-' && (word[0] < '0' || word[0] > '9')) {
 		return nil, false
 	}
 	if len(word) > 64 {

@@ -627,10 +627,12 @@ type ListOptions struct {
 	MaxScan int
 }
 
-// MaxSearchScan is the default and greatest ListOptions.MaxScan.
+// MaxSearchScan is the default and greatest ListOptions.MaxScan: the runs
+// one page of a search by ID prefix or input examines.
 const MaxSearchScan = retrystate.SearchBudget
 
-// ListPage is a page of List.
+// ListPage is a page of Client.ListPage: the runs, the next cursor, and
+// whether the bound of a search's scan ended the page.
 type ListPage struct {
 	Runs []*core.Run
 	// Next is the cursor of the next page ("" after the last).

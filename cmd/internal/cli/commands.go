@@ -367,8 +367,7 @@ func parseList(c *CLI, fs *pflag.FlagSet) parseFunc {
 func searchFlags(c *CLI, fs *pflag.FlagSet, opts *workflow.ListOptions, idPrefix string, input []string,
 	since, until string, maxScan int) error {
 	bad := func(flag string, err error) error {
-		var se *workflow.SearchError
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*workflow.SearchError](err); ok {
 			if se.Pos > 0 {
 				return usageErrorf("list: invalid --%s: position %d: %s", flag, se.Pos, se.Msg)
 			}

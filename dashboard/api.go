@@ -346,7 +346,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "workflow %q: not a workflow name", opts.Workflow))
 		return
 	}
-	if _, err := s.searchParams(q, &opts); err != nil {
+	if _, err := s.searchParams(q, &opts, principal(r).IsAdmin()); err != nil {
 		s.fail(w, r, err)
 		return
 	}

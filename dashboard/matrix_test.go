@@ -68,6 +68,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "GET", path: "/api/v1/workflows?id_prefix={id}&input=input.fail_step%3Dtransform&since=1h", run: sharedRun,
 			want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/workflows?input=input.fail_step!%3Dx", want: [5]int{unauth, unauth, 400, 400, 400}},
+		// A search's bound is the admins' to set.
+		{method: "GET", path: "/api/v1/workflows?input=input.fail_step%3Dx&scan_limit=5",
+			want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/api/v1/workflows/{id}", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
 		{method: "GET", path: "/api/v1/workflows/{id}/events", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
 		{method: "POST", path: "/api/v1/workflows/{id}/recover", run: failed, changes: true,

@@ -19,7 +19,7 @@ import (
 //	            (may be given more than once: every condition holds)
 //	since       created at or after: RFC 3339, a date, or a duration before now (24h)
 //	until       created before: the same forms
-//	scan_limit  the runs one page of an ID-prefix or input search examines (1 to 10,000)
+//	scan_limit  the runs one page of an ID-prefix or input search examines (1 to 10,000; admins)
 //
 // The owner scoping of the listing applies first: a user's search examines
 // only their own runs' inputs.
@@ -42,7 +42,11 @@ func (f searchForm) Active() bool {
 // searchParams reads the search's query parameters into opts. It returns a
 // 400 problem naming the parameter, and the position in it, of what is
 // wrong.
-func (s *Server) searchParams(q url.Values, opts *workflow.ListOptions) (searchForm, error) {
+//
+// scan_limit is for admins only (403 for a user): a page that a low bound
+// ends tells the millisecond of the last run it examined, which may be
+// another owner's, and a user could so list when every run was created.
+func (s *Server) searchParams(q url.Values, opts *workflow.ListOptions, admin bool) (searchForm, error) {
 	var f searchForm
 	bad := func(param string, err error) error {
 		if se, ok := errors.AsType[*workflow.SearchError](err); ok {
@@ -109,6 +113,9 @@ func (s *Server) searchParams(q url.Values, opts *workflow.ListOptions) (searchF
 			opts.CreatedTo.UTC().Format("2006-01-02T15:04:05.000Z07:00"), opts.CreatedFrom.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	}
 	if v := q.Get("scan_limit"); v != "" {
+		if !admin {
+			return f, problemf(http.StatusForbidden, ProblemForbidden, "only admins set scan_limit")
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > workflow.MaxSearchScan {
 			return f, problemf(http.StatusBadRequest, ProblemInvalidRequest, "query parameter \"scan_limit\" %q: want an integer from 1 to %d",

@@ -144,11 +144,15 @@ func TestSearchAPI(t *testing.T) {
 		}
 	}
 
-	// The bound: one run examined a page; following the cursors finds
-	// a1, the oldest, after 3 limited pages of alice's.
-	got, limited := e.search(aliceToken, v("input", "input.vip=true", "scan_limit", "1"))
+	// The bound (admins only): one run examined a page; following the
+	// cursors finds a1, the oldest, after 3 limited pages or more.
+	got, limited := e.search(rootToken, v("input", "input.vip=true", "scan_limit", "1"))
 	if !slices.Equal(got, ids(a1)) || limited < 3 {
 		t.Errorf("scan_limit=1: %v (%d limited), want [%s] after 3 limited pages or more", got, limited, a1.ID)
+	}
+	got, _ = e.search(aliceToken, v("input", "input.vip=true"))
+	if !slices.Equal(got, ids(a1)) {
+		t.Errorf("alice's input.vip=true: %v, want [%s]", got, a1.ID)
 	}
 	resp := e.do(req{method: "GET", path: "/api/v1/workflows?input=input.vip%3Dtrue&scan_limit=2", token: rootToken})
 	var l runList
@@ -156,11 +160,16 @@ func TestSearchAPI(t *testing.T) {
 	if !l.ScanLimited || l.Scanned != 2 || len(l.Runs) != 0 || l.NextCursor == "" {
 		t.Errorf("admin, scan_limit=2: %+v, want limited after 2 with a cursor", l)
 	}
+	// For a user, scan_limit is refused: a low bound would tell when
+	// other owners' runs were created, one a page.
 	resp = e.do(req{method: "GET", path: "/api/v1/workflows?input=input.vip%3Dtrue&scan_limit=2", token: aliceToken})
-	l = runList{}
-	resp.decode(t, &l)
-	if !l.ScanLimited || l.Scanned != 0 || strings.Contains(string(resp.body), `"scanned"`) {
-		t.Errorf("alice, scan_limit=2: %s, want limited without a count of the runs examined", resp.body)
+	if resp.status != 403 || !strings.Contains(resp.problem(t).Detail, "only admins set scan_limit") {
+		t.Errorf("alice, scan_limit=2: %d %s, want 403", resp.status, resp.body)
+	}
+	// Neither does a user's page say how many runs it examined.
+	resp = e.do(req{method: "GET", path: "/api/v1/workflows?input=input.vip%3Dtrue", token: aliceToken})
+	if strings.Contains(string(resp.body), `"scanned"`) {
+		t.Errorf("alice's search: %s, want no count of the runs examined", resp.body)
 	}
 }
 
@@ -189,7 +198,11 @@ func TestSearchAPIRefusesBadSyntax(t *testing.T) {
 		{"scan_limit=10001", `want an integer from 1 to 10000`},
 	} {
 		runs, audit := e.countRuns(), len(e.audit())
-		resp := e.do(req{method: "GET", path: "/api/v1/workflows?" + c.query, token: aliceToken})
+		token := aliceToken
+		if strings.HasPrefix(c.query, "scan_limit") {
+			token = rootToken // a user's scan_limit is a 403 (TestSearchAPI)
+		}
+		resp := e.do(req{method: "GET", path: "/api/v1/workflows?" + c.query, token: token})
 		if resp.status != 400 {
 			t.Errorf("%s: %d %s, want 400", c.query, resp.status, resp.body)
 			continue
@@ -240,8 +253,13 @@ func TestSearchUI(t *testing.T) {
 		t.Errorf("bob's search of alice's input: %d\n%s", resp.status, resp.html())
 	}
 
-	// The bound: the note, and a next link that keeps the search.
-	resp = e.page("/?input="+url.QueryEscape("input.vip=true")+"&scan_limit=1&since=1h", aliceToken)
+	// The bound (an admin's scan_limit): the note, and a next link that
+	// keeps the search; a user may not set it.
+	if resp := e.page("/?input="+url.QueryEscape("input.vip=true")+"&scan_limit=1", aliceToken); resp.status != 403 ||
+		!strings.Contains(resp.html(), "only admins set scan_limit") {
+		t.Errorf("alice's scan_limit: %d, want 403 with the reason", resp.status)
+	}
+	resp = e.page("/?input="+url.QueryEscape("input.vip=true")+"&scan_limit=1&since=1h", rootToken)
 	page = resp.html()
 	m := nextLinkRE.FindStringSubmatch(page)
 	if resp.status != 200 || !strings.Contains(page, `class="note scan-limited"`) || m == nil {
@@ -257,7 +275,7 @@ func TestSearchUI(t *testing.T) {
 	}
 	found := false
 	for range 10 {
-		resp = e.page(next.String(), aliceToken)
+		resp = e.page(next.String(), rootToken)
 		if strings.Contains(resp.html(), `data-run="`+a1.ID+`"`) {
 			found = true
 			break

@@ -218,11 +218,11 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	v := u.newView(r, p, "runs", "Runs")
 	v.EventsAfter = u.eventsCursor(r)
 	status := http.StatusOK
-	search, serr := u.s.searchParams(q, &opts)
+	search, serr := u.s.searchParams(q, &opts, p.IsAdmin())
 	d.Search = search
 	var page workflow.ListPage
-	if serr != nil {
-		status, d.SearchError = http.StatusBadRequest, serr.Error()
+	if ae, ok := errors.AsType[*apiError](serr); ok {
+		status, d.SearchError = ae.status, ae.detail
 	} else {
 		page, err = u.s.client.ListPage(r.Context(), opts)
 		if err != nil {

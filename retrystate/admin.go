@@ -250,12 +250,50 @@ func (s *Store) scanRuns(ctx context.Context, idx string, q ListQuery) (Page, er
 		out.Next = cursorOf(picked[limit-1])
 		picked = picked[:limit]
 	case !exhausted && scanned > 0:
-		out.Next = cursorOf(last) // the scan's bound ended the page: go on from here
-		out.Limited = true
+		// The scan's bound ended the page: go on from the last entry
+		// examined, which may be another owner's run.
+		next, err := s.boundCursor(ctx, idx, last)
+		if err != nil {
+			return Page{}, err
+		}
+		out.Next, out.Limited = next, true
 	}
 	runs, err := s.runHeads(ctx, picked)
 	out.Runs = runs
 	return out, err
+}
+
+// boundCursor is the cursor that goes on after entry last of index idx
+// without naming it, since it may be another owner's run: its score and
+// the shortest start of its ID that sorts after the next entry's ID at
+// the same score ("0", below every run ID, when there is none), so that
+// the next page skips what this one examined and nothing else. The
+// score tells only that some run was created at that millisecond; the
+// start of an ID, its creation time and a character or two of its 80
+// random bits.
+func (s *Store) boundCursor(ctx context.Context, idx string, last indexEntry) (string, error) {
+	score := int64(last.Score)
+	rank, err := s.rdb.ZRevRank(ctx, idx, last.ID).Result()
+	if errors.Is(err, redis.Nil) {
+		return fmt.Sprintf("%d:%s", score, last.ID), nil // gone meanwhile: its own ID still sorts right
+	}
+	if err != nil {
+		return "", err
+	}
+	after, err := s.rdb.ZRevRangeWithScores(ctx, idx, rank+1, rank+1).Result()
+	if err != nil {
+		return "", err
+	}
+	sep := "0"
+	if len(after) == 1 && int64(after[0].Score) == score {
+		next, _ := after[0].Member.(string)
+		k := 0
+		for k < len(next) && k < len(last.ID) && next[k] == last.ID[k] {
+			k++
+		}
+		sep = last.ID[:min(k+1, len(last.ID))]
+	}
+	return fmt.Sprintf("%d:%s", score, sep), nil
 }
 
 // filterEntries tells, for each candidate of a scan, whether q's filters

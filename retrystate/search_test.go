@@ -195,3 +195,70 @@ func TestSearchRefusesAnEmptyRange(t *testing.T) {
 		t.Errorf("bad cursor: %v", err)
 	}
 }
+
+// TestSearchCursorNamesNoRun: the cursor of a page the bound ended names
+// no run, since the last run examined may be another owner's: it holds the
+// millisecond and at most the start of an ID that tells it from the next.
+// Followed, the cursors still find every match once, with runs sharing a
+// millisecond on either side of a cut.
+func TestSearchCursorNamesNoRun(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	var bobs, alices []string
+	for i := range 24 {
+		owner := "bob"
+		if i%3 == 0 {
+			owner = "alice"
+		}
+		// Four runs a millisecond: their IDs share the 10 characters of
+		// the time, and differ from the 11th on, as random bits do.
+		const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+		id := fmt.Sprintf("01m8k9%04d%c%c%014d", i/4, crockford[(i*7)%32], crockford[(i*11)%32], i)
+		createOwned(t, s, id, owner, "wf", t0.Add(time.Duration(i/4)*time.Millisecond))
+		if owner == "bob" {
+			bobs = append(bobs, id)
+		} else {
+			alices = append(alices, id)
+		}
+	}
+	seps := map[int]int{} // by the length of the ID part of limited cursors
+	for _, budget := range []int{1, 2, 3, 5} {
+		var got []string
+		q := retrystate.ListQuery{Owner: "alice", Budget: budget, IDPrefix: "01m8k9", Limit: 10}
+		for page := 0; ; page++ {
+			if page > 40 {
+				t.Fatal("more than 40 pages")
+			}
+			p, err := s.ListPage(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range p.Runs {
+				got = append(got, r.ID)
+			}
+			if p.Next == "" {
+				break
+			}
+			_, after, _ := strings.Cut(p.Next, ":")
+			if p.Limited && (len(after) > 12 || slices.Contains(bobs, after)) {
+				t.Errorf("budget %d: a limited page's cursor %q names a run", budget, p.Next)
+			}
+			if p.Limited {
+				seps[len(after)]++
+			}
+			q.Cursor = p.Next
+		}
+		slices.Sort(got)
+		want := slices.Clone(alices)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("budget %d: found %v\nwant %v", budget, got, want)
+		}
+	}
+	// Both kinds of cut: at the end of a millisecond ("0"), and within
+	// one (the time and one character).
+	if seps[1] == 0 || seps[11] == 0 {
+		t.Errorf("cursors' ID parts by length: %v, want some of 1 and of 11", seps)
+	}
+}

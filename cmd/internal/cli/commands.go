@@ -423,14 +423,16 @@ func searchFlags(c *CLI, fs *pflag.FlagSet, opts *workflow.ListOptions, idPrefix
 }
 
 // validCursor reports whether c has the form of the cursors list prints,
-// "<created ms>:<run ID>", which the workflow client (retrystate's
-// ListRuns) takes; List's ErrInvalidCursor backs this check up.
+// "<created ms>:<run ID>", or, after a page a search's bound ended,
+// "<created ms>:<the start of a run ID>", which the workflow client
+// (retrystate's ListRuns) takes; List's ErrInvalidCursor backs this check
+// up.
 func validCursor(c string) bool {
 	ms, id, ok := strings.Cut(c, ":")
 	if _, err := strconv.ParseInt(ms, 10, 64); err != nil || !ok {
 		return false
 	}
-	return workflow.ValidRunID(id)
+	return workflow.ValidRunIDPrefix(id)
 }
 
 func badCursor(c string) error {

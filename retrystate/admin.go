@@ -135,9 +135,9 @@ const (
 // keep (an empty filter keeps every run). A filtered scan is bounded: once
 // it has examined its budget of index entries (or read searchInputBytes of
 // inputs) it returns what it has, possibly fewer than Limit runs or none,
-// with the cursor of the last entry examined, so that the next page goes
-// on from there, and Limited set. "" as the next cursor means the range is
-// exhausted.
+// with a cursor just after the last entry examined (boundCursor: it does
+// not name that run), so that the next page goes on from there, and
+// Limited set. "" as the next cursor means the range is exhausted.
 //
 // The ID prefix is matched on the index's entries; the owner and workflow
 // are read for every other candidate, and the input only for those whose

@@ -1,6 +1,7 @@
 package retrystate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -334,31 +335,39 @@ func (s *Store) filterEntries(ctx context.Context, cands []indexEntry, q ListQue
 	if q.Input == nil || len(rest) == 0 {
 		return keep, nil
 	}
-	pipe := s.rdb.Pipeline()
-	inputs := make([]*redis.StringCmd, len(rest))
-	for j, i := range rest {
-		inputs[j] = pipe.HGet(ctx, s.keys.run(cands[i].ID), "input")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	for j, i := range rest {
-		if *inputRead > searchInputBytes {
-			// Past the bound: this candidate and the rest are left for
+	// The inputs, inputBatch at a time: each up to the client's
+	// MaxInputBytes, they are read no further than the page's bound.
+	for start := 0; start < len(rest); start += inputBatch {
+		chunk := rest[start:min(start+inputBatch, len(rest))]
+		if *inputRead > cmp.Or(q.InputBytes, searchInputBytes) {
+			// Past the bound: these candidates and the rest are left for
 			// the next page.
-			for _, i := range rest[j:] {
+			for _, i := range rest[start:] {
 				keep[i] = -1
 			}
 			break
 		}
-		in := inputs[j].Val()
-		*inputRead += len(in)
-		if !q.Input([]byte(in)) {
-			keep[i] = 0
+		pipe := s.rdb.Pipeline()
+		inputs := make([]*redis.StringCmd, len(chunk))
+		for j, i := range chunk {
+			inputs[j] = pipe.HGet(ctx, s.keys.run(cands[i].ID), "input")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		for j, i := range chunk {
+			in := inputs[j].Val()
+			*inputRead += len(in)
+			if !q.Input([]byte(in)) {
+				keep[i] = 0
+			}
 		}
 	}
 	return keep, nil
 }
+
+// inputBatch is the number of inputs a search reads in one round trip.
+const inputBatch = 50
 
 func cursorOf(z indexEntry) string { return fmt.Sprintf("%d:%s", int64(z.Score), z.ID) }
 

@@ -75,6 +75,9 @@ type ListQuery struct {
 	// SearchBudget with IDPrefix or Input, else the greater of 1,000 and 10
 	// per run of Limit.
 	Budget int
+	// InputBytes bounds the bytes of input one page reads, checked every
+	// 50 inputs; 0 for the default, 64 MiB.
+	InputBytes int
 }
 
 // runIDLen is the length of a run ID (core.RunIDLen).
@@ -84,8 +87,8 @@ const runIDLen = 26
 // Input): the index entries one page examines, newest first.
 const SearchBudget = 10000
 
-// searchInputBytes bounds the bytes of input one page reads: past it, the
-// page ends as it does at its Budget.
+// searchInputBytes bounds the bytes of input one page reads: once past
+// it, the page ends as it does at its Budget.
 const searchInputBytes = 64 << 20
 
 // Page is a page of a listing.

@@ -262,3 +262,25 @@ func TestSearchCursorNamesNoRun(t *testing.T) {
 		t.Errorf("cursors' ID parts by length: %v, want some of 1 and of 11", seps)
 	}
 }
+
+// TestSearchInputBytesBound: a page stops reading inputs once it has read
+// its bound of bytes (checked every 50 inputs), limited, and the cursors
+// go on to every match.
+func TestSearchInputBytesBound(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ids := searchRuns(t, s, 120) // inputs of about 25 bytes
+	q := retrystate.ListQuery{Input: inputHas(`"owner":"alice"`), InputBytes: 100, Limit: 1000}
+	p, err := s.ListPage(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Limited || p.Scanned != 50 || len(p.Runs) != 25 {
+		t.Errorf("first page: limited %v, scanned %d, %d runs; want limited after the first 50 inputs, 25 runs",
+			p.Limited, p.Scanned, len(p.Runs))
+	}
+	got, pages, _ := searchAll(t, s, q)
+	if want := newestFirst(ids, func(i int) bool { return i%2 == 0 }); !slices.Equal(got, want) || pages != 3 {
+		t.Errorf("followed: %d runs in %d pages, want %d in 3", len(got), pages, len(want))
+	}
+}

@@ -303,6 +303,9 @@ func TestSearchUI(t *testing.T) {
 	if strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("the hostile query reached the page unescaped, or is not shown")
 	}
+	if strings.Contains(page, "data-live=") {
+		t.Error("a refused search's page asks for live updates")
+	}
 	// A valid search for a hostile value, and a run whose input is
 	// hostile: both inert.
 	resp = e.page("/?input="+url.QueryEscape(`input.note="<script>alert(1)</script>"`), aliceToken)

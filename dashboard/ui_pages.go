@@ -278,7 +278,9 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	lq := url.Values{}
 	maps.Copy(lq, q)
 	lq.Set(fragmentParam, "1")
-	v.Live = "/?" + lq.Encode()
+	if serr == nil { // a refused search has nothing to update
+		v.Live = "/?" + lq.Encode()
+	}
 	v.Data = d
 	u.render(w, r, status, v)
 }

@@ -72,6 +72,8 @@ func (s *Store) Begin(ctx context.Context, a BeginParams) (BeginResult, error) {
 //     body; start its wait (Store.Wait, WaitStart).
 //   - OutcomeWake: the wake-up of a waiting step (StepKind) is due:
 //     Store.Wait, WaitWake.
+//   - OutcomePaused: the run is paused (Store.Pause): the dispatch is
+//     parked for the resume to write again; acknowledge.
 type BeginResult struct {
 	Outcome Outcome
 	// Started is the attempt begun or resumed (OutcomeOK).
@@ -94,7 +96,7 @@ type BeginResult struct {
 }
 
 var beginOutcomes = []Outcome{OutcomeOK, OutcomeGone, OutcomeEnded, OutcomeStale, OutcomeBusy, OutcomeEarly,
-	OutcomeDeferred, OutcomeRunFailed, OutcomeWait, OutcomeWake}
+	OutcomeDeferred, OutcomeRunFailed, OutcomeWait, OutcomeWake, OutcomePaused}
 
 func beginResult(d decoded, err error) (BeginResult, error) {
 	if d, err = accept("begin", d, err, beginOutcomes); err != nil {

@@ -185,7 +185,7 @@ func (s *Store) TrimIndexes(ctx context.Context, before time.Time, limit int64) 
 	}
 	pipe = s.rdb.Pipeline()
 	keys := []string{s.keys.all(), s.keys.active(), s.keys.scheduled(), s.keys.attention(), s.keys.fences(),
-		s.keys.deadlines()}
+		s.keys.deadlines(), s.keys.paused()}
 	for _, st := range RunStatuses {
 		keys = append(keys, s.keys.byStatus(st))
 	}

@@ -78,6 +78,9 @@ type ListQuery struct {
 	// InputBytes bounds the bytes of input one page reads, checked every
 	// 50 inputs; 0 for the default, 64 MiB.
 	InputBytes int
+	// Paused keeps only the paused runs (Store.Pause), read from their
+	// index (idx:paused), with the filters above.
+	Paused bool
 }
 
 // runIDLen is the length of a run ID (core.RunIDLen).
@@ -120,6 +123,9 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 func (s *Store) ListPage(ctx context.Context, q ListQuery) (Page, error) {
 	if q.CreatedFrom < 0 || q.CreatedTo < 0 || (q.CreatedTo != 0 && q.CreatedTo <= q.CreatedFrom) {
 		return Page{}, ErrBadRange
+	}
+	if q.Paused {
+		return s.listPaused(ctx, q)
 	}
 	if len(q.IDPrefix) == runIDLen {
 		return s.listOne(ctx, q)

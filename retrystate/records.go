@@ -60,6 +60,14 @@ type Run struct {
 	// (it was repaired automatically too often).
 	AttentionReason string
 	AutoRecoveries  int
+	// Pause (Store.Pause): the run is paused (a terminal run never is:
+	// a run that ended while paused reads as not paused), since PausedAt,
+	// by PausedBy; Parked when a dispatch of its current step waits for
+	// the resume.
+	Paused   bool
+	Parked   bool
+	PausedAt time.Time
+	PausedBy string
 	// OrderingKey is the run's ordering key ("" for none), in its owner's
 	// line, or in the shared line when OrderingShared (gates.go,
 	// StoredOrderingKey); MaxRunning its workflow's limit when the run
@@ -244,7 +252,7 @@ const (
 var runFields = []string{"workflow", "status", "owner", "input", "idempotency_key", "def", "current",
 	"steps", "iterations", "max_iterations", "deadline", "created_at", "started_at", "updated_at", "finished_at",
 	"failure_code", "failure_reason", "warning", "needs_attention", "attention_reason", "auto_recoveries",
-	"ord_key", "wf_limit", "waiting"}
+	"ord_key", "wf_limit", "waiting", "paused", "paused_at", "paused_by"}
 
 // splitRunHash splits a run hash (HGETALL) into the run's own fields, each
 // step's, whose fields are named s<idx>.<field> (lua/README.md), and each
@@ -307,7 +315,7 @@ func stepField(k string) (int, string, bool) {
 
 func parseRun(id string, h map[string]string) *Run {
 	ordKey, _, ordShared := SplitOrderingKey(h["ord_key"])
-	return &Run{
+	r := &Run{
 		ID:              id,
 		Workflow:        h["workflow"],
 		Status:          RunStatus(h["status"]),
@@ -339,6 +347,10 @@ func parseRun(id string, h map[string]string) *Run {
 		OnFailure:       h["on_failure"],
 		Saga:            parseSaga(h),
 	}
+	if p := h["paused"]; p != "" && !r.Status.Terminal() {
+		r.Paused, r.Parked, r.PausedAt, r.PausedBy = true, p == "parked", msTime(h["paused_at"]), h["paused_by"]
+	}
+	return r
 }
 
 // recordFromHash parses a run hash (HGETALL) into a Run with its steps.

@@ -409,6 +409,9 @@ func decodeBegin(res []string, index int, traced bool) (decoded, error) {
 		return r.result(decoded{Outcome: OutcomeEarly, Wait: r.millis(replyField)})
 	case "failed":
 		return decodeFailed(r)
+	case "paused":
+		r.want(1)
+		return r.result(decoded{Outcome: OutcomePaused})
 	case "wait", "wake":
 		o, trace := OutcomeWait, ""
 		if r.word() == "wake" {

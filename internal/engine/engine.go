@@ -368,6 +368,12 @@ func (e *Engine) notStarted(ctx context.Context, log core.LineLogger, p tasks.St
 			}
 		}
 		return nil
+	case retrystate.OutcomePaused:
+		// The run is paused: the dispatch is parked in the run, and its
+		// resume writes the task again.
+		log.Info("acknowledged a delivery of a paused run; its dispatch waits for the resume")
+		e.cfg.Observer.StepAttempt(ctx, p.RunID, p.Workflow, p.Name, core.OutcomeIgnored, 0)
+		return nil
 	case retrystate.OutcomeBusy:
 		log.Info("another delivery of this attempt is running; deferring", core.AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait + 500*time.Millisecond, why: "attempt running elsewhere"}

@@ -31,6 +31,10 @@
 --                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
 --   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
 --                             due now: the caller runs wait.lua's wake
+--   {"paused"}                the run is paused (pause.lua): this dispatch of its pending step,
+--                             or wake-up of its waiting step, is parked (the run's paused
+--                             "parked"; the step keeps its task ID and due time, and resume
+--                             writes its task again): acknowledge
 --                             (with trace, "wait" and "wake" also carry the run's trace)
 -- A begin with the token of the attempt's live fence is this delivery asking
 -- again after its first begin's reply was lost (Redis timed out, froze or
@@ -58,7 +62,7 @@ local f = {"status", "current", "deadline", "iterations", "max_iterations", "inp
   p .. "attempt", p .. "name", p .. "policy", p .. "budget_base",
   p .. "resuming", p .. "retry_state", p .. "attempts_started", p .. "started_at",
   q .. "name", q .. "attempt", q .. "timeout_ms", p .. "max_iterations", "warning", p .. "kind",
-  p .. "breaker"}
+  p .. "breaker", "paused"}
 if trace == "1" then
   f[#f + 1] = "trace"
 end
@@ -86,6 +90,8 @@ local st_resuming, st_retry_state, st_attempts_started, st_started_at = v[16], v
 local nx_name, nx_attempt, nx_timeout_ms, st_max_iterations, run_warning = v[20], v[21], v[22], v[23], v[24]
 -- st_kind is false for a step with a body (create.lua writes kind only for awaits and sleeps).
 local st_kind, st_breaker = v[25], v[26]
+-- run_paused: false or "" (not paused), "1" (paused), "parked" (paused, a dispatch parked).
+local run_paused = v[27]
 if not run_status then
   return {"gone"}
 end
@@ -102,6 +108,14 @@ end
 
 if run_current ~= index or st_task ~= task or (st_status ~= "pending" and st_status ~= "running") then
   if st_status == "waiting" and st_task == task and run_current == index then
+    if run_paused and run_paused ~= "" then
+      -- A paused run: the wake-up waits for the resume, which writes it again.
+      if run_paused ~= "parked" then
+        redis.call("HSET", RUN, "paused", "parked")
+      end
+      journal("dispatch_parked", "step", st_name, "attempt", st_attempt, "task", task)
+      return {"paused"}
+    end
     -- The wake-up task of a waiting step: never before its time.
     local due = num(st_next_attempt_at)
     if due > NOW then
@@ -115,11 +129,22 @@ if run_current ~= index or st_task ~= task or (st_status ~= "pending" and st_sta
   local cur = num(run_current)
   local c = step_get(cur, "status", "name", "attempt", "gen", "next_attempt_at", "timeout_ms")
   local c_status, c_name, c_attempt, c_gen, c_next_attempt_at, c_timeout_ms = c[1], c[2], c[3], c[4], c[5], c[6]
-  -- (A run waiting in a gate's line has no task until it is admitted.)
-  if (c_status == "pending" or c_status == "waiting") and zero(redis.call("HGET", RUN, "waiting")) then
+  -- (A run waiting in a gate's line has no task until it is admitted; a
+  -- paused run's may be parked, which its resume writes.)
+  if (c_status == "pending" or c_status == "waiting") and not (run_paused and run_paused ~= "") and
+    zero(redis.call("HGET", RUN, "waiting")) then
     return {"stale", int(cur), c_name, int(c_attempt), int(c_gen), int(c_next_attempt_at), int(c_timeout_ms)}
   end
   return {"stale"}
+end
+if st_status == "pending" and run_paused and run_paused ~= "" then
+  -- A paused run begins nothing: the dispatch is parked, with its due time
+  -- (next_attempt_at), for the resume (pause.lua) to write again.
+  if run_paused ~= "parked" then
+    redis.call("HSET", RUN, "paused", "parked")
+  end
+  journal("dispatch_parked", "step", st_name, "attempt", st_attempt, "task", task)
+  return {"paused"}
 end
 if st_kind and st_kind ~= "" then
   -- An await or a sleep has no body: the caller starts its wait.

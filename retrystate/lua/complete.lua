@@ -33,7 +33,7 @@
 -- as the checkpoint.
 -- With inline_token, the next step is begun here instead, under that token, as
 -- begin.lua would begin its first attempt (fence, iteration, journal), and
--- no task is written for it: unless the next step is an await or a sleep,
+-- no task is written for it: unless the run is paused (pause.lua), the next step is an await or a sleep,
 -- is behind a circuit breaker, or a begin would refuse it (the run's
 -- deadline passed, its iteration ceiling reached), in which case the task
 -- is written as without inline_token and begin.lua decides.
@@ -60,13 +60,16 @@ local p, q = "s" .. index .. ".", sp(idx + 1)
 local v = redis.call("HMGET", RUN, "status", "steps", "workflow", "created_at", "idempotency_key",
   p .. "status", p .. "fence", p .. "name", p .. "attempt", p .. "attempt_started_at",
   q .. "attempt", q .. "name", q .. "timeout_ms", q .. "run_timeout_ms", "deadline_base", "run_timeout_ms",
-  "deadline", "gated", p .. "breaker")
+  "deadline", "gated", p .. "breaker", "paused")
 -- The slots by name: run_<field> of the run (run_timeout_ms is its own),
 -- st_<field> of this step, nx_<field> of the next step.
 local run_status, run_steps, run_workflow, run_created_at, run_idempotency_key = v[1], v[2], v[3], v[4], v[5]
 local st_status, st_fence, st_name, st_attempt, st_attempt_started_at = v[6], v[7], v[8], v[9], v[10]
 local nx_attempt, nx_name, nx_timeout_ms, nx_run_timeout_ms = v[11], v[12], v[13], v[14]
 local run_deadline_base, run_timeout_ms, run_deadline, run_gated, st_breaker = v[15], v[16], v[17], v[18], v[19]
+-- run_paused: the run is paused (pause.lua): its next step is not begun inline;
+-- its task is written, and begin.lua parks it.
+local run_paused = v[20]
 if run_status ~= "running" or st_status ~= "running" or st_fence ~= token then
   if st_fence == "done:" .. token then
     -- This attempt's own complete, applied before: its reply was lost.
@@ -103,7 +106,7 @@ if nxt < num(run_steps) then
   for i = 1, #done do
     w[#w + 1] = done[i]
   end
-  if inline_token and inline_token ~= "" then
+  if inline_token and inline_token ~= "" and not (run_paused and run_paused ~= "") then
     -- Inline continuation: begin the next step here (begin.lua's checks of
     -- a fresh attempt; anything else falls through to its task).
     local r = sp(nxt + 1)

@@ -3,7 +3,7 @@
 -- an operator (recover, retry, skip, restore): pending if it never started,
 -- else running (or to, when given: a compensation's recover makes the run
 -- compensating); no failure, attention or expiry; a fresh iteration count
--- and auto-recovery count; and, when its deadline has passed, a deadline
+-- and auto-recovery count; not paused; and, when its deadline has passed, a deadline
 -- that starts afresh from now (activate sets the deadline of the step the
 -- run resumes at). Returns the new status.
 local function reopen(status, to)
@@ -18,6 +18,9 @@ local function reopen(status, to)
   set_status(status, to, nil, "needs_attention", "0", "failure_code", "", "failure_reason", "", "attention_reason", "",
     "finished_at", "0", "auto_recoveries", "0", "iterations", "0", "warning", "")
   redis.call("ZREM", IDX("attention"), RUN_ID)
+  -- An operator's reopen of a run that was paused when it ended resumes it (pause.lua).
+  redis.call("HDEL", RUN, "paused", "paused_at", "paused_by")
+  redis.call("ZREM", IDX("paused"), RUN_ID)
   redis.call("PERSIST", RUN)
   redis.call("PERSIST", JOURNAL)
   if run_idem_key and run_idem_key ~= "" then

@@ -26,6 +26,19 @@ const (
 	OutcomeResumed Outcome = "resumed"
 )
 
+// Journal entries of pause and resume.
+const (
+	// EventPaused: an operator paused the run (actor).
+	EventPaused = "paused"
+	// EventResumed: an operator resumed it (actor; step, attempt, task and
+	// due_at when a parked dispatch was written again).
+	EventResumed = "resumed"
+	// EventDispatchParked: a delivery of the paused run's current step
+	// (task) was acknowledged without beginning; the resume writes it
+	// again.
+	EventDispatchParked = "dispatch_parked"
+)
+
 // paused indexes the paused runs by creation time (pause.lua); the entry
 // of a run that ended while paused stays until a reopen or the trim.
 func (k keys) paused() string { return k.prefix + "idx:paused" }

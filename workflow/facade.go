@@ -542,7 +542,15 @@ const (
 	EventCompensationFailed    = core.EventCompensationFailed
 	EventRunCompensated        = core.EventRunCompensated
 	EventGroupRolledBack       = core.EventGroupRolledBack
+	// EventPaused, EventResumed and EventDispatchParked are journaled by
+	// Client.Pause and Client.Resume, and by a paused run's deliveries.
+	EventPaused         = core.EventPaused
+	EventResumed        = core.EventResumed
+	EventDispatchParked = core.EventDispatchParked
 )
+
+// Paused is how a run is paused (Run.Paused).
+type Paused = core.Paused
 
 // ErrInvalidSearch is wrapped by the errors of ParseInputFilter,
 // ParseIDPrefix and ParseTimeBound (a *SearchError naming the position),

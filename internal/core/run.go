@@ -113,6 +113,10 @@ type Run struct {
 	// max_running, or, when its current step waits, what that step waits
 	// for. Nil when the run is not waiting.
 	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	// Paused is set while the run is paused (Client.Pause): it begins no
+	// new attempt until Client.Resume. Nil when it is not (a run that ended
+	// is never paused).
+	Paused *Paused `json:"paused,omitempty"`
 	// OnFailure is "compensate" for a run of a workflow whose failures run
 	// its compensations (Definition.OnFailure), "" otherwise.
 	OnFailure FailureAction `json:"on_failure,omitempty"`
@@ -277,6 +281,9 @@ func RunFromRecord(rec *retrystate.Run) *Run {
 		r.Steps = append(r.Steps, st)
 	}
 	r.OnFailure = FailureAction(rec.OnFailure)
+	if rec.Paused {
+		r.Paused = &Paused{At: rec.PausedAt.UTC(), By: rec.PausedBy, Parked: rec.Parked}
+	}
 	stepName := func(i int) string {
 		if i >= 0 && i < len(rec.Steps) {
 			return rec.Steps[i].Name
@@ -370,6 +377,11 @@ const (
 	EventCompensationFailed    = retrystate.EventCompensationFailed
 	EventRunCompensated        = retrystate.EventRunCompensated
 	EventGroupRolledBack       = retrystate.EventGroupRolledBack
+	// EventPaused, EventResumed and EventDispatchParked are journaled by
+	// Client.Pause and Client.Resume, and by a paused run's deliveries.
+	EventPaused         = retrystate.EventPaused
+	EventResumed        = retrystate.EventResumed
+	EventDispatchParked = retrystate.EventDispatchParked
 )
 
 // EventFromEntry is the Event of a journal entry.
@@ -411,4 +423,14 @@ func FinalStatus(then string) (RunStatus, bool) {
 		return StatusSucceeded, true
 	}
 	return "", false
+}
+
+// Paused is how a run is paused (Run.Paused).
+type Paused struct {
+	// At is when it was paused, By who paused it (the actor).
+	At time.Time `json:"at"`
+	By string    `json:"by"`
+	// Parked: a dispatch of the current step arrived while paused and waits
+	// for the resume, which writes its task again (due at its due time).
+	Parked bool `json:"parked"`
 }

@@ -625,6 +625,9 @@ type ListOptions struct {
 	// reaches it holds what matched so far (maybe nothing), with
 	// ListPage.Limited set and a cursor that goes on from there.
 	MaxScan int
+	// Paused, when set, lists only the paused runs (Client.Pause), with
+	// the filters above; a page may hold fewer than Limit runs.
+	Paused bool
 }
 
 // MaxSearchScan is the default and greatest ListOptions.MaxScan: the runs
@@ -662,7 +665,7 @@ func (c *Client) ListPage(ctx context.Context, opts ListOptions) (ListPage, erro
 		return ListPage{}, fmt.Errorf("%w: %q", core.ErrInvalidStatus, opts.Status)
 	}
 	q := retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
-		Owner: opts.Owner, Workflow: opts.Workflow}
+		Owner: opts.Owner, Workflow: opts.Workflow, Paused: opts.Paused}
 	if opts.IDPrefix != "" {
 		p, err := core.ParseIDPrefix(opts.IDPrefix)
 		if err != nil {

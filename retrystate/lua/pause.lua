@@ -80,8 +80,10 @@ if (st_status == "pending" or st_status == "waiting") and st_task and st_task ~=
     put_now(QUEUE, NOWS, RUN_ID, run_workflow, idx, st_name, st_attempt, gen, id, st_timeout_ms, st_due)
   end
 end
-if id ~= "" then
+if id ~= "" and due > 0 then
   journal("resumed", "actor", actor, "step", st_name, "attempt", st_attempt, "task", id, "due_at", int(due))
+elseif id ~= "" then
+  journal("resumed", "actor", actor, "step", st_name, "attempt", st_attempt, "task", id)
 else
   journal("resumed", "actor", actor)
 end

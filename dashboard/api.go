@@ -38,6 +38,8 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
+	s.handle("POST /api/v1/workflows/{id}/pause", user(s.action(actionPause)))
+	s.handle("POST /api/v1/workflows/{id}/resume", user(s.action(actionResume)))
 	s.handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
 	s.handle("GET /api/v1/breakers", user(s.breakers))
 	s.handle("GET /api/v1/latency", user(s.latency))
@@ -342,6 +344,17 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	opts := workflow.ListOptions{Status: workflow.RunStatus(q.Get("status")), Workflow: q.Get("workflow"),
 		Owner: q.Get("owner"), Cursor: cursor, Limit: limit}
+	switch v := q.Get("paused"); v {
+	case "", "false", "0":
+	case "true", "1":
+		opts.Paused = true
+	default:
+		if len(v) > 32 {
+			v = v[:32] + "..."
+		}
+		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "query parameter \"paused\" is %q: want true or false", v))
+		return
+	}
 	if opts.Workflow != "" && !workflowNameRE.MatchString(opts.Workflow) {
 		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "workflow %q: not a workflow name", opts.Workflow))
 		return
@@ -411,6 +424,10 @@ const (
 	actionCancel  = "cancel"
 	actionRetry   = "retry"
 	actionSkip    = "skip"
+	// actionPause and actionResume: a paused run begins no new attempt
+	// (workflow.Client.Pause); both are idempotent.
+	actionPause  = "pause"
+	actionResume = "resume"
 )
 
 // emptyBody is the body of an action: none, or an empty JSON object.
@@ -489,6 +506,10 @@ func (s *Server) action(name string) http.HandlerFunc {
 			after, err = s.client.RetryStep(ctx, run.ID, step, opts)
 		case actionSkip:
 			after, err = s.client.SkipStep(ctx, run.ID, step, opts)
+		case actionPause:
+			after, err = s.client.Pause(ctx, run.ID, opts)
+		case actionResume:
+			after, err = s.client.Resume(ctx, run.ID, opts)
 		}
 		if err != nil {
 			s.fail(w, r, err)

@@ -50,6 +50,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
 	holding := func() *workflow.Run { return e.holdingRun() }
+	paused := func() *workflow.Run { return e.pausedRun("alice") }
 	const (
 		unauth    = 401
 		forbidden = 403
@@ -94,6 +95,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// by the run's state, the others before they learn of it.
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
+		{method: "POST", path: "/api/v1/workflows/{id}/pause", run: running, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/resume", run: paused, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// A run that ended is neither paused nor resumed.
+		{method: "POST", path: "/api/v1/workflows/{id}/pause", run: sharedRun,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
+		{method: "GET", path: "/api/v1/workflows?paused=true", want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/ordering-keys/k1", want: [5]int{unauth, unauth, 200, 200, 200}},
 		// Ordering keys are scoped by owner: a user reads only their own
 		// line of a key (owner=alice is alice's own), an admin any line.
@@ -171,9 +180,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 					t.Errorf("%s: request succeeded but changed nothing", name)
 				}
 			}
-			if run != nil && run.Status == workflow.StatusRunning {
-				// Let the worker go: the slow run's step sleeps a minute.
-				_, _ = e.client.Cancel(context.Background(), run.ID, nil)
+			if run != nil && ep.run != nil {
+				// Let the worker go: the slow run's step sleeps a minute
+				// (also when a pause or resume left it running).
+				if now, err := e.client.Get(context.Background(), run.ID); err == nil && now.Status == workflow.StatusRunning {
+					_, _ = e.client.Cancel(context.Background(), run.ID, nil)
+				}
 			}
 		}
 	}

@@ -411,7 +411,8 @@ func TestUISagaPages(t *testing.T) {
 	// Running, with a succeeded step to undo.
 	hold := e.holdingRun()
 	resp := e.page("/runs/"+hold.ID, aliceToken)
-	want := []string{"cancel " + api(hold.ID) + "/cancel", "compensate " + api(hold.ID) + "/cancel?compensate=true"}
+	want := []string{"cancel " + api(hold.ID) + "/cancel", "compensate " + api(hold.ID) + "/cancel?compensate=true",
+		"pause " + api(hold.ID) + "/pause"}
 	if got := actionsOf(resp); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("running saga: actions %v, want %v", got, want)
 	}
@@ -460,8 +461,8 @@ func TestUISagaPages(t *testing.T) {
 	})
 	resp = e.page("/runs/"+slow.ID, aliceToken)
 	page := resp.html()
-	if got := actionsOf(resp); len(got) != 1 || got[0] != "cancel "+api(slow.ID)+"/cancel" {
-		t.Errorf("compensating run: actions %v, want cancel only", got)
+	if got := actionsOf(resp); len(got) != 2 || got[0] != "cancel "+api(slow.ID)+"/cancel" || got[1] != "pause "+api(slow.ID)+"/pause" {
+		t.Errorf("compensating run: actions %v, want cancel and pause", got)
 	}
 	contains("the compensating run's page", page, `data-status="compensating"`,
 		`<span class="badge status-compensating">compensating</span>`,

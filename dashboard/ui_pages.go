@@ -164,8 +164,10 @@ type runsData struct {
 	Runs []*workflow.Run
 	// Filters, as given.
 	Status, Workflow, Owner string
-	Statuses                []workflow.RunStatus
-	Workflows               []string
+	// Paused: only the paused runs (the filter paused=true).
+	Paused    bool
+	Statuses  []workflow.RunStatus
+	Workflows []string
 	// Cursor is this page's; NextURL the next page's ("" after the last).
 	Cursor  string
 	NextURL string
@@ -207,6 +209,14 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		d.Owner = q.Get("owner")
 		opts.Owner = d.Owner
 	}
+	switch v := q.Get("paused"); v {
+	case "", "false", "0":
+	case "true", "1":
+		d.Paused, opts.Paused = true, true
+	default:
+		u.renderError(w, r, p, http.StatusBadRequest, fmt.Sprintf("paused=%q: want true or false.", cut(v, 32)))
+		return
+	}
 	if d.Workflow != "" && !workflowNameRE.MatchString(d.Workflow) {
 		u.renderError(w, r, p, http.StatusBadRequest, fmt.Sprintf("%q is not a workflow name.", cut(d.Workflow, 80)))
 		return
@@ -245,11 +255,13 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	} else {
 		reqLog(r).Warn("runs page: cannot count the runs", "error", err)
 	}
-	d.Bulk = p.IsAdmin()
+	// (The bulk actions' filters know no paused filter: a bulk action on
+	// "every run matching" would reach more runs than the page lists.)
+	d.Bulk = p.IsAdmin() && !d.Paused
 	d.FilterText = bulkFilterText(d.Status, d.Workflow, d.Owner)
 	if next != "" {
 		nq := url.Values{}
-		for _, k := range []string{"status", "workflow", "owner", "limit"} {
+		for _, k := range []string{"status", "workflow", "owner", "paused", "limit"} {
 			if x := q.Get(k); x != "" {
 				nq.Set(k, x)
 			}
@@ -366,6 +378,9 @@ type runData struct {
 	MoreEvents int              // older entries not shown
 	CanRecover bool
 	CanCancel  bool
+	// CanPause and CanResume: the run has not ended and is not paused;
+	// it is paused (POST .../pause, .../resume).
+	CanPause, CanResume bool
 	// CanCompensate: the run can be cancelled (or, failed, given up) and
 	// its succeeded steps compensated (POST .../cancel?compensate=true):
 	// it is pending, running or failed, not stopped at a failed
@@ -442,7 +457,8 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	d := runData{Run: run,
 		CanRecover: run.Status == workflow.StatusFailed || (run.NeedsAttention && !run.Terminal()),
 		CanCancel: run.Status == workflow.StatusPending || run.Status == workflow.StatusRunning ||
-			run.Status == workflow.StatusCompensating}
+			run.Status == workflow.StatusCompensating,
+		CanPause: !run.Terminal() && run.Paused == nil, CanResume: run.Paused != nil}
 	now := u.s.clock.Now()
 	d.Timeline = layoutTimeline(buildTimeline(run, evs, now))
 	if d.HeldBy, err = u.heldBy(r, p, run); err != nil {

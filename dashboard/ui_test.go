@@ -327,8 +327,9 @@ func TestUIButtonsOnlyWhenAllowed(t *testing.T) {
 	}
 
 	running := e.runningRun("alice")
-	if got := actionsOf(e.page("/runs/"+running.ID, aliceToken)); len(got) != 1 || got[0] != "cancel "+api(running.ID)+"/cancel" {
-		t.Errorf("running run: actions %v, want cancel only (its steps have no compensation)", got)
+	if got := actionsOf(e.page("/runs/"+running.ID, aliceToken)); len(got) != 2 || got[0] != "cancel "+api(running.ID)+"/cancel" ||
+		got[1] != "pause "+api(running.ID)+"/pause" {
+		t.Errorf("running run: actions %v, want cancel and pause (its steps have no compensation)", got)
 	}
 	// Let its step go now, not when the worker stops at the end of the test:
 	// a step stopped then records its failure after the test's Redis
@@ -436,8 +437,8 @@ func TestUIRetryingRunShowsCountdown(t *testing.T) {
 		!regexp.MustCompile(`data-events-after="\d+-\d+"`).MatchString(page) {
 		t.Error("the page lacks the last error, or what its script needs (run ID, event cursor)")
 	}
-	if got := actionsOf(resp); len(got) != 1 || !strings.HasPrefix(got[0], "cancel ") {
-		t.Errorf("retrying run: actions %v, want cancel only", got)
+	if got := actionsOf(resp); len(got) != 2 || !strings.HasPrefix(got[0], "cancel ") || !strings.HasPrefix(got[1], "pause ") {
+		t.Errorf("retrying run: actions %v, want cancel and pause", got)
 	}
 	if list := e.page("/", aliceToken); !strings.Contains(list.html(), `<span class="badge retrying">retrying</span>`) {
 		t.Error("the list has no retrying badge")

@@ -17,7 +17,8 @@ import (
 // workflow's max_running, or a worker to take its due task (from the
 // moment the step was due, after the run's start, its admission, the step
 // before it or its backoff, to its attempt's start; waits under
-// minWorkerWait are not drawn). Crashes, repairs and operators' actions are
+// minWorkerWait are not drawn), or for an operator's resume (a pause, on the
+// run's own row). Crashes, repairs and operators' actions are
 // marks. Everything is drawn to scale on one time axis, from the run's
 // creation to its end (or now).
 
@@ -38,6 +39,7 @@ const (
 	gapBreaker  = "breaker"
 	gapOrdering = "ordering"
 	gapWorker   = "worker"
+	gapPaused   = "paused"
 )
 
 // Kinds of timeline marks.
@@ -95,7 +97,7 @@ type timeline struct {
 }
 
 // runRowName is the name of the row of the run's own waits (ordering key,
-// workflow limit).
+// workflow limit, a pause).
 const runRowName = "(run)"
 
 // maxTimelineSegments bounds the segments of a timeline: a run that
@@ -250,7 +252,31 @@ func (b *timelineBuilder) add(ev workflow.Event) {
 	case workflow.EventRunRecovered, workflow.EventStepSkipped, workflow.EventRepair,
 		workflow.EventNeedsAttention, workflow.EventStepGoto:
 		b.operatorMark(ev)
+	case workflow.EventPaused, workflow.EventResumed:
+		b.paused(ev)
 	}
+}
+
+// paused reads an operator's pause and resume into the run's own row: the
+// pause opens a gap of kind paused, with who paused, the resume ends it.
+// A step that came due while paused waits for a worker from the resume
+// on, not before (its dispatch was parked).
+func (b *timelineBuilder) paused(ev workflow.Event) {
+	rr := b.row(runRowName)
+	if ev.Type == workflow.EventResumed {
+		if g := rr.last(true); g != nil && g.Kind == gapPaused {
+			closeSeg(g, ev.At, "")
+			g.Label += ", resumed by " + orDash(ev.Details["actor"])
+		}
+		if !b.due.IsZero() {
+			b.due = ev.At
+		}
+		return
+	}
+	if g := rr.last(true); g != nil && g.Kind == gapPaused {
+		return // (paused twice: the first pause goes on)
+	}
+	b.open(rr, tlSegment{Kind: gapPaused, Gap: true, Start: ev.At, Label: "paused by " + orDash(ev.Details["actor"])})
 }
 
 // attemptStarted opens an attempt on row r, ending the row's gap and any

@@ -47,6 +47,7 @@ func replyKinds() []replyKind {
 			{"wait", "await"},
 			{"wake", "sleep"},
 			{"deferred", "1800000020000", "0", "a", "2", "1", "60000"},
+			{"paused"},
 		}},
 		{"begin.lua, traced", func(r []string) error { return ignore(decodeBegin(r, 0, true)) }, [][]string{
 			append(slices.Clone(ok), ""),
@@ -141,6 +142,14 @@ func replyKinds() []replyKind {
 			{"succeeded"},
 			{"refused", "why"},
 			{"waiting", "workflow_limit", "1"},
+			{"gone"},
+		}},
+		{"pause.lua", func(r []string) error { return ignore(decodePause(r, ActionResume)) }, [][]string{
+			{"paused"},
+			{"resumed", "", "0"},
+			{"resumed", "run_s0_a2", "1800000005000"},
+			{"noop", "not paused"},
+			{"ended", "succeeded"},
 			{"gone"},
 		}},
 		{"restore.lua", func(r []string) error { return ignore(decodeAction(r, ActionRestore)) }, [][]string{

@@ -70,6 +70,11 @@ const (
 	// slot; Details["reason"] says for what: "signal" (an await: "step",
 	// "signal", "until" in Unix ms) or "timer" (a sleep: "step", "until").
 	EventRunWaiting = "run_waiting"
+	// EventRunPaused and EventRunResumed: an operator paused the run (it
+	// begins no new attempt) or resumed it: "actor". Delivered when
+	// configured.
+	EventRunPaused  = "run_paused"
+	EventRunResumed = "run_resumed"
 )
 
 // Payload is the JSON body of a delivery: one notification of the queue's

@@ -113,7 +113,7 @@
   // any. It starts after the last notification the page's data includes.
   var types = ["step_failed", "run_failed", "retry_scheduled", "run_recovered", "run_succeeded",
     "run_cancelled", "run_needs_attention", "run_waiting", "run_compensating", "run_compensated",
-    "group_rolled_back", "message"];
+    "group_rolled_back", "run_paused", "run_resumed", "message"];
   function connect() {
     if (!live || !liveURL || !window.EventSource) return;
     var url = "/api/v1/events";

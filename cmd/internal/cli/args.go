@@ -79,6 +79,7 @@ func runCommands() []*command {
 			summary: "list runs, newest first",
 			flags: []string{
 				"--status S\tonly runs in status S: " + orList(statuses),
+				"--paused\tonly the paused runs (enqueue pause)",
 				fmt.Sprintf("--limit N\tat most N runs, 1 to %d (default %d)", maxListLimit, defaultListLimit),
 				"--cursor C\tcontinue a listing where the previous page ended",
 				"--id-prefix P\tonly runs whose ID starts with P (a whole ID: that run)",
@@ -117,6 +118,20 @@ func operatorCommands() []*command {
 				"--json\tprint the run as JSON",
 			},
 			parse: parseCancel,
+		},
+		{
+			name: "pause", synopsis: "pause <run-id> [flags]",
+			summary: "pause a run that has not ended: it begins no new attempt until resumed (an attempt in flight finishes; " +
+				"retries, sleeps and breaker deferrals keep their due times); pausing a paused run is a no-op",
+			flags: []string{lastFlag, "--json\tprint the run as JSON"},
+			parse: parsePause("pause"),
+		},
+		{
+			name: "resume", synopsis: "resume <run-id> [flags]",
+			summary: "resume a paused run: what came due while it was paused runs now, the rest at its due time; " +
+				"resuming a run that is not paused is a no-op",
+			flags: []string{lastFlag, "--json\tprint the run as JSON"},
+			parse: parsePause("resume"),
 		},
 		{
 			name: "recover", synopsis: "recover <run-id> [flags]",

@@ -299,7 +299,7 @@ func parseKey(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	}
 }
 
-// parseList parses "list [--status S] [--limit N] [--cursor C]
+// parseList parses "list [--status S] [--paused] [--limit N] [--cursor C]
 // [--id-prefix P] [--input COND]... [--since T] [--until T] [--max-scan N]
 // [--json]".
 func parseList(c *CLI, fs *pflag.FlagSet) parseFunc {
@@ -311,6 +311,7 @@ func parseList(c *CLI, fs *pflag.FlagSet) parseFunc {
 	since := fs.String("since", "", "")
 	until := fs.String("until", "", "")
 	maxScan := fs.Int("max-scan", 0, "")
+	paused := fs.Bool("paused", false, "")
 	asJSON := fs.Bool("json", false, "")
 	return func(_ context.Context, pos []string) (action, error) {
 		if err := noPositional("list", pos); err != nil {
@@ -325,7 +326,7 @@ func parseList(c *CLI, fs *pflag.FlagSet) parseFunc {
 		if *cursor != "" && !validCursor(*cursor) {
 			return nil, badCursor(*cursor)
 		}
-		opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor}
+		opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor, Paused: *paused}
 		if err := searchFlags(c, fs, &opts, *idPrefix, *input, *since, *until, *maxScan); err != nil {
 			return nil, err
 		}

@@ -101,7 +101,7 @@ func writeCompletion(root *cobra.Command, shell string, w io.Writer) error {
 }
 
 // runArgCommands take a run ID as their first argument (or --last).
-var runArgCommands = []string{"status", "events", "cancel", "recover", "retry", "skip", "signal"}
+var runArgCommands = []string{"status", "events", "cancel", "pause", "resume", "recover", "retry", "skip", "signal"}
 
 // completeArgs completes def's positional arguments: workflow names
 // (start), recent run IDs, breaker names, shells, or files (validate).

@@ -68,6 +68,13 @@ func runHeader(lay layout, run *workflow.Run, now time.Time) *table {
 		attention = "yes"
 	}
 	field("needs attention", attention)
+	if p := run.Paused; p != nil {
+		what := fmt.Sprintf("by %s since %s: no new attempt begins until enqueue resume", p.By, fmtTime(&p.At))
+		if p.Parked {
+			what += " (its next dispatch is parked)"
+		}
+		field("paused", what)
+	}
 	iters := strconv.Itoa(run.Iterations)
 	if run.Gotos > 0 {
 		iters += fmt.Sprintf(" (%d gotos)", run.Gotos)
@@ -307,7 +314,11 @@ func writeRunList(w io.Writer, lay layout, runs []*workflow.Run) error {
 		if r.NeedsAttention {
 			attention = "yes"
 		}
-		t.add(r.ID, cell(r.Workflow), string(r.Status), cell(dash(r.Warning)), attention, fmtTime(&r.CreatedAt))
+		warning := r.Warning
+		if r.Paused != nil {
+			warning = strings.TrimSuffix("paused, "+warning, ", ")
+		}
+		t.add(r.ID, cell(r.Workflow), string(r.Status), cell(dash(warning)), attention, fmtTime(&r.CreatedAt))
 	}
 	return t.write(w)
 }

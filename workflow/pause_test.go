@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -150,7 +151,7 @@ func TestPauseHoldsARetry(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	var attempts atomic.Int32
 	def := workflow.Definition{Name: "pzr", Policy: fastPolicy(), Steps: []workflow.Step{
-		{Name: "a", Run: func(ctx context.Context, _ *workflow.StepContext) (any, error) {
+		{Name: "a", Run: func(context.Context, *workflow.StepContext) (any, error) {
 			if attempts.Add(1) > 1 {
 				return "ok", nil
 			}
@@ -301,5 +302,58 @@ func TestPausedRunParkedAndLeftAlone(t *testing.T) {
 	}
 	if s := r.get(other.ID).Step("a"); s.Status != workflow.StepSucceeded || s.Attempts != 1 {
 		t.Fatalf("step a after the resume: %+v", s)
+	}
+}
+
+// TestPausedRunsWorkerDies: a worker that dies mid-attempt while the run
+// is paused loses nothing: the sweep re-dispatches the attempt as after
+// any crash, its delivery is parked (the paused run begins nothing), and
+// the resume lets the same attempt resume, the crash counted once.
+func TestPausedRunsWorkerDies(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, twoSteps(noop))
+	run := mustStart(t, r.client, "two", nil)
+	first := tasks.ID(run.ID, 0, 1, 0)
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
+		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
+	if err != nil || b.Outcome != retrystate.OutcomeOK {
+		t.Fatalf("begin: %+v %v", b, err)
+	}
+	r.deleteTask(first)
+	if _, err := r.client.Pause(ctxb, run.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Advance(11 * time.Second) // the dead worker's fence expires
+	if rep, err := r.rec.Sweep(ctxb); err != nil || rep.Repairs["crashed_attempt"] != 1 {
+		t.Fatalf("sweep: %v %v", rep, err)
+	}
+	redispatched := tasks.ID(run.ID, 0, 1, 1)
+	if err := r.deliver(run.ID, "two", 0, "a", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.deleteTask(redispatched) // as the parked delivery's acknowledgement does
+	got := r.get(run.ID)
+	if a := got.Step("a"); a.Status != workflow.StepPending || a.Crashes != 1 || got.Paused == nil || !got.Paused.Parked {
+		t.Fatalf("after the parked re-dispatch: step %+v, paused %+v", a, got.Paused)
+	}
+	r.clock.Advance(time.Minute)
+	if rep := r.pass(); rep.Total() != 0 {
+		t.Fatalf("the reconciler repaired the paused run: %v", rep)
+	}
+	if _, err := r.client.Resume(ctxb, run.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.taskExists(redispatched); !ok {
+		t.Fatalf("the resume did not write the parked task %s again", redispatched)
+	}
+	if err := r.deliver(run.ID, "two", 0, "a", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	a := r.get(run.ID).Step("a")
+	if a.Status != workflow.StepSucceeded || a.Attempts != 1 || a.Crashes != 1 {
+		t.Errorf("step a after the resume: %+v", a)
+	}
+	if ev := lastEvent(r.events(run.ID), workflow.EventAttemptStarted); ev == nil || ev.Details["resumed"] != "1" {
+		t.Errorf("resumed attempt_started %+v", ev)
 	}
 }

@@ -103,7 +103,8 @@
 // run_cancelled, run_needs_attention, run_waiting, and a saga's
 // run_compensating (its failure: step, code, reason, group),
 // run_compensated (code, reason) and group_rolled_back (group, step, code,
-// reason). One goroutine per server waits on the
+// reason), and an operator's run_paused and run_resumed (actor). One
+// goroutine per server waits on the
 // stream (XREAD BLOCK) and wakes the open streams, so a transition reaches
 // clients within milliseconds, and an open stream costs no Redis connection
 // of its own. Last-Event-ID resumes a stream, replaying at most the newest

@@ -840,7 +840,8 @@ func (c *Client) Workflows(ctx context.Context) (map[string][]string, error) {
 // (the step whose failure starts them, code, reason, group),
 // run_compensated (code, reason) and group_rolled_back (group, step, code,
 // reason); a run that compensates notifies run_compensating, not
-// run_failed.
+// run_failed. An operator's pause and resume notify run_paused and
+// run_resumed (actor).
 // It is the webhook payload type: a webhook delivers the same fields as
 // JSON (with the owner under Details, see webhook.Payload), so one type
 // serves both.

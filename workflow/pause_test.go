@@ -284,6 +284,12 @@ func TestPausedRunParkedAndLeftAlone(t *testing.T) {
 	if _, err := r.client.Pause(ctxb, other.ID, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The delivery takes the task, as a dequeue does (active), and
+	// parks it; its acknowledgement has not come yet.
+	q, old := tasks.QueueKeys(r.queue), tasks.ID(other.ID, 0, 1, 0)
+	r.rdb.LRem(ctxb, q.Pending(), 0, old)
+	r.rdb.LPush(ctxb, q.Active(), old)
+	r.rdb.HSet(ctxb, q.Task(old), "state", "active")
 	if err := r.deliver(other.ID, "pzl", 0, "a", 1, 0); err != nil {
 		t.Fatal(err)
 	}

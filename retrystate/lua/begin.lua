@@ -31,11 +31,11 @@
 --                             "sleep_until"): it has no body; the caller starts its wait (wait.lua)
 --   {"wake", kind}            the wake-up of a waiting step (its timer or its await's timeout),
 --                             due now: the caller runs wait.lua's wake
+--                             (with trace, "wait" and "wake" also carry the run's trace)
 --   {"paused"}                the run is paused (pause.lua): this dispatch of its pending step,
 --                             or wake-up of its waiting step, is parked (the run's paused
 --                             "parked"; the step keeps its task ID and due time, and resume
 --                             writes its task again): acknowledge
---                             (with trace, "wait" and "wake" also carry the run's trace)
 -- A begin with the token of the attempt's live fence is this delivery asking
 -- again after its first begin's reply was lost (Redis timed out, froze or
 -- restarted): it gets "ok" again, with the fence's expiry renewed and nothing

@@ -33,10 +33,11 @@
 -- as the checkpoint.
 -- With inline_token, the next step is begun here instead, under that token, as
 -- begin.lua would begin its first attempt (fence, iteration, journal), and
--- no task is written for it: unless the run is paused (pause.lua), the next step is an await or a sleep,
--- is behind a circuit breaker, or a begin would refuse it (the run's
--- deadline passed, its iteration ceiling reached), in which case the task
--- is written as without inline_token and begin.lua decides.
+-- no task is written for it: unless the run is paused (pause.lua), the next
+-- step is an await or a sleep, is behind a circuit breaker, or a begin would
+-- refuse it (the run's deadline passed, its iteration ceiling reached), in
+-- which case the task is written as without inline_token and begin.lua
+-- decides (and parks it, on a paused run).
 -- Returns {"next", index, name, attempt, timeout_ms, enqueued (0|1)} when a
 -- next step is due now, {"inline", index, name, attempt, timeout_ms, policy,
 -- deadline, the step after it's name ("" for none), its attempt counter and

@@ -11,7 +11,10 @@
 --           the step's due time (next_attempt_at; now when passed or none):
 --           under a new dispatch (gen + 1, so a new task ID) when asynq still
 --           holds the old ID (the parked delivery not yet acknowledged), as
---           asynq keeps an ID taken while its task exists in any state.
+--           asynq keeps an ID taken while its task exists in any state. A task
+--           asynq holds pending or scheduled will be delivered: nothing is
+--           written then (a signal completed the parked await, and wrote the
+--           next step's task after the parking).
 -- Pausing a paused run, and resuming one that is not paused, changes nothing.
 -- KEYS
 --   RUN        the run record
@@ -25,7 +28,8 @@
 
 local RUN = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, action, actor = unpack(ARGV)
--- needs: IDX, NOW, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_exists, task_id, touch
+-- needs: IDX, NOW, int, is_terminal, journal, notify, num, put_now, step_get, step_incr, step_set, task_id, task_state,
+--   touch
 
 local rs = redis.call("HMGET", RUN, "status", "current", "workflow", "paused", "created_at")
 local run_status, run_current, run_workflow, run_paused, run_created_at = rs[1], rs[2], rs[3], rs[4], rs[5]
@@ -64,11 +68,11 @@ local QUEUE = string.sub(PREFIX, 8, -3)
 local id, due = "", 0
 -- (A step with no task waits in a gate's line: its admission writes it.)
 if (st_status == "pending" or st_status == "waiting") and st_task and st_task ~= "" then
-  local exists = task_exists(QUEUE, st_task)
-  if run_paused == "parked" or not exists then
+  local state = task_state(QUEUE, st_task)
+  if state ~= "pending" and state ~= "scheduled" and (run_paused == "parked" or not state) then
     id = st_task
     local gen = st_gen or "0"
-    if exists then
+    if state then
       gen = int(step_incr(idx, "gen", "1"))
       id = task_id(RUN_ID, idx, st_attempt, gen)
       step_set(idx, "task", id)

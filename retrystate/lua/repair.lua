@@ -28,7 +28,8 @@
 -- Returns {"repair", index, name, attempt, gen, next_attempt_at, timeout_ms, kind, workflow}:
 -- the repaired dispatch, whose task exists; {"attention", reason} when the
 -- run was repaired too often; {"noop", why} when the state moved on since the
--- caller looked, the run is paused (pause.lua: its parked dispatch has no task), or ("check") nothing is in trouble. "check" also returns
+-- caller looked, the run is paused (pause.lua: a parked dispatch has no task
+-- on purpose), or ("check") nothing is in trouble. "check" also returns
 -- {"recheck", at}: the step was written within the grace, look again at
 -- that time (ms); {"crashed"}: the step is running under an expired fence
 -- (for redispatch.lua, unless the caller holds such repairs back).
@@ -40,13 +41,14 @@ local RUN_ID, PREFIX, NOWS, task, trouble, max_auto, grace_ms = unpack(ARGV)
 local check = trouble == "check"
 local rs = redis.call("HMGET", RUN, "status", "current", "needs_attention", "workflow", "updated_at", "paused")
 local run_status, run_current, run_needs_attention, run_workflow = rs[1], rs[2], rs[3], rs[4]
+local run_paused = rs[6]
 if not run_status or is_terminal(run_status) then
   return {"noop", "run " .. (run_status or "gone")}
 end
 if run_needs_attention == "1" then
   return {"noop", "needs attention"}
 end
-if rs[6] and rs[6] ~= "" then
+if run_paused and run_paused ~= "" then
   -- A paused run's parked dispatch has no task on purpose: its resume
   -- (pause.lua) writes it, and any task it lacks.
   return {"noop", "paused"}

@@ -17,6 +17,7 @@ var scriptArgs = map[string]luaArgs{
 	"redispatch.lua": redispatchLua{}, "repair.lua": repairLua{}, "timeout.lua": timeoutLua{},
 	"operate.lua": operateLua{}, "restore.lua": restoreLua{}, "gate.lua": gateLua{}, "wait.lua": waitLua{},
 	"signal.lua": signalLua{}, "unlock.lua": unlockLua{}, "peek.lua": peekLua{}, "journal.lua": journalLua{},
+	"retrynow.lua": retryNowLua{},
 }
 
 // luaHeader is what a script's header declares: its KEYS and its ARGV, by

@@ -29,6 +29,7 @@ type scripts struct {
 	snooze, jump                                  *redis.Script // snooze.lua, goto.lua
 	compdone                                      *redis.Script
 	journal                                       *redis.Script // journal.lua: a compact run's moved journal
+	retryNow                                      *redis.Script // retrynow.lua
 }
 
 // loadScripts returns the scripts, built once: every Store of the process
@@ -62,6 +63,7 @@ func buildScripts() scripts {
 		jump:       script("goto.lua"),
 		compdone:   script("compdone.lua"),
 		journal:    script("journal.lua"),
+		retryNow:   script("retrynow.lua"),
 	}
 }
 

@@ -51,9 +51,14 @@ func TestScriptRetryNow(t *testing.T) {
 				reply: `["refused" "the retry of step \"a\" is due already"]`},
 			{name: "refused: a running step", seed: abc().runningAt(1, "tok"), call: operator("b"),
 				reply: `["refused" "step \"b\" is running, not waiting out a retry's backoff"]`},
-			{name: "refused: a snoozed step", seed: abc().pendingAt(1).step(1, "next_attempt_at", due, "resuming", "snoozed"),
-				call: operator("b"),
-				reply: `["refused" "step \"b\" is waiting until then for another reason (a snooze, a circuit breaker), not waiting out a retry's backoff"]`},
+			{name: "refused: a snoozed step", seed: abc().pendingAt(1).step(1, "next_attempt_at", due, "resuming", "snoozed",
+				"retry_state", "scheduled"), call: operator("b"),
+				reply: `["refused" "step \"b\" is snoozed: its body asked to run again then, not waiting out a retry's backoff"]`},
+			{name: "refused: a retry its circuit breaker deferred", seed: abc().retryAt(0, due).set("warning", "breaker_open"),
+				call: operator("a"),
+				reply: `["refused" "step \"a\" is deferred by its open circuit breaker, not waiting out a retry's backoff"]`},
+			{name: "refused: a step waiting for its first attempt", seed: abc().pendingAt(1), call: operator("b"),
+				reply: `["refused" "step \"b\" is pending without a scheduled retry, not waiting out a retry's backoff"]`},
 			{name: "refused: another step", seed: scheduled(), call: operator("b"),
 				reply: `["refused" "step \"b\" is not waiting out a retry's backoff; the run is at step \"a\""]`},
 			{name: "refused: a failed run", seed: abc().failedAt(1), call: operator("b"),
@@ -69,10 +74,14 @@ func TestScriptRetryNow(t *testing.T) {
 			{name: "noop: a delivery of another task", seed: ran(),
 				call: retryNowLua{runArgs: tr, Task: taskID(0, 1), Actor: "asynq"}, reply: `["noop" "not the current step's task"]`},
 			{name: "noop: a snooze's early delivery",
-				seed: abc().pendingAt(1).step(1, "next_attempt_at", due, "resuming", "snoozed").
+				seed: abc().pendingAt(1).step(1, "next_attempt_at", due, "resuming", "snoozed", "retry_state", "scheduled").
 					zadd(q.Timers(), due, taskID(1, 1)),
 				call:  retryNowLua{runArgs: tr, Task: taskID(1, 1), Actor: "asynq"},
-				reply: `["noop" "step \"b\" is waiting until then for another reason (a snooze, a circuit breaker), not waiting out a retry's backoff"]`},
+				reply: `["noop" "step \"b\" is snoozed: its body asked to run again then, not waiting out a retry's backoff"]`},
+			{name: "noop: a sleep's early wake-up", seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", due).
+				zadd(q.Timers(), due, taskID(1, 1)+"_g1"),
+				call: retryNowLua{runArgs: tr, Task: taskID(1, 1) + "_g1", Actor: "asynq"},
+				reply: `["noop" "step \"b\" is waiting, not waiting out a retry's backoff"]`},
 		},
 	}.run(t)
 }

@@ -29,8 +29,8 @@ local RUN = unpack(KEYS)
 local RUN_ID, PREFIX, NOWS, step_name, task, actor = unpack(ARGV)
 -- needs: IDX, NOW, int, is_terminal, journal, num, step_get, step_set, task_run, task_state, task_timer, touch
 
-local rs = redis.call("HMGET", RUN, "status", "current", "waiting")
-local run_status, run_current, run_waiting = rs[1], rs[2], rs[3]
+local rs = redis.call("HMGET", RUN, "status", "current", "waiting", "warning")
+local run_status, run_current, run_waiting, run_warning = rs[1], rs[2], rs[3], rs[4]
 if not run_status then
   return {"gone"}
 end
@@ -45,8 +45,12 @@ if is_terminal(run_status) then
   return no(string.format("run is %s; only a step waiting out a retry's backoff can be retried now", run_status))
 end
 local cur = num(run_current)
-local st = step_get(cur, "name", "status", "retry_state", "next_attempt_at", "task", "attempt")
+local st = step_get(cur, "name", "status", "retry_state", "next_attempt_at", "task", "attempt", "resuming")
 local st_name, st_status, st_retry_state, st_due, st_task, st_attempt = st[1], st[2], st[3], num(st[4]), st[5], st[6]
+-- A snooze (resuming "snoozed") and a circuit breaker's deferral (the run's
+-- warning "breaker_open") keep retry_state as a retry's: they are not one.
+local other = st[7] == "snoozed" and "snoozed: its body asked to run again then" or
+  (run_warning == "breaker_open" and "deferred by its open circuit breaker")
 if delivery then
   if st_task ~= task then
     return no("not the current step's task")
@@ -55,10 +59,10 @@ elseif st_name ~= step_name then
   return no(string.format("step %q is not waiting out a retry's backoff; the run is at step %q", step_name,
     st_name or ""))
 end
-if st_status ~= "pending" or st_retry_state ~= "scheduled" or (run_waiting and run_waiting ~= "") then
+if st_status ~= "pending" or st_retry_state ~= "scheduled" or other or (run_waiting and run_waiting ~= "") then
   local what = st_status or "gone"
-  if st_status == "pending" and st_due > NOW then
-    what = "waiting until then for another reason (a snooze, a circuit breaker)"
+  if st_status == "pending" then
+    what = other or "pending without a scheduled retry"
   end
   return no(string.format("step %q is %s, not waiting out a retry's backoff", st_name or "", what))
 end

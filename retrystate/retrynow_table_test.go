@@ -55,7 +55,7 @@ func TestScriptRetryNow(t *testing.T) {
 				"retry_state", "scheduled"), call: operator("b"),
 				reply: `["refused" "step \"b\" is snoozed: its body asked to run again then, not waiting out a retry's backoff"]`},
 			{name: "refused: a retry its circuit breaker deferred", seed: abc().retryAt(0, due).set("warning", "breaker_open"),
-				call: operator("a"),
+				call:  operator("a"),
 				reply: `["refused" "step \"a\" is deferred by its open circuit breaker, not waiting out a retry's backoff"]`},
 			{name: "refused: a step waiting for its first attempt", seed: abc().pendingAt(1), call: operator("b"),
 				reply: `["refused" "step \"b\" is pending without a scheduled retry, not waiting out a retry's backoff"]`},
@@ -80,7 +80,7 @@ func TestScriptRetryNow(t *testing.T) {
 				reply: `["noop" "step \"b\" is snoozed: its body asked to run again then, not waiting out a retry's backoff"]`},
 			{name: "noop: a sleep's early wake-up", seed: abc().sleeps(1, "sleep").waitingAt(1, "timer", due).
 				zadd(q.Timers(), due, taskID(1, 1)+"_g1"),
-				call: retryNowLua{runArgs: tr, Task: taskID(1, 1) + "_g1", Actor: "asynq"},
+				call:  retryNowLua{runArgs: tr, Task: taskID(1, 1) + "_g1", Actor: "asynq"},
 				reply: `["noop" "step \"b\" is waiting, not waiting out a retry's backoff"]`},
 		},
 	}.run(t)

@@ -38,6 +38,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/workflows/{id}/cancel", user(s.action(actionCancel)))
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry", user(s.action(actionRetry)))
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
+	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry-now", user(s.action(actionRetryNow)))
 	s.handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
 	s.handle("GET /api/v1/breakers", user(s.breakers))
 	s.handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
@@ -394,6 +395,9 @@ const (
 	actionCancel  = "cancel"
 	actionRetry   = "retry"
 	actionSkip    = "skip"
+	// actionRetryNow makes a step's scheduled retry due now
+	// (workflow.Client.RetryNow).
+	actionRetryNow = "retry_now"
 )
 
 // emptyBody is the body of an action: none, or an empty JSON object.
@@ -472,6 +476,8 @@ func (s *Server) action(name string) http.HandlerFunc {
 			after, err = s.client.RetryStep(ctx, run.ID, step, opts)
 		case actionSkip:
 			after, err = s.client.SkipStep(ctx, run.ID, step, opts)
+		case actionRetryNow:
+			after, err = s.client.RetryNow(ctx, run.ID, step, opts)
 		}
 		if err != nil {
 			s.fail(w, r, err)

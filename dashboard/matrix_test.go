@@ -47,6 +47,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
+	retrying := func() *workflow.Run { return e.retryingRun("alice") }
 	holding := func() *workflow.Run { return e.holdingRun() }
 	const (
 		unauth    = 401
@@ -79,6 +80,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry", run: failed, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/call/retry-now", run: retrying, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// A step that does not wait out a backoff: refused by the run's state.
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry-now", run: sharedRun,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		// transform is not optional: the owner and the admin are refused
 		// by the run's state, the others before they learn of it.
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,51 @@ func TestRetryNowEndpoint(t *testing.T) {
 	again := e.do(req{method: "POST", path: "/api/v1/workflows/" + run.ID + "/steps/call/retry-now", token: aliceToken})
 	if again.status != 409 {
 		t.Errorf("retry now of a succeeded run: %d %s", again.status, again.body)
+	}
+}
+
+// TestUIRetryNowAndRestoreForms: the run page shows a step waiting out
+// its backoff a "Retry now" form (a plain POST with the CSRF token: no
+// script needed), to its owner and to an admin; a finished run shows an
+// admin, and only an admin, the restore form, with the steps it may start
+// again from and a confirmation to tick. Following the form (as a browser
+// without JavaScript would) makes the retry due: the run succeeds.
+func TestUIRetryNowAndRestoreForms(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	run := e.retryingRun("alice")
+	action := `action="/runs/` + run.ID + `/steps/call/retry-now"`
+	for _, tok := range []string{aliceToken, rootToken} {
+		body := string(e.page("/runs/"+run.ID, tok).body)
+		if !strings.Contains(body, action) || !strings.Contains(body, `name="csrf" value="`+e.srv.CSRFToken(tok)+`"`) {
+			t.Errorf("the run page shows %s no retry-now form with its CSRF token", tok)
+		}
+		if strings.Contains(body, `id="restore"`) {
+			t.Errorf("a running run offers %s the restore form", tok)
+		}
+	}
+	form := url.Values{"csrf": {e.srv.CSRFToken(aliceToken)}}
+	resp := e.do(req{method: "POST", path: "/runs/" + run.ID + "/steps/call/retry-now", cookie: aliceToken,
+		body: form.Encode(), header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
+	if resp.status != 303 {
+		t.Fatalf("retry now: %d %s", resp.status, resp.body)
+	}
+	if end := e.wait(run.ID); end.Status != workflow.StatusSucceeded {
+		t.Fatalf("run %s: %s", end.Status, end.FailureReason)
+	}
+	if body := string(e.page("/runs/"+run.ID, aliceToken).body); strings.Contains(body, action) ||
+		strings.Contains(body, `id="restore"`) {
+		t.Errorf("a succeeded run shows its owner retry now or restore")
+	}
+	body := string(e.page("/runs/"+run.ID, rootToken).body)
+	if strings.Contains(body, action) || !strings.Contains(body, `action="/runs/`+run.ID+`/restore"`) ||
+		!strings.Contains(body, `<option value="call">call</option>`) ||
+		!strings.Contains(body, `name="confirm" value="yes" required`) {
+		t.Errorf("the succeeded run's page shows an admin no restore form")
+	}
+	// A failed step has no retry-now form (retry starts it afresh).
+	failed := e.failedRun("alice")
+	if body := string(e.page("/runs/"+failed.ID, aliceToken).body); strings.Contains(body, "retry-now") {
+		t.Errorf("a failed run's page offers retry now")
 	}
 }

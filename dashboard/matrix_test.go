@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"maps"
 	"net/url"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
-	retrying := func() *workflow.Run { return e.retryingRun("alice") }
+	retrying := func() *workflow.Run { return e.retryingRun() }
 	holding := func() *workflow.Run { return e.holdingRun() }
 	const (
 		unauth    = 401
@@ -300,7 +301,7 @@ func TestFormsMatrix(t *testing.T) {
 	e := newUIEnv(t, false)
 	const signIn, forbidden, notFound = 303, 403, 404
 	done := 303 // back to the run page
-	retrying := func() *workflow.Run { return e.retryingRun("alice") }
+	retrying := func() *workflow.Run { return e.retryingRun() }
 	finished := func() *workflow.Run { return e.wait(e.startWF(demo.Name, "alice", inputOK).ID) }
 	for _, c := range []struct {
 		name string
@@ -333,9 +334,7 @@ func TestFormsMatrix(t *testing.T) {
 			run := c.run()
 			path := strings.ReplaceAll(c.path, "{id}", run.ID)
 			form := url.Values{}
-			for k, v := range c.form {
-				form[k] = v
-			}
+			maps.Copy(form, c.form)
 			if !c.noCSRF && cl.token != "" {
 				form.Set("csrf", e.srv.CSRFToken(cl.token))
 			}

@@ -28,11 +28,11 @@ func backoffDefinition() workflow.Definition {
 		}}}}
 }
 
-// retryingRun starts a run of backoffWF owned by owner and waits until its
+// retryingRun starts a run of backoffWF owned by alice and waits until its
 // step waits out its hour of backoff.
-func (e *env) retryingRun(owner string) *workflow.Run {
+func (e *env) retryingRun() *workflow.Run {
 	e.t.Helper()
-	run, err := e.client.Start(context.Background(), backoffWF, nil, &workflow.StartOptions{Owner: owner})
+	run, err := e.client.Start(context.Background(), backoffWF, nil, &workflow.StartOptions{Owner: "alice"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func (e *env) retryingRun(owner string) *workflow.Run {
 func TestRetryNowEndpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	run := e.retryingRun("alice")
+	run := e.retryingRun()
 	for _, c := range []struct {
 		step   string
 		status int
@@ -111,7 +111,7 @@ func TestRetryNowEndpoint(t *testing.T) {
 func TestUIRetryNowAndRestoreForms(t *testing.T) {
 	t.Parallel()
 	e := newUIEnv(t, false)
-	run := e.retryingRun("alice")
+	run := e.retryingRun()
 	action := `action="/runs/` + run.ID + `/steps/call/retry-now"`
 	for _, tok := range []string{aliceToken, rootToken} {
 		body := string(e.page("/runs/"+run.ID, tok).body)

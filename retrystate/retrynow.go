@@ -13,9 +13,9 @@ import (
 // ActionRetryNow is the action of RetryNow, as journaled and audited.
 const ActionRetryNow = "retry_now"
 
-// EventRetryNow: an operator (actor), or asynq's RunTask (via
-// "asynq_run_task"), made the scheduled retry of step (attempt) due now; due_at
-// is the due time it had.
+// EventRetryNow is the journal entry of a retry made due now: an operator
+// (actor), or asynq's RunTask (via "asynq_run_task"), made the scheduled
+// retry of step (attempt) due now; due_at is the due time it had.
 const EventRetryNow = "retry_now"
 
 // Who made a retry due now (the journal's via).

@@ -49,9 +49,15 @@ func TestAsynqmonActions(t *testing.T) {
 			if action == "cancel" {
 				run := mustStart(t, e.client, "block", nil)
 				<-started
-				if err := ins.CancelProcessing(tasks.ID(run.ID, 0, 1, 0)); err != nil {
-					t.Fatal(err)
-				}
+				// CancelProcessing publishes on asynq's cancel channel, which
+				// drops a message no subscriber hears (the worker's
+				// subscription may still be on its way): sent until heard.
+				e.eventually(30*time.Second, "the attempt cancelled", func() bool {
+					if err := ins.CancelProcessing(tasks.ID(run.ID, 0, 1, 0)); err != nil {
+						t.Fatal(err)
+					}
+					return lastEvent(e.events(run.ID), workflow.EventAttemptFailed) != nil
+				})
 				if end := e.wait(run.ID, 30*time.Second); end.Status != workflow.StatusSucceeded {
 					t.Fatalf("run %s: %s", end.Status, end.FailureReason)
 				}

@@ -6,8 +6,8 @@
 // The throughput benchmarks run against one redis-server for the whole run,
 // a private one on a free loopback port (internal/redistest), each phase on
 // a queue of its own; BenchmarkReconcileRetries, BenchmarkRetainedRuns,
-// BenchmarkScriptInstructions and BenchmarkScriptFloor start private
-// servers of their own. Every figure is printed with the machine's load
+// BenchmarkScriptInstructions and the floors start private servers of
+// their own. Every figure is printed with the machine's load
 // average (/proc/loadavg) at the time: on a shared machine, throughput
 // moves with it. When the run ends, a table puts each figure that has a
 // target of the lean step path (targets_test.go: instructions per step and
@@ -168,9 +168,14 @@
 // and done), and prints Cairn's per step with the dequeue and done of its
 // task against it. BenchmarkScriptFloor measures the same way a stripped-down
 // begin and complete that only take the fence and checkpoint: the floor
-// under Cairn's scripts (docs/performance.md). Both need valgrind
-// (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS sets their runs
-// (default 200).
+// under Cairn's scripts (docs/performance.md). BenchmarkScriptLeanFloor
+// measures the least a create, a strict step and an inline step could cost
+// with every design issue 26 allows at once (a run record of what changes,
+// a journal list of compact entries, the dequeue and the begin in one
+// script, a checkpoint that acknowledges its task) and no feature beyond
+// the fence and the checkpoint: the lower bound under the targets. All
+// three need valgrind (apt-get install -y valgrind); CAIRN_BENCH_COST_RUNS
+// sets their runs (default 200).
 //
 // Environment:
 //
@@ -194,7 +199,7 @@
 //	CAIRN_BENCH_PICKUP_TASKS           tasks of each fetcher in BenchmarkPickup; default 100
 //	CAIRN_BENCH_IDLE_SECONDS           seconds each phase of BenchmarkIdleWorker measures; default 10
 //	CAIRN_BENCH_KILL_ROUNDS            kills of BenchmarkKillResume; default 6
-//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions and BenchmarkScriptFloor (calls of BenchmarkFenceCost); default 200
+//	CAIRN_BENCH_COST_RUNS              runs of BenchmarkScriptInstructions, BenchmarkScriptFloor and BenchmarkScriptLeanFloor (calls of BenchmarkFenceCost); default 200
 //
 // With -benchtime Nx each throughput phase runs N times the rounds,
 // alternating, and the figures are the totals. With -v, each phase also

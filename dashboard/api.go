@@ -44,6 +44,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
 	s.handle("POST /api/v1/workflows/{id}/signals/{name}", user(s.signal))
 	s.handle("GET /api/v1/events", user(s.events))
+	s.handle("GET /api/v1/workers", admin(s.workers))
 
 	s.handle("GET /api/v1/admin/workflows/failed", admin(s.attention))
 	s.handle("POST /api/v1/admin/workflows/{id}/restore", admin(s.restore))

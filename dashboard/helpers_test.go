@@ -64,6 +64,9 @@ type envOptions struct {
 	// ui adds the web UI (dashboard.WebUI) and runs a worker of the demo,
 	// optional and flaky workflows (ui_test.go).
 	ui bool
+	// queue, when set, is the test's queue (it must be unique to the
+	// test); else testkit.Queue's.
+	queue string
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use (the server logs from
@@ -92,6 +95,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	srv := redistest.Shared(t)
 	rdb := srv.Client(t)
 	q := testkit.Queue(t, "d")
+	if o.queue != "" {
+		q = o.queue
+	}
 	logs := newSyncBuffer()
 	log := testkit.LoggerTo(t, logs)
 	e := &env{t: t, rdb: rdb, queue: q, logs: logs,

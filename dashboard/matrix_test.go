@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -111,6 +112,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/admin/workflows/{id}/restore", body: `{"from_step":"fetch"}`, run: failed, changes: true,
 			want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/api/v1/admin/audit", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
+		{method: "GET", path: "/api/v1/workers", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/monitoring/", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/monitoring/api/queues", want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 	}
@@ -372,6 +374,44 @@ func TestFormsMatrix(t *testing.T) {
 			}
 			if r, err := e.client.Get(context.Background(), run.ID); err == nil && !r.Terminal() {
 				_, _ = e.client.Cancel(context.Background(), run.ID, nil)
+			}
+		}
+	}
+}
+
+// TestWorkersMatrix: the Workers page, its live fragment and GET
+// /api/v1/workers as each caller: host names and pids are the admins'
+// (a user gets 403; without a valid token, the sign-in page or 401). The
+// no-worker notice of a run's page reaches whoever may see the run (its
+// owner, an admin) and no one else (TestNoWorkerNotice).
+func TestWorkersMatrix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorker: true, ui: true})
+	e.fakeWorker("host:9:matrix", "secret-host", []string{e.queue})
+	const signIn = 303
+	for _, c := range []struct {
+		path  string
+		page  bool
+		want  [5]int // by caller
+		hosts [5]bool
+	}{
+		{path: dashboard.WorkersPath, page: true, want: [5]int{signIn, signIn, 403, 403, 200}, hosts: [5]bool{4: true}},
+		{path: dashboard.WorkersPath + "?fragment=1", page: true, want: [5]int{401, 401, 403, 403, 200},
+			hosts: [5]bool{4: true}},
+		{path: "/api/v1/workers", want: [5]int{401, 401, 403, 403, 200}, hosts: [5]bool{4: true}},
+	} {
+		for i, cl := range callers {
+			r := req{method: "GET", path: c.path, token: cl.token}
+			if c.page {
+				r = req{method: "GET", path: c.path, cookie: cl.token}
+			}
+			resp := e.do(r)
+			name := c.path + " as " + cl.name
+			if resp.status != c.want[i] {
+				t.Errorf("%s: status %d, want %d", name, resp.status, c.want[i])
+			}
+			if got := strings.Contains(string(resp.body), "secret-host"); got != c.hosts[i] {
+				t.Errorf("%s: shows the worker's host: %v, want %v", name, got, c.hosts[i])
 			}
 		}
 	}

@@ -630,13 +630,20 @@ func TestOpenAPIAnswers(t *testing.T) {
 	a.check("POST", "/api/v1/admin/breakers/{name}/reset",
 		e.do(req{method: "POST", path: "/api/v1/admin/breakers/no-such-breaker/reset", token: rootToken}))
 	a.check("GET", "/api/v1/events", e.do(req{method: "GET", path: "/api/v1/events?last_event_id=x", token: aliceToken}))
+	resp = e.do(req{method: "GET", path: "/api/v1/workers", token: rootToken})
+	a.check("GET", "/api/v1/workers", resp)
+	if !strings.Contains(string(resp.body), `"kind":"cairn"`) {
+		t.Errorf("GET /api/v1/workers lists no worker on Cairn's dequeue: %s", resp.body)
+	}
+	a.check("GET", "/api/v1/workers", e.do(req{method: "GET", path: "/api/v1/workers", token: aliceToken}))
 	a.check("GET", "/metrics", e.do(req{method: "GET", path: "/metrics", token: aliceToken}))
 	a.check("GET", dashboard.OpenAPIPath, e.do(req{method: "GET", path: dashboard.OpenAPIPath}))
 
 	for _, want := range []string{"POST /api/v1/workflows 201", "GET /api/v1/workflows 200", "GET /api/v1/workflows/{id} 200",
 		"GET /api/v1/workflows/{id} 404", "POST /api/v1/workflows 422", "POST /api/v1/workflows/{id}/cancel 409",
 		"GET /api/v1/workflows 400", "GET /api/v1/me 401", "GET /api/v1/admin/audit 403", "POST /api/v1/admin/breakers/{name}/reset 404",
-		"GET /api/v1/events 400", "GET /metrics 200", "GET /api/v1/openapi.json 200"} {
+		"GET /api/v1/events 400", "GET /metrics 200", "GET /api/v1/openapi.json 200", "GET /api/v1/workers 200",
+		"GET /api/v1/workers 403"} {
 		if !a.seen[want] {
 			t.Errorf("%s was not checked", want)
 		}

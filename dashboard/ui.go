@@ -47,6 +47,7 @@ const fragmentParam = "fragment"
 //	GET  /activity        charts: runs over time by status, retries and failures per step
 //	GET  /ordering        ordering keys and workflow limits in use (admins), one key's line
 //	GET  /attention       admins: the runs that need an operator
+//	GET  /workers         admins: the live workers, their queues, concurrency and load
 //	GET  /signin          the sign-in form; POST /signin checks the token
 //	POST /signout         forgets the token
 //	GET  /static/...      the embedded CSS, script and icon
@@ -71,6 +72,7 @@ func WebUI(s *Server, mux *http.ServeMux) {
 	mux.Handle("GET "+BreakersPath, u.page(false, u.breakersPage))
 	mux.Handle("GET "+ActivityPath, u.page(false, u.activityPage))
 	mux.Handle("GET "+OrderingPath, u.page(false, u.orderingPage))
+	mux.Handle("GET "+WorkersPath, u.page(true, u.workersPage))
 	mux.HandleFunc("GET "+SignInPath, u.signInForm)
 	mux.HandleFunc("POST "+SignInPath, u.signIn)
 	mux.HandleFunc("POST "+SignOutPath, u.signOut)
@@ -115,7 +117,7 @@ func newWebUI(s *Server) (*webUI, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "attention", "breakers", "activity", "ordering", "signin", "error"} {
+	for _, name := range []string{"runs", "run", "attention", "breakers", "activity", "ordering", "workers", "signin", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "templates/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -130,7 +132,7 @@ func newWebUI(s *Server) (*webUI, error) {
 type view struct {
 	Title string
 	// Page names the page (runs, run, attention, breakers, activity,
-	// ordering, signin, error).
+	// ordering, workers, signin, error).
 	Page      string
 	Principal Principal
 	SignedIn  bool
@@ -146,8 +148,11 @@ type view struct {
 	Live        string
 	EventsAfter string
 	RunID       string
-	Now         time.Time
-	Data        any
+	// Poll asks the page's script to fetch the live part every few
+	// seconds (what it shows changes without a run's event).
+	Poll bool
+	Now  time.Time
+	Data any
 }
 
 // newView returns the view of a page for the caller of r.

@@ -176,6 +176,9 @@ type runsData struct {
 	// filters in use, for their confirmation.
 	Bulk       bool
 	FilterText string
+	// NoWorker names the queue when a run of the page waits for a worker
+	// and no live worker serves the queue ("" otherwise).
+	NoWorker string
 }
 
 // runsPage lists the caller's runs (an admin's: every run, or one owner's),
@@ -212,6 +215,7 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	d.Runs = runs
 	d.Rows = u.runRows(r.Context(), runs, v.Now)
+	d.NoWorker = u.s.noWorker(r, runs...)
 	if cb, err := u.countRuns(r.Context(), p, q, d.Status, d.Workflow, d.Owner); err == nil {
 		d.Counts = &cb
 	} else {
@@ -364,6 +368,9 @@ type runData struct {
 	// (ui_retrynow.go).
 	RestoreURL  string
 	RestoreFrom []string
+	// NoWorker names the run's queue when the run waits for a worker and
+	// no live worker serves the queue ("" otherwise).
+	NoWorker string
 }
 
 // heldBy reads the runs that hold the ordering key's line run waits in,
@@ -462,6 +469,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	waitView(&d, now)
 	retryNowView(&d, p)
+	d.NoWorker = u.s.noWorker(r, run)
 	slices.Reverse(evs)
 	if len(evs) > maxJournalRows {
 		d.MoreEvents = len(evs) - maxJournalRows

@@ -36,8 +36,9 @@ import (
 //     claims of workers whose heartbeat ended, forwards due scheduled and
 //     retry tasks (a fallback of the promoter), deletes completed tasks
 //     past their retention and returns the tasks whose lease expired, as
-//     asynq's forwarder, janitor and recoverer do; Leave ends a worker's
-//     heartbeat at a clean exit.
+//     asynq's forwarder, janitor and recoverer do, and (Describe) rewrites
+//     the worker's record for the Workers page; Leave ends a worker's
+//     heartbeat and deletes its record at a clean exit.
 
 //go:embed dequeue/*.lua dequeue/lib/*.lua
 var dequeueFS embed.FS
@@ -100,6 +101,9 @@ type Dequeuer struct {
 	rdb    redis.UniversalClient
 	keys   Keys
 	worker string
+	// record, when set (Describe), returns the worker's record for each
+	// heartbeat.
+	record func() WorkerInfo
 }
 
 // NewDequeuer returns the dequeuer of worker (an ID unique among the
@@ -110,6 +114,11 @@ func NewDequeuer(rdb redis.UniversalClient, queue, worker string) *Dequeuer {
 
 // Worker is the dequeuer's worker ID.
 func (d *Dequeuer) Worker() string { return d.worker }
+
+// Describe makes each Housekeep also write the worker's record (Workers
+// reads it) from what record returns then (its Heartbeat is set by
+// Housekeep). Call it before the first Housekeep.
+func (d *Dequeuer) Describe(record func() WorkerInfo) { d.record = record }
 
 // Claim waits up to block for a pending task and moves its ID to the
 // worker's claim list; "" when none came. The block is added to the
@@ -333,11 +342,17 @@ type Housekept struct {
 // ID renews none) and does what asynq's forwarder, janitor and recoverer
 // would on the queue (see above), in one call.
 func (d *Dequeuer) Housekeep(ctx context.Context, now time.Time, ttl time.Duration) (Housekept, error) {
+	args := []any{d.worker, now.UnixMilli(), now.Add(ttl).UnixMilli(), now.Unix(), now.Add(-LeaseRecoveryDelay).Unix(),
+		d.keys.Task(""), d.keys.Claim(""), d.keys.prefix + "g:", d.keys.WorkerRecord(""), ttl.Milliseconds()}
+	if d.record != nil && d.worker != "" {
+		info := d.record()
+		info.Heartbeat = now
+		args = append(args, info.fields()...)
+	}
 	v, err := housekeepScript().Run(ctx, d.rdb,
 		[]string{d.keys.Fetchers(), d.keys.Pending(), d.keys.Scheduled(), d.keys.Retry(), d.keys.Completed(),
 			d.keys.Lease()},
-		d.worker, now.UnixMilli(), now.Add(ttl).UnixMilli(), now.Unix(), now.Add(-LeaseRecoveryDelay).Unix(),
-		d.keys.Task(""), d.keys.Claim(""), d.keys.prefix+"g:").Slice()
+		args...).Slice()
 	if err != nil {
 		return Housekept{}, err
 	}
@@ -363,9 +378,10 @@ func (d *Dequeuer) Housekeep(ctx context.Context, now time.Time, ttl time.Durati
 	return h, nil
 }
 
-// Leave hands the IDs left in the worker's claim list back to pending and
-// ends its heartbeat: a clean exit.
+// Leave hands the IDs left in the worker's claim list back to pending,
+// ends its heartbeat and deletes its record: a clean exit.
 func (d *Dequeuer) Leave(ctx context.Context) error {
-	return leaveScript().Run(ctx, d.rdb, []string{d.keys.Fetchers(), d.keys.Claim(d.worker), d.keys.Pending()},
+	return leaveScript().Run(ctx, d.rdb,
+		[]string{d.keys.Fetchers(), d.keys.Claim(d.worker), d.keys.Pending(), d.keys.WorkerRecord(d.worker)},
 		d.worker, d.keys.Task("")).Err()
 }

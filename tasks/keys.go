@@ -18,6 +18,11 @@ import (
 // and its Inspector (asynqmon) knows only the queues there.
 const AllQueues = "asynq:queues"
 
+// AllServers is asynq's sorted set of its servers' record keys (of every
+// queue), by the expiry of each record in Unix seconds (internal/base
+// AllServers); asynq's Inspector.Servers reads the records.
+const AllServers = "asynq:servers"
+
 // CancelChannel is asynq's pub/sub channel on which Inspector.CancelProcessing
 // publishes the ID of a task whose running handler must be cancelled (of
 // every queue).
@@ -143,3 +148,10 @@ func (k Keys) Fetchers() string { return "cairn:{" + k.queue + "}:fetchers" }
 // Claim is the list of the task IDs worker took from Pending and has not
 // taken into Active yet (Dequeuer.Claim, Dequeuer.Take).
 func (k Keys) Claim(worker string) string { return "cairn:{" + k.queue + "}:claim:" + worker }
+
+// WorkerRecord is Cairn's hash describing worker (its host, pid, queues,
+// concurrency, tasks in flight, start, version and last heartbeat), which
+// the worker's heartbeat (Dequeuer.Housekeep) rewrites with the heartbeat's
+// TTL and its clean exit (Dequeuer.Leave) deletes: a worker killed leaves a
+// record that expires on its own.
+func (k Keys) WorkerRecord(worker string) string { return "cairn:{" + k.queue + "}:worker:" + worker }

@@ -751,6 +751,20 @@ type GateUsage = engine.GateUsage
 // MaxGates bounds the gates one Gates returns.
 const MaxGates = engine.MaxGates
 
+// Kinds of WorkerInfo: a worker on Cairn's own dequeue, or an asynq server
+// (CAIRN_DEQUEUE=asynq, or a service's server that embeds the engine).
+const (
+	WorkerKindCairn = engine.WorkerKindCairn
+	WorkerKindAsynq = engine.WorkerKindAsynq
+)
+
+// MaxWorkers bounds the workers of each kind one Client.Workers returns.
+const MaxWorkers = engine.MaxWorkers
+
+// WorkerInfo is a live worker of the client's queue, as Client.Workers
+// reads it: host names and pids, operators' data.
+type WorkerInfo = engine.WorkerInfo
+
 // DefaultQueue is the queue of step tasks and workflow state by default.
 const DefaultQueue = engine.DefaultQueue
 

@@ -310,6 +310,13 @@
     });
   }
 
+  // Workers start and stop without a run's event: the Workers page
+  // (data-poll) and a page that says no live worker serves the queue
+  // fetch their live part every 5 s.
+  setInterval(function () {
+    if (body.dataset.poll || document.getElementById("no-worker")) refresh();
+  }, 5000);
+
   updateBulk();
   tick();
   setInterval(tick, 1000);

@@ -218,6 +218,19 @@ func (r *Run) CompensationInPlay(i int) bool {
 // Terminal reports whether the run has ended.
 func (r *Run) Terminal() bool { return r.Status.Terminal() }
 
+// WaitsForWorker tells whether the run goes on only once a worker takes
+// its next attempt: it is pending, running or compensating, and waits for
+// no signal, timer or admission gate (WaitingFor). Such a run waits for as
+// long as no live worker serves its queue (Client.Served).
+func (r *Run) WaitsForWorker() bool {
+	switch r.Status {
+	case StatusPending, StatusRunning, StatusCompensating:
+		return r.WaitingFor == nil
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusCompensated:
+	}
+	return false
+}
+
 // Step returns the state of the named step, or nil.
 func (r *Run) Step(name string) *StepState {
 	for i := range r.Steps {

@@ -105,6 +105,7 @@ type ClientConfig struct {
 // and policies from there.
 type Client struct {
 	cfg   ClientConfig
+	rdb   redis.UniversalClient
 	store *retrystate.Store
 	disp  *dispatcher
 	log   *slog.Logger
@@ -148,6 +149,7 @@ func newClient(rdb redis.UniversalClient, cfg ClientConfig) *Client {
 	cfg.Observer = core.OrNop(cfg.Observer)
 	return &Client{
 		cfg:     cfg,
+		rdb:     rdb,
 		store:   retrystate.New(rdb, cfg.Queue),
 		disp:    newDispatcher(rdb, cfg.Queue, cfg.Clock),
 		log:     cfg.Logger,

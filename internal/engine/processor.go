@@ -120,19 +120,32 @@ func newWorkerID() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-func newProcessor(e *Engine, rdb redis.UniversalClient, concurrency int, shutdown time.Duration) *processor {
+func newProcessor(e *Engine, rdb redis.UniversalClient, concurrency int, shutdown time.Duration,
+	version string) *processor {
 	id := e.id // the worker's identity, in its attempts' journal entries too
-	return &processor{e: e, dq: tasks.NewDequeuer(rdb, e.cfg.Queue, id), rdb: rdb,
+	p := &processor{e: e, dq: tasks.NewDequeuer(rdb, e.cfg.Queue, id), rdb: rdb,
 		log:         core.LineLogger{L: e.log, Attrs: []any{"component", "dequeue", "worker_id", id}},
 		concurrency: concurrency, shutdown: shutdown, running: map[string]*runningTask{}}
+	// The worker's record, rewritten with each heartbeat (once a second,
+	// off the step path): what the Workers page shows.
+	host, _ := os.Hostname()
+	started := e.cfg.Clock.Now()
+	p.dq.Describe(func() tasks.WorkerInfo {
+		p.mu.Lock()
+		inFlight := len(p.running)
+		p.mu.Unlock()
+		return tasks.WorkerInfo{Host: host, PID: os.Getpid(), Queues: []string{e.cfg.Queue}, Concurrency: concurrency,
+			InFlight: inFlight, StartedAt: started, Version: version}
+	})
+	return p
 }
 
 // run processes the queue's tasks until ctx ends, then shuts down (see
 // above).
+//
+// The worker's first heartbeat (housekeep) comes before run, so that a
+// claim list is never without one and a ready worker is listed live.
 func (p *processor) run(ctx context.Context) {
-	// The first heartbeat before the first claim: a claim list is never
-	// without one.
-	p.housekeep(ctx)
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	bg.Go(func() { p.housekeeping(bgCtx) })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -56,6 +57,11 @@ type WorkerConfig struct {
 	// Webhook, when set, delivers the queue's notifications to a URL (see
 	// Notifier and WebhookHandler). Nil: no webhooks.
 	Webhook *WebhookConfig
+	// Version is the version of Cairn the worker reports in its record on
+	// Cairn's own dequeue (the Workers page, GET /api/v1/workers). Default:
+	// the version of the module github.com/cairnhq/cairn the Go toolchain
+	// recorded in the binary, else "devel".
+	Version string
 }
 
 // Worker runs registered workflows: it executes step attempts from the
@@ -89,6 +95,9 @@ func NewWorker(rdb redis.UniversalClient, cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.Dequeue == "" {
 		cfg.Dequeue = os.Getenv("CAIRN_DEQUEUE")
+	}
+	if cfg.Version == "" {
+		cfg.Version = moduleVersion()
 	}
 	switch cfg.Dequeue {
 	case "":
@@ -174,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // runOwn is Run on the worker's own dequeue (processor.go).
 func (w *Worker) runOwn(ctx context.Context) error {
-	proc := newProcessor(w.engine, w.rdb, w.cfg.Concurrency, w.cfg.ShutdownTimeout)
+	proc := newProcessor(w.engine, w.rdb, w.cfg.Concurrency, w.cfg.ShutdownTimeout, w.cfg.Version)
 	var notifier *Notifier
 	if h := w.webhookHandler(); h != nil {
 		proc.webhook = h.Deliver
@@ -185,6 +194,9 @@ func (w *Worker) runOwn(ctx context.Context) error {
 		w.onProcessor(proc)
 	}
 	services := w.start(ctx, notifier)
+	// The first heartbeat before the first claim (a claim list is never
+	// without one) and before Ready (a ready worker is listed live).
+	proc.housekeep(ctx)
 	procDone := make(chan struct{})
 	go func() {
 		defer close(procDone)
@@ -279,6 +291,26 @@ func checkRedisNode(ctx context.Context, rdb redis.Cmdable, log *slog.Logger) {
 		log.Warn("Redis may evict workflow state under memory pressure",
 			"maxmemory-policy", v, "fix", "CONFIG SET maxmemory-policy noeviction (and in redis.conf)")
 	}
+}
+
+// moduleVersion is the version of Cairn's module the Go toolchain recorded
+// in the binary (the main module's when Cairn is the main module); "devel"
+// when none is (a build from a work tree: go run, go test).
+func moduleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	const module = "github.com/cairnhq/cairn"
+	if info.Main.Path == module && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == module && d.Version != "" && d.Version != "(devel)" {
+			return d.Version
+		}
+	}
+	return "devel"
 }
 
 // asynqLogger routes asynq's logs to slog.

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +24,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	t.Helper()
 	if !poll(timeout, cond) {
 		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// EventuallyNone calls missing, as [Eventually] calls its cond, until it
+// returns nothing. If something is still missing after timeout, it fails
+// the test with "timed out after <timeout> waiting for <what>; missing:"
+// and what missing returned last.
+func EventuallyNone(t testing.TB, timeout time.Duration, what string, missing func() []string) {
+	t.Helper()
+	var left []string
+	if !poll(timeout, func() bool { left = missing(); return len(left) == 0 }) {
+		t.Fatalf("timed out after %s waiting for %s; missing: %s", timeout, what, strings.Join(left, ", "))
 	}
 }
 

@@ -2,10 +2,13 @@
 -- does every second in one call, in place of the asynq server it no longer
 -- runs:
 --   1. its heartbeat: its entry in cairn:{q}:fetchers scores the time its
---      claim list is trusted until (Unix ms);
+--      claim list is trusted until (Unix ms); with fields, its record
+--      cairn:{q}:worker:<worker> (what the Workers page shows) is written
+--      and expires with the heartbeat's TTL;
 --   2. the claim lists of workers whose heartbeat ended (killed between
 --      their BLMOVE and their take) go back to the right end of pending,
---      IDs whose record is gone dropped, and the worker leaves the set;
+--      IDs whose record is gone dropped, and the worker leaves the set
+--      (its record goes too);
 --   3. asynq's forwarder, as a fallback of the promoter (promote.lua): due
 --      scheduled and retry tasks (whole seconds, at most 100 of each, a
 --      retry a second after its score, so never early) move to pending (a
@@ -18,13 +21,20 @@
 -- asynq:{q}:retry, asynq:{q}:completed, asynq:{q}:lease. ARGV: worker,
 -- now_ms, heartbeat expiry (Unix ms), now (Unix s), lease cutoff (Unix s),
 -- task_prefix (asynq:{q}:t:), claim_prefix (cairn:{q}:claim:),
--- group_prefix (asynq:{q}:g:).
+-- group_prefix (asynq:{q}:g:), record_prefix (cairn:{q}:worker:), record
+-- TTL (ms), then the record's fields and values (none: no record).
 -- Returns {claimed IDs handed back, tasks forwarded, completed tasks
 -- deleted, expired message...}.
 local fetchers, pending, scheduled, retry, completed, lease = unpack(KEYS)
-local worker, now_ms, expiry, now, cutoff, task_prefix, claim_prefix, group_prefix = unpack(ARGV)
+local worker, now_ms, expiry, now, cutoff, task_prefix, claim_prefix, group_prefix, record_prefix, record_ttl =
+  unpack(ARGV, 1, 10)
 if worker ~= "" then
   redis.call("ZADD", fetchers, expiry, worker)
+  if #ARGV > 10 then
+    local record = record_prefix .. worker
+    redis.call("HSET", record, unpack(ARGV, 11))
+    redis.call("PEXPIRE", record, record_ttl)
+  end
 end
 local handed = 0
 local dead = redis.call("ZRANGEBYSCORE", fetchers, "-inf", "(" .. now_ms, "LIMIT", 0, 10)
@@ -39,7 +49,7 @@ for _, w in ipairs(dead) do
       handed = handed + 1
     end
   end
-  redis.call("DEL", claim)
+  redis.call("DEL", claim, record_prefix .. w)
   redis.call("ZREM", fetchers, w)
 end
 local forwarded = 0

@@ -1,10 +1,11 @@
 -- leave.lua (Dequeuer.Leave): a worker's clean exit from Cairn's own
 -- dequeue: the IDs left in its claim list go back to the right end of
--- pending (IDs whose record is gone dropped), the list is deleted and the
--- worker leaves cairn:{q}:fetchers.
--- KEYS: cairn:{q}:fetchers, the claim list, asynq:{q}:pending. ARGV:
--- worker, task_prefix (asynq:{q}:t:).
-local fetchers, claim, pending = unpack(KEYS)
+-- pending (IDs whose record is gone dropped), the list is deleted, the
+-- worker leaves cairn:{q}:fetchers and its record (cairn:{q}:worker:<id>)
+-- is deleted.
+-- KEYS: cairn:{q}:fetchers, the claim list, asynq:{q}:pending, the worker's
+-- record. ARGV: worker, task_prefix (asynq:{q}:t:).
+local fetchers, claim, pending, record = unpack(KEYS)
 local worker, task_prefix = unpack(ARGV)
 local ids = redis.call("LRANGE", claim, 0, -1)
 for _, id in ipairs(ids) do
@@ -13,6 +14,6 @@ for _, id in ipairs(ids) do
     redis.call("HSET", task_prefix .. id, "state", "pending")
   end
 end
-redis.call("DEL", claim)
+redis.call("DEL", claim, record)
 redis.call("ZREM", fetchers, worker)
 return #ids

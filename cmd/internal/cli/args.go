@@ -147,7 +147,7 @@ func operatorCommands() []*command {
 	}
 }
 
-// queueCommands are the commands on the queue's shared state: ordering keys and circuit breakers.
+// queueCommands are the commands on the queue's shared state: ordering keys, circuit breakers and workers.
 func queueCommands() []*command {
 	return []*command{
 		{
@@ -165,6 +165,12 @@ func queueCommands() []*command {
 			summary: "list the queue's circuit breakers: state, failures, open until, cooldown, openings, deferrals",
 			flags:   []string{"--json\tprint a JSON array of breakers"},
 			parse:   parseBreakers,
+		},
+		{
+			name: "workers", synopsis: "workers [flags]",
+			summary: "list the queue's live workers: kind, host, pid, queues, attempts in flight of the concurrency, start, version, last heartbeat",
+			flags:   []string{"--json\tprint a JSON array of workers"},
+			parse:   parseWorkers,
 		},
 		{
 			name: "breaker", synopsis: "breaker reset <name>",

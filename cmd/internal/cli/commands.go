@@ -252,7 +252,10 @@ func parseStatus(_ *CLI, fs *pflag.FlagSet) parseFunc {
 			if *asJSON {
 				return writeJSON(s.stdout(), run)
 			}
-			return writeRun(s.stdout(), s.cli.layout(), run, s.cli.now())
+			if err := writeRun(s.stdout(), s.cli.layout(), run, s.cli.now()); err != nil {
+				return err
+			}
+			return writeNoWorker(ctx, s.stdout(), s, run)
 		}, nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/internal/proctest"
 	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/internal/testkit"
+	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -399,7 +400,7 @@ func TestClusterTopology(t *testing.T) {
 	// Webhooks: each of queue 2's runs' ends notified once (one delivery
 	// ID), signed. Delivery is at least once: a request answered 2xx while
 	// the cluster was down can be sent again, with the same ID.
-	testkit.Eventually(t, 30*time.Second, "queue 2's run ends to be delivered", func() bool {
+	testkit.EventuallyNone(t, deliveredWithin, "queue 2's run ends to be delivered once", func() []string {
 		ends := map[string]map[string]bool{}
 		for _, h := range requests() {
 			if h.verified && (h.event == workflow.NotifyRunSucceeded || h.event == workflow.NotifyRunFailed) {
@@ -409,12 +410,13 @@ func TestClusterTopology(t *testing.T) {
 				ends[h.note.RunID][h.delivery] = true
 			}
 		}
+		var missing []string
 		for _, r := range runs {
 			if r.client.Queue() == queues[2] && len(ends[r.id]) != 1 {
-				return false
+				missing = append(missing, fmt.Sprintf("%s (%d delivery IDs)", r.id, len(ends[r.id])))
 			}
 		}
-		return true
+		return missing
 	})
 
 	// The CLI reads a run and lists the failures through the cluster.
@@ -638,19 +640,20 @@ func TestSentinelTopology(t *testing.T) {
 
 	// Webhooks: each run's end delivered, at least once (a run end the
 	// replica had not received is done, and sent, again).
-	testkit.Eventually(t, 30*time.Second, "every run's end to be delivered", func() bool {
+	testkit.EventuallyNone(t, deliveredWithin, "every run's end to be delivered", func() []string {
 		ends := map[string]int{}
 		for _, h := range requests() {
 			if h.verified && h.event == workflow.NotifyRunSucceeded {
 				ends[h.note.RunID]++
 			}
 		}
+		var missing []string
 		for _, r := range runs {
 			if ends[r.id] == 0 {
-				return false
+				missing = append(missing, r.id)
 			}
 		}
-		return true
+		return missing
 	})
 
 	// --dashboard-only follows the new master too.
@@ -675,3 +678,12 @@ func TestSentinelTopology(t *testing.T) {
 		t.Errorf("enqueue status after the failover: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// deliveredWithin bounds the wait for webhook deliveries after a failover.
+// A delivery is an asynq task on the run's queue: one a worker took before
+// the failover, whose acknowledgement or retry the old master took with
+// it, is active on the new master until its lease expires, and only then
+// handed back and delivered (tasks.AsynqLeaseDuration, 30s). So the wait
+// is that lease and a generous margin for the hand-back, the delivery's
+// backoff and a loaded machine.
+const deliveredWithin = tasks.AsynqLeaseDuration + 60*time.Second

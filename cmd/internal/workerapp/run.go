@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cairnhq/cairn/cmd/internal/config"
+	"github.com/cairnhq/cairn/cmd/internal/version"
 	"github.com/cairnhq/cairn/dashboard"
 	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/metrics"
@@ -98,6 +99,7 @@ func newWorker(cfg config.Config, rdb redis.UniversalClient, log *slog.Logger, m
 		},
 		SkipRedisChecks: cfg.Embedded(),
 		Webhook:         cfg.Webhook(),
+		Version:         version.String(),
 	})
 }
 

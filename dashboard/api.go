@@ -41,6 +41,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry-now", user(s.action(actionRetryNow)))
 	s.handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
 	s.handle("GET /api/v1/breakers", user(s.breakers))
+	s.handle("GET /api/v1/latency", user(s.latency))
 	s.handle("POST /api/v1/admin/breakers/{name}/reset", admin(s.resetBreaker))
 	s.handle("POST /api/v1/workflows/{id}/signals/{name}", user(s.signal))
 	s.handle("GET /api/v1/events", user(s.events))

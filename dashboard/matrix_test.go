@@ -101,6 +101,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "POST", path: "/api/v1/workflows", body: `{"workflow":"demo","ordering_key":"k1","shared_ordering":true}`,
 			want: [5]int{unauth, unauth, forbidden, forbidden, 201}},
 		{method: "GET", path: "/api/v1/breakers", want: [5]int{unauth, unauth, 200, 200, 200}},
+		// Latencies are summed over every owner's runs and name none: every
+		// user sees them, as /metrics.
+		{method: "GET", path: "/api/v1/latency?window=7d", want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/latency?window=2h", want: [5]int{unauth, unauth, 400, 400, 400}},
 		{method: "POST", path: "/api/v1/admin/breakers/none/reset", want: [5]int{unauth, unauth, forbidden, forbidden, notFound}},
 		{method: "POST", path: "/api/v1/workflows/{id}/signals/approved", body: `{"ok":true}`, run: awaiting, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},

@@ -627,6 +627,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 		t.Fatalf("the audit misses the admin's recover: %s", resp.body)
 	}
 	a.check("GET", "/api/v1/breakers", e.do(req{method: "GET", path: "/api/v1/breakers", token: aliceToken}))
+	e.seedLatency()
+	a.check("GET", "/api/v1/latency", e.do(req{method: "GET", path: "/api/v1/latency?window=7d", token: aliceToken}))
+	a.check("GET", "/api/v1/latency", e.do(req{method: "GET", path: "/api/v1/latency?window=1y", token: aliceToken}))
 	a.check("POST", "/api/v1/admin/breakers/{name}/reset",
 		e.do(req{method: "POST", path: "/api/v1/admin/breakers/no-such-breaker/reset", token: rootToken}))
 	a.check("GET", "/api/v1/events", e.do(req{method: "GET", path: "/api/v1/events?last_event_id=x", token: aliceToken}))
@@ -643,7 +646,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 		"GET /api/v1/workflows/{id} 404", "POST /api/v1/workflows 422", "POST /api/v1/workflows/{id}/cancel 409",
 		"GET /api/v1/workflows 400", "GET /api/v1/me 401", "GET /api/v1/admin/audit 403", "POST /api/v1/admin/breakers/{name}/reset 404",
 		"GET /api/v1/events 400", "GET /metrics 200", "GET /api/v1/openapi.json 200", "GET /api/v1/workers 200",
-		"GET /api/v1/workers 403"} {
+		"GET /api/v1/workers 403", "GET /api/v1/latency 200", "GET /api/v1/latency 400"} {
 		if !a.seen[want] {
 			t.Errorf("%s was not checked", want)
 		}

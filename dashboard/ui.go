@@ -46,6 +46,7 @@ const fragmentParam = "fragment"
 //	GET  /runs/{id}       a run: steps, attempts, errors, countdown, journal, actions
 //	GET  /activity        charts: runs over time by status, retries and failures per step
 //	GET  /ordering        ordering keys and workflow limits in use (admins), one key's line
+//	GET  /latency         step run times and waits for a worker: percentiles per workflow and step
 //	GET  /attention       admins: the runs that need an operator
 //	GET  /workers         admins: the live workers, their queues, concurrency and load
 //	GET  /signin          the sign-in form; POST /signin checks the token
@@ -73,6 +74,7 @@ func WebUI(s *Server, mux *http.ServeMux) {
 	mux.Handle("GET "+ActivityPath, u.page(false, u.activityPage))
 	mux.Handle("GET "+OrderingPath, u.page(false, u.orderingPage))
 	mux.Handle("GET "+WorkersPath, u.page(true, u.workersPage))
+	mux.Handle("GET "+LatencyPath, u.page(false, u.latencyPage))
 	mux.HandleFunc("GET "+SignInPath, u.signInForm)
 	mux.HandleFunc("POST "+SignInPath, u.signIn)
 	mux.HandleFunc("POST "+SignOutPath, u.signOut)
@@ -117,7 +119,7 @@ func newWebUI(s *Server) (*webUI, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "attention", "breakers", "activity", "ordering", "workers", "signin", "error"} {
+	for _, name := range []string{"runs", "run", "attention", "breakers", "activity", "ordering", "workers", "latency", "signin", "error"} {
 		t, err := template.Must(base.Clone()).ParseFS(uiFiles, "templates/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -132,7 +134,7 @@ func newWebUI(s *Server) (*webUI, error) {
 type view struct {
 	Title string
 	// Page names the page (runs, run, attention, breakers, activity,
-	// ordering, workers, signin, error).
+	// ordering, latency, workers, signin, error).
 	Page      string
 	Principal Principal
 	SignedIn  bool

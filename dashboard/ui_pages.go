@@ -36,6 +36,7 @@ func (u *webUI) funcs() template.FuncMap {
 		"human":       humanDuration,
 		"orderingURL": orderingURL,
 		"tsShort":     shortTime,
+		"latency":     latencyText,
 	}
 }
 

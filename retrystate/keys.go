@@ -171,3 +171,8 @@ func (k keys) gates() string { return k.prefix + "idx:gates" }
 // Audit is the queue's stream of administrators' actions (restores, actions
 // on other subjects' runs).
 func (k keys) audit() string { return k.prefix + "audit" }
+
+// latency is a hash of the step latencies the workers observed in one hour
+// (hour: Unix seconds / 3600): field <kind>|<workflow>|<step>|<bucket> ->
+// count (latency.go). It expires LatencyRetention after its last write.
+func (k keys) latency(hour int64) string { return k.prefix + "lat:" + strconv.FormatInt(hour, 10) }

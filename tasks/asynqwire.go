@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -40,6 +41,38 @@ func (s Step) AsynqMessage(queue string, stepTimeout time.Duration) []byte {
 	m := Message{Type: TypeStep, Payload: s.Encode(), ID: s.ID(), Queue: queue, Retry: DefaultMaxDeliveries,
 		Timeout: int64(taskTimeout(stepTimeout) / time.Second)}
 	return m.Encode()
+}
+
+// HeaderDue is the header of a step task's message that carries the time
+// its attempt is due, in Unix milliseconds: the worker that begins it
+// counts the wait for a worker from then (the step latencies,
+// retrystate/latency.go). A task without it (written by a script, a
+// repair, a deferral) counts no wait. Workers of an older version ignore
+// it.
+const HeaderDue = "cairn-due"
+
+// AsynqMessageDue is AsynqMessage with the attempt's due time in header
+// HeaderDue.
+func (s Step) AsynqMessageDue(queue string, stepTimeout time.Duration, due time.Time) []byte {
+	m := Message{Type: TypeStep, Payload: s.Encode(), ID: s.ID(), Queue: queue, Retry: DefaultMaxDeliveries,
+		Timeout: int64(taskTimeout(stepTimeout) / time.Second),
+		Headers: map[string]string{HeaderDue: strconv.FormatInt(due.UnixMilli(), 10)}}
+	return m.Encode()
+}
+
+// DueOf returns the due time header HeaderDue of a step task's message
+// carries; zero when it carries none (or one that is not a positive
+// number).
+func DueOf(headers map[string]string) time.Time {
+	v, ok := headers[HeaderDue]
+	if !ok {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // taskTimeout is asynq's timeout of an attempt's task: it outlasts the

@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/cairnhq/cairn/internal/redistest"
 	"github.com/cairnhq/cairn/tasks"
 )
 
@@ -261,5 +263,49 @@ func TestCeilSecond(t *testing.T) {
 	now := time.Now()
 	if got := tasks.CeilSecond(now); got.Nanosecond() != 0 || got.Before(now) || got.Sub(now) >= time.Second {
 		t.Errorf("CeilSecond(%v) = %v", now, got)
+	}
+}
+
+// TestAsynqMessageDue: the due time rides in the message's header
+// HeaderDue, 28 bytes more than the message without it, and reads back
+// (to the millisecond) from the decoded message; a message without it, or
+// with a header that is not a positive number, has no due time.
+func TestAsynqMessageDue(t *testing.T) {
+	t.Parallel()
+	s := tasks.Step{RunID: runID, Workflow: "wf", Index: 1, Name: "b", Attempt: 2}
+	due := time.UnixMilli(1_800_000_000_123).Add(456 * time.Microsecond)
+	plain, with := s.AsynqMessage("q", time.Minute), s.AsynqMessageDue("q", time.Minute, due)
+	if len(with)-len(plain) != 28 {
+		t.Errorf("the header adds %d bytes, want 28", len(with)-len(plain))
+	}
+	m, err := tasks.ParseMessage(with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tasks.DueOf(m.Headers); !got.Equal(due.Truncate(time.Millisecond)) {
+		t.Errorf("due %s, want %s", got, due.Truncate(time.Millisecond))
+	}
+	if string(m.Payload) != string(s.Encode()) || m.ID != s.ID() {
+		t.Errorf("message %+v: not the step's", m)
+	}
+	for _, h := range []map[string]string{nil, {}, {tasks.HeaderDue: ""}, {tasks.HeaderDue: "-5"},
+		{tasks.HeaderDue: "0"}, {tasks.HeaderDue: "12x"}, {"other": "1"}} {
+		if got := tasks.DueOf(h); !got.IsZero() {
+			t.Errorf("DueOf(%v) = %s, want none", h, got)
+		}
+	}
+	// What asynq itself reads of it, written as the scripts write it: the
+	// same header.
+	rdb := redistest.Shared(t).Client(t)
+	queue := "due-" + strings.ReplaceAll(time.Now().Format("150405.000000000"), ".", "")
+	if err := rdb.SAdd(context.Background(), tasks.AllQueues, queue).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tasks.NewLuaTaskWriter(rdb).WriteTask(context.Background(), queue, s.ID(), with, time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(queue, s.ID())
+	if err != nil || info.Headers[tasks.HeaderDue] != "1800000000123" {
+		t.Errorf("asynq reads headers %v (%v), want %s 1800000000123", info, err, tasks.HeaderDue)
 	}
 }

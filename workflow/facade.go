@@ -226,6 +226,21 @@ type JSONError = core.JSONError
 // 16 keys without escapes.
 func CheckJSON(data []byte) error { return core.CheckJSON(data) }
 
+// LatencyReport is the step latencies of a window (Client.Latency): per
+// workflow and step, how long step bodies ran and how long due attempts
+// waited for a worker. The workers count them in hourly buckets, so a
+// window covers whole hours: From is the start of the oldest hour read
+// (up to an hour before the window's start), To the time of the read.
+type LatencyReport = core.LatencyReport
+
+// LatencySeries is one workflow's step's latencies.
+type LatencySeries = core.LatencySeries
+
+// LatencyStats is the count and percentiles of a latency. A percentile is
+// the upper bound of the bucket that holds it (buckets are 19% wide: the
+// true value is at most that much below); zero when Count is.
+type LatencyStats = core.LatencyStats
+
 // Log attribute names, used on every line about a run, step or attempt.
 const (
 	AttrRunID    = core.AttrRunID
@@ -699,6 +714,10 @@ const ActionRestore = engine.ActionRestore
 // AuditEntry is an entry of the queue's audit stream: an administrator's
 // action.
 type AuditEntry = engine.AuditEntry
+
+// MaxLatencyWindow is the longest window Client.Latency reads: the
+// workers keep 8 days of hourly counts (retrystate.LatencyRetention).
+const MaxLatencyWindow = engine.MaxLatencyWindow
 
 // KeyLine names a line of an ordering key: Key in the line of Owner's runs,
 // or in the key's shared line when Shared or when Owner is ""

@@ -108,8 +108,10 @@ func (e *Engine) AsynqConfig(cfg asynq.Config) asynq.Config {
 // Run does, beside handling step attempts, what a Worker does for an engine
 // mounted on a service's own asynq server (Handle, AsynqConfig): it publishes
 // the registered definitions, retrying while Redis is unreachable, then runs
-// the reconciler (rc configures it; nil: the defaults) until ctx is done. It
-// returns nil when ctx ends. Run it on every replica, as a Worker would be.
+// the reconciler (rc configures it; nil: the defaults) and the step
+// latencies' flushes (EngineConfig.LatencyFlushInterval) until ctx is done.
+// It returns nil when ctx ends. Run it on every replica, as a Worker would
+// be.
 func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) error {
 	if ok, err := e.publishRetrying(ctx); !ok {
 		return err
@@ -119,8 +121,18 @@ func (e *Engine) Run(ctx context.Context, rc *maintenance.ReconcilerConfig) erro
 		cfg = *rc
 	}
 	timersDone := e.disp.timers.start(ctx)
+	latencyDone := make(chan struct{})
+	if e.latency != nil {
+		go func() {
+			defer close(latencyDone)
+			e.latency.run(ctx, e.cfg.LatencyFlushInterval)
+		}()
+	} else {
+		close(latencyDone)
+	}
 	e.NewReconciler(cfg).Run(ctx)
 	<-timersDone
+	<-latencyDone
 	return nil
 }
 

@@ -482,8 +482,10 @@ func (c *Client) newRun(r startReq, d *publishedDef) retrystate.NewRun {
 		nr.OrderingShared = r.ordShared
 	}
 	first := nr.Steps[0]
+	// Due now: its worker counts the wait for a worker from then (the step
+	// latencies, latency.go).
 	nr.FirstTask = tasks.Step{RunID: r.id, Workflow: r.workflow, Index: 0, Name: first.Name, Attempt: 1}.
-		AsynqMessage(c.cfg.Queue, first.Timeout)
+		AsynqMessageDue(c.cfg.Queue, first.Timeout, nr.Now)
 	return nr
 }
 

@@ -69,6 +69,12 @@ type EngineConfig struct {
 	// runs, and a span per run, in the trace of the context Start was
 	// given). Nil: no tracing, at no cost.
 	TracerProvider trace.TracerProvider
+	// LatencyFlushInterval is how often a Worker writes the step latencies
+	// its engine counted (each attempt's run time and wait for a worker,
+	// in memory) to Redis, one pipeline a flush, for Client.Latency; a
+	// worker killed loses at most this much of them. Negative: latencies
+	// are not counted. Default 5s.
+	LatencyFlushInterval time.Duration
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -96,6 +102,9 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	if c.Rand == nil {
 		c.Rand = randv2.Float64
 	}
+	if c.LatencyFlushInterval == 0 {
+		c.LatencyFlushInterval = 5 * time.Second
+	}
 	c.Observer = core.OrNop(c.Observer)
 	if t := newTracer(c.TracerProvider); t != nil {
 		c.Observer = tracingObserver{Observer: c.Observer, t: t, clock: c.Clock}
@@ -122,6 +131,9 @@ type Engine struct {
 	policies sync.Map
 	// tracing is nil unless EngineConfig.TracerProvider is set.
 	tracing *tracer
+	// latency counts the step latencies (latency.go); nil when
+	// EngineConfig.LatencyFlushInterval is negative.
+	latency *latencyRecorder
 	// id is this worker's identity (host:pid:random, newWorkerID), recorded
 	// with each attempt it begins (the journal's attempt_started, detail
 	// worker) and, on the own dequeue, the name of its heartbeat.
@@ -147,6 +159,10 @@ func NewEngine(rdb redis.UniversalClient, cfg EngineConfig) (*Engine, error) {
 		defs:    make(map[string]*registered),
 		tracing: newTracer(cfg.TracerProvider),
 		id:      newWorkerID(),
+	}
+	if cfg.LatencyFlushInterval > 0 {
+		e.latency = newLatencyRecorder(e.store, cfg.Clock, cfg.Logger.With("component", "latency"))
+		e.cfg.Observer = latencyObserver{Observer: cfg.Observer, rec: e.latency, clock: cfg.Clock}
 	}
 	// At the fetch interval AsynqConfig sets (a Worker sets its own:
 	// NewWorker).
@@ -249,7 +265,7 @@ func IsFailure(err error) bool {
 // continues with (runChain).
 func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	taskID, _ := asynq.GetTaskID(ctx)
-	return e.ProcessStep(ctx, taskID, t.Payload())
+	return e.processStep(ctx, taskID, t.Payload(), tasks.DueOf(t.Headers()))
 }
 
 // ProcessStep is ProcessTask for a processor that is not asynq's (a
@@ -257,6 +273,12 @@ func (e *Engine) ProcessTask(ctx context.Context, t *asynq.Task) error {
 // payload names), payload the task's. Its error means what ProcessTask's
 // means to asynq's processor.
 func (e *Engine) ProcessStep(ctx context.Context, taskID string, payload []byte) error {
+	return e.processStep(ctx, taskID, payload, time.Time{})
+}
+
+// processStep is ProcessStep of a task whose message said its attempt was
+// due at due (tasks.HeaderDue; zero: it did not say).
+func (e *Engine) processStep(ctx context.Context, taskID string, payload []byte, due time.Time) error {
 	p, err := tasks.Decode(payload)
 	if err != nil {
 		e.log.Error("dropping a malformed step task", core.AttrError, err)
@@ -286,6 +308,11 @@ func (e *Engine) ProcessStep(ctx context.Context, taskID string, payload []byte)
 	}
 	if b.Outcome != retrystate.OutcomeOK {
 		return e.notStarted(ctx, log, p, taskID, b)
+	}
+	if !due.IsZero() && !b.Started.Crashed && b.Started.Attempt == p.Attempt {
+		// The wait for a worker: from the dispatch's due time to the begin
+		// that took it (another host's clock may put it after: none).
+		e.latency.record(retrystate.LatencyWait, p.Workflow, p.Name, max(0, begunAt.Sub(due)), begunAt)
 	}
 	return e.runChain(ctx, log, p, token, fn, b.Started, begunAt)
 }
@@ -489,14 +516,23 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 	args := retrystate.CompleteParams{RunID: p.RunID, Index: p.Index, Token: token, Output: output,
 		Retention: e.cfg.Retention}
 	next := b.Next
+	var np tasks.Step
 	if next != nil {
 		// The checkpoint script creates the next step's task itself.
-		np := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
-		args.NextTaskID, args.NextMessage = np.ID(), np.AsynqMessage(e.cfg.Queue, next.Timeout)
+		np = tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: next.Index, Name: next.Name, Attempt: next.Attempt}
+		args.NextTaskID = np.ID()
 		if e.inline(ctx, p, next, chain) {
 			// Or begins it, for this delivery to run (engine_inline.go).
 			args.InlineToken, args.FenceTTL, args.Worker = core.NewToken(), e.cfg.FenceTTL, e.id
 		}
+	}
+	// The next step's task says when it is due, the checkpoint's time, for
+	// the wait its worker counts (latency.go; the message is made with the
+	// checkpoint's time, below): not for a step begun inline, which waits
+	// for nobody.
+	dueHeader := next != nil && e.latency != nil && args.InlineToken == ""
+	if next != nil && !dueHeader {
+		args.NextMessage = np.AsynqMessage(e.cfg.Queue, next.Timeout)
 	}
 	// Cairn's own dequeue: the checkpoint that ends the delivery also
 	// acknowledges its task (processor.go, stepAck).
@@ -504,6 +540,9 @@ func (e *Engine) complete(ctx context.Context, log core.Logger, p tasks.Step, to
 	var res retrystate.CompleteResult
 	err := e.persist(ctx, log, "checkpoint", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
+		if dueHeader {
+			args.NextMessage = np.AsynqMessageDue(e.cfg.Queue, next.Timeout, args.Now)
+		}
 		// (Not for a complete that begins the next step inline: the
 		// delivery goes on, and its arguments would cost the script for
 		// nothing; should the script write the next task instead, the
@@ -586,11 +625,19 @@ func (e *Engine) fail(ctx context.Context, log core.Logger, p tasks.Step, token 
 	retry := tasks.Step{RunID: p.RunID, Workflow: p.Workflow, Index: p.Index, Name: p.Name, Attempt: p.Attempt + 1}
 	args := retrystate.FailParams{RunID: p.RunID, Index: p.Index, Token: token,
 		Error: c.message, Class: class, Code: c.code, Delay: delay,
-		Retention: e.cfg.Retention, RetryTaskID: retry.ID(), RetryMessage: retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)}
+		Retention: e.cfg.Retention, RetryTaskID: retry.ID()}
+	if e.latency == nil {
+		args.RetryMessage = retry.AsynqMessage(e.cfg.Queue, pol.StepTimeout)
+	}
 	sa := stepAckOf(ctx) // as complete's
 	var res retrystate.FailResult
 	err := e.persist(ctx, log, "record failure", func(ctx context.Context) (err error) {
 		args.Now = e.cfg.Clock.Now()
+		if e.latency != nil {
+			// The retry's task says when it is due (latency.go), as fail.lua
+			// schedules it: now + delay.
+			args.RetryMessage = retry.AsynqMessageDue(e.cfg.Queue, pol.StepTimeout, args.Now.Add(delay))
+		}
 		if sa != nil {
 			a := sa.args(args.Now)
 			args.Ack = &a

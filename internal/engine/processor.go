@@ -394,7 +394,7 @@ func (p *processor) perform(ctx context.Context, m *tasks.Message) (err error) {
 	}()
 	switch m.Type {
 	case tasks.TypeStep:
-		return p.e.ProcessStep(ctx, m.ID, m.Payload)
+		return p.e.processStep(ctx, m.ID, m.Payload, tasks.DueOf(m.Headers))
 	case tasks.TypeWebhook:
 		if p.webhook != nil {
 			return p.webhook(ctx, m.Payload, m.Retried)

@@ -213,8 +213,9 @@ func (w *Worker) runOwn(ctx context.Context) error {
 }
 
 // start runs what a worker runs beside its processor (the Redis checks,
-// the reconciler, the promoter, the notifier) until ctx ends; the function
-// it returns stops them and waits for them.
+// the reconciler, the promoter, the notifier, the step latencies'
+// flushes) until ctx ends; the function it returns stops them and waits
+// for them.
 func (w *Worker) start(ctx context.Context, notifier *Notifier) (stop func()) {
 	if !w.cfg.SkipRedisChecks {
 		CheckRedis(ctx, w.rdb, w.log)
@@ -243,11 +244,23 @@ func (w *Worker) start(ctx context.Context, notifier *Notifier) (stop func()) {
 	} else {
 		close(notifierDone)
 	}
+	// The step latencies' flushes (latency.go); the last when the worker
+	// stops, after its steps.
+	latencyDone := make(chan struct{})
+	if l := w.engine.latency; l != nil {
+		go func() {
+			defer close(latencyDone)
+			l.run(recCtx, w.engine.cfg.LatencyFlushInterval)
+		}()
+	} else {
+		close(latencyDone)
+	}
 	return func() {
 		stopRec()
 		<-recDone
 		<-timersDone
 		<-notifierDone
+		<-latencyDone
 	}
 }
 

@@ -173,6 +173,16 @@ func queueCommands() []*command {
 			parse:   parseWorkers,
 		},
 		{
+			name: "latency", synopsis: "latency [flags]",
+			summary: "show the percentiles (p50, p90, p99) of step run times and waits for a worker, per workflow and step",
+			flags: []string{
+				"--window W\tthe window: 1h, 24h or 7d (default 24h)",
+				"--workflow W\tonly workflow W's steps",
+				"--json\tprint the report as JSON, as GET /api/v1/latency answers it",
+			},
+			parse: parseLatency,
+		},
+		{
 			name: "breaker", synopsis: "breaker reset <name>",
 			summary: "close a circuit breaker at once (its deferred attempts start at their scheduled time)",
 			parse:   parseBreaker,

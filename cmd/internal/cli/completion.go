@@ -130,7 +130,8 @@ func (c *CLI) completeArgs(def *command) cobra.CompletionFunc {
 }
 
 // completeFlags registers the completion of the values of cmd's flags:
-// list --status's statuses; no files for the flags that take none.
+// list --status's statuses, latency --window's windows and --workflow's
+// workflows; no files for the flags that take none.
 func (c *CLI) completeFlags(cmd *cobra.Command) {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.NoOptDefVal != "" {
@@ -141,6 +142,14 @@ func (c *CLI) completeFlags(cmd *cobra.Command) {
 		case "status":
 			fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 				return prefixed(statuses, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+		case "window":
+			fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return prefixed(latencyWindowNames, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+		case "workflow":
+			fn = func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return c.completeWorkflows(cmd.Context(), toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 		case "step":
 			fn = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {

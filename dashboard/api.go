@@ -305,6 +305,13 @@ type RunList struct {
 	Runs []*workflow.Run `json:"runs"`
 	// NextCursor continues the listing ("" after the last page).
 	NextCursor string `json:"next_cursor"`
+	// Scanned is the number of runs a filtered page examined, for an
+	// admin (absent when it needed no filter, and for a user: it counts
+	// other owners' runs too).
+	Scanned int `json:"scanned,omitempty"`
+	// ScanLimited: the bound of the scan ended the page before it held
+	// limit runs; next_cursor goes on from where it stopped.
+	ScanLimited bool `json:"scan_limited,omitempty"`
 }
 
 var workflowNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -340,6 +347,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, problemf(http.StatusBadRequest, ProblemInvalidRequest, "workflow %q: not a workflow name", opts.Workflow))
 		return
 	}
+	if _, err := s.searchParams(q, &opts, principal(r).IsAdmin()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if p := principal(r); !p.IsAdmin() {
 		if opts.Owner != "" && opts.Owner != p.Subject {
 			s.fail(w, r, problemf(http.StatusForbidden, ProblemForbidden, "only admins list other subjects' runs"))
@@ -347,15 +358,19 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Owner = p.Subject
 	}
-	runs, next, err := s.client.List(r.Context(), opts)
+	page, err := s.client.ListPage(r.Context(), opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if runs == nil {
-		runs = []*workflow.Run{}
+	if page.Runs == nil {
+		page.Runs = []*workflow.Run{}
 	}
-	writeJSON(w, http.StatusOK, RunList{Runs: runs, NextCursor: next})
+	scanned := page.Scanned
+	if !principal(r).IsAdmin() {
+		scanned = 0 // it counts other owners' runs too
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: page.Runs, NextCursor: page.Next, Scanned: scanned, ScanLimited: page.Limited})
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {

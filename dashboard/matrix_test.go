@@ -65,6 +65,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{method: "GET", path: "/api/v1/me", want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "GET", path: "/api/v1/workflows", want: [5]int{unauth, unauth, 200, 200, 200}},
 		{method: "POST", path: "/api/v1/workflows", body: `{"workflow":"demo"}`, want: [5]int{unauth, unauth, 201, 201, 201}},
+		// Search: alice's run by its ID and by its input is found by its
+		// owner and an admin only (TestSearchMatrix); bad syntax is a 400
+		// for anyone signed in.
+		{method: "GET", path: "/api/v1/workflows?id_prefix={id}&input=input.fail_step%3Dtransform&since=1h", run: sharedRun,
+			want: [5]int{unauth, unauth, 200, 200, 200}},
+		{method: "GET", path: "/api/v1/workflows?input=input.fail_step!%3Dx", want: [5]int{unauth, unauth, 400, 400, 400}},
+		// A search's bound is the admins' to set.
+		{method: "GET", path: "/api/v1/workflows?input=input.fail_step%3Dx&scan_limit=5",
+			want: [5]int{unauth, unauth, forbidden, forbidden, 200}},
 		{method: "GET", path: "/api/v1/workflows/{id}", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
 		{method: "GET", path: "/api/v1/workflows/{id}/events", run: sharedRun, want: [5]int{unauth, unauth, 200, notFound, 200}},
 		{method: "POST", path: "/api/v1/workflows/{id}/recover", run: failed, changes: true,
@@ -416,6 +425,61 @@ func TestWorkersMatrix(t *testing.T) {
 			}
 			if got := strings.Contains(string(resp.body), "secret-host"); got != c.hosts[i] {
 				t.Errorf("%s: shows the worker's host: %v, want %v", name, got, c.hosts[i])
+			}
+		}
+	}
+}
+
+// TestSearchMatrix: a search for alice's run, by its ID, an ID prefix or
+// its input, through the API and the runs page, as each caller: the owner
+// and an admin find it, another user gets an empty answer that shows
+// nothing of it, a caller without a valid token is refused or sent to
+// sign in.
+func TestSearchMatrix(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noWorker: true, ui: true})
+	const secret = "s3cr3t-of-alice"
+	run := e.start("alice", `{"customer":{"id":7,"email":"`+secret+`"}}`)
+	e.start("bob", `{"customer":{"id":7}}`)
+	const signIn = 303
+	for _, query := range []string{
+		"id_prefix=" + run.ID,
+		"id_prefix=" + run.ID[:20],
+		"input=" + url.QueryEscape(`input.customer.email="`+secret+`"`),
+		"input=" + url.QueryEscape(`input.customer.id=7`) + "&since=1h",
+	} {
+		for _, c := range []struct {
+			path  string
+			page  bool
+			want  [5]int
+			found [5]bool
+		}{
+			{path: "/?" + query, page: true, want: [5]int{signIn, signIn, 200, 200, 200}, found: [5]bool{2: true, 4: true}},
+			{path: "/?fragment=1&" + query, page: true, want: [5]int{401, 401, 200, 200, 200}, found: [5]bool{2: true, 4: true}},
+			{path: "/api/v1/workflows?" + query, want: [5]int{401, 401, 200, 200, 200}, found: [5]bool{2: true, 4: true}},
+		} {
+			for i, cl := range callers {
+				r := req{method: "GET", path: c.path, token: cl.token}
+				if c.page {
+					r = req{method: "GET", path: c.path, cookie: cl.token}
+				}
+				resp := e.do(r)
+				name := c.path + " as " + cl.name
+				if resp.status != c.want[i] {
+					t.Errorf("%s: status %d, want %d", name, resp.status, c.want[i])
+				}
+				// The page echoes the query, which may hold the run's ID:
+				// a run found is a row, or an object of the API's list.
+				mark := `data-run="` + run.ID + `"`
+				if !c.page {
+					mark = `"id":"` + run.ID + `"`
+				}
+				if got := strings.Contains(string(resp.body), mark); got != c.found[i] {
+					t.Errorf("%s: shows alice's run: %v, want %v", name, got, c.found[i])
+				}
+				if !c.found[i] && !strings.Contains(query, "s3cr3t") && strings.Contains(string(resp.body), secret) {
+					t.Errorf("%s: shows alice's input", name)
+				}
 			}
 		}
 	}

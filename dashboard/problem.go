@@ -87,7 +87,8 @@ func errorProblem(ctx context.Context, err error) *apiError {
 		return problemf(http.StatusUnprocessableEntity, ProblemUnknownWorkflow, "%v", err)
 	case errors.Is(err, workflow.ErrInvalidInput):
 		return problemf(http.StatusBadRequest, ProblemInvalidInput, "%v", err)
-	case errors.Is(err, workflow.ErrInvalidStatus), errors.Is(err, workflow.ErrInvalidCursor):
+	case errors.Is(err, workflow.ErrInvalidStatus), errors.Is(err, workflow.ErrInvalidCursor),
+		errors.Is(err, workflow.ErrInvalidSearch):
 		return problemf(http.StatusBadRequest, ProblemInvalidRequest, "%v", err)
 	case errors.Is(err, workflow.ErrActionRefused), errors.Is(err, workflow.ErrRunFinished),
 		errors.Is(err, workflow.ErrMailboxFull):

@@ -180,6 +180,14 @@ type runsData struct {
 	// NoWorker names the queue when a run of the page waits for a worker
 	// and no live worker serves the queue ("" otherwise).
 	NoWorker string
+	// Search is the search as given (echoed in the form); SearchError
+	// why it was refused ("" when it was not). Scanned is the number of
+	// runs the page examined, ScanLimited whether the bound of the scan
+	// ended the page (NextURL then goes on searching).
+	Search      searchForm
+	SearchError string
+	Scanned     int
+	ScanLimited bool
 }
 
 // runsPage lists the caller's runs (an admin's: every run, or one owner's),
@@ -209,15 +217,30 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	v := u.newView(r, p, "runs", "Runs")
 	v.EventsAfter = u.eventsCursor(r)
-	runs, next, err := u.s.client.List(r.Context(), opts)
-	if err != nil {
-		u.fail(w, r, p, err)
-		return
+	status := http.StatusOK
+	search, serr := u.s.searchParams(q, &opts, p.IsAdmin())
+	d.Search = search
+	var page workflow.ListPage
+	if ae, ok := errors.AsType[*apiError](serr); ok {
+		status, d.SearchError = ae.status, ae.detail
+	} else {
+		page, err = u.s.client.ListPage(r.Context(), opts)
+		if err != nil {
+			u.fail(w, r, p, err)
+			return
+		}
 	}
-	d.Runs = runs
+	runs, next := page.Runs, page.Next
+	d.Runs, d.ScanLimited = runs, page.Limited
+	if p.IsAdmin() {
+		d.Scanned = page.Scanned // a user's counts other owners' runs too
+	}
 	d.Rows = u.runRows(r.Context(), runs, v.Now)
 	d.NoWorker = u.s.noWorker(r, runs...)
 	if cb, err := u.countRuns(r.Context(), p, q, d.Status, d.Workflow, d.Owner); err == nil {
+		if d.Search.Active() {
+			cb.Scope += " (without the search)"
+		}
 		d.Counts = &cb
 	} else {
 		reqLog(r).Warn("runs page: cannot count the runs", "error", err)
@@ -229,6 +252,13 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		for _, k := range []string{"status", "workflow", "owner", "limit"} {
 			if x := q.Get(k); x != "" {
 				nq.Set(k, x)
+			}
+		}
+		for _, k := range searchParamNames {
+			for _, x := range q[k] {
+				if x != "" {
+					nq.Add(k, x)
+				}
 			}
 		}
 		nq.Set("cursor", next)
@@ -248,9 +278,11 @@ func (u *webUI) runsPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	lq := url.Values{}
 	maps.Copy(lq, q)
 	lq.Set(fragmentParam, "1")
-	v.Live = "/?" + lq.Encode()
+	if serr == nil { // a refused search has nothing to update
+		v.Live = "/?" + lq.Encode()
+	}
 	v.Data = d
-	u.render(w, r, http.StatusOK, v)
+	u.render(w, r, status, v)
 }
 
 // stepView is a step of the run page, with the actions it allows.

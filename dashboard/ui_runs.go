@@ -170,6 +170,13 @@ func listURL(q url.Values, status string) string {
 			nq.Set(k, v)
 		}
 	}
+	for _, k := range searchParamNames { // a status link narrows the search
+		for _, v := range q[k] {
+			if v != "" {
+				nq.Add(k, v)
+			}
+		}
+	}
 	if status != "" {
 		nq.Set("status", status)
 	}

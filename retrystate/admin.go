@@ -1,10 +1,13 @@
 package retrystate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,16 +109,18 @@ func (s *Store) WaitNotifications(ctx context.Context, after string, count int64
 // AttentionRuns returns a page of the runs needing an operator, most recent
 // first, without their steps, and the cursor of the next page.
 func (s *Store) AttentionRuns(ctx context.Context, cursor string, limit int) ([]*Run, string, error) {
-	return s.scanRuns(ctx, s.keys.attention(), cursor, limit, "", "")
+	p, err := s.scanRuns(ctx, s.keys.attention(), ListQuery{Cursor: cursor, Limit: limit})
+	return p.Runs, p.Next, err
 }
 
-// listFiltered is ListRuns with an owner or workflow filter (see ListQuery).
-func (s *Store) listFiltered(ctx context.Context, q ListQuery) ([]*Run, string, error) {
+// listFiltered is ListPage with a filter or a creation range (see
+// ListQuery).
+func (s *Store) listFiltered(ctx context.Context, q ListQuery) (Page, error) {
 	idx := s.keys.all()
 	if q.Status != "" {
 		idx = s.keys.byStatus(q.Status)
 	}
-	return s.scanRuns(ctx, idx, q.Cursor, q.Limit, q.Owner, q.Workflow)
+	return s.scanRuns(ctx, idx, q)
 }
 
 // Bounds of a filtered scan: at least scanMin index entries are examined for
@@ -125,87 +130,111 @@ const (
 	scanPerRow = 10
 )
 
-// scanRuns pages through index idx, newest (highest score) first, from
-// cursor ("<score>:<run ID>" of the last entry of the page before), and
-// returns up to limit runs whose owner and workflow match (an empty filter
-// matches every run). The scan is bounded: once it has examined its budget
-// of index entries it returns what it has, possibly fewer than limit runs or
-// none, with the cursor of the last entry examined, so the next page goes on
-// from there. "" as the next cursor means the index is exhausted.
-func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, owner, workflow string) ([]*Run, string, error) {
+// scanRuns pages through index idx, newest (highest score) first, within
+// q's creation range, from q.Cursor ("<score>:<run ID>" of the last entry
+// of the page before), and returns up to q.Limit runs that q's filters
+// keep (an empty filter keeps every run). A filtered scan is bounded: once
+// it has examined its budget of index entries (or read searchInputBytes of
+// inputs) it returns what it has, possibly fewer than Limit runs or none,
+// with a cursor just after the last entry examined (boundCursor: it does
+// not name that run), so that the next page goes on from there, and
+// Limited set. "" as the next cursor means the range is exhausted.
+//
+// The ID prefix is matched on the index's entries; the owner and workflow
+// are read for every other candidate, and the input only for those whose
+// owner and workflow matched: a search never reads another owner's input
+// for a caller scoped to an owner, and an input filter is never evaluated
+// on it.
+func (s *Store) scanRuns(ctx context.Context, idx string, q ListQuery) (Page, error) {
+	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	filtered := owner != "" || workflow != ""
-	budget := max(scanMin, scanPerRow*limit)
+	filtered := q.search()
+	readHeads := q.Owner != "" || q.Workflow != ""
+	budget := q.Budget
+	if budget <= 0 {
+		budget = max(scanMin, scanPerRow*limit)
+		if q.IDPrefix != "" || q.Input != nil {
+			budget = SearchBudget
+		}
+	}
 	batch := int64(limit + 1)
 	if filtered {
 		batch = max(batch, 200)
 	}
-	maxScore, afterID := "+inf", ""
-	if cursor != "" {
-		score, id, ok := splitCursor(cursor)
+	maxScore, afterID := int64(math.MaxInt64), ""
+	if q.Cursor != "" {
+		score, id, ok := splitCursor(q.Cursor)
 		if !ok {
-			return nil, "", ErrBadCursor
+			return Page{}, ErrBadCursor
 		}
-		maxScore, afterID = strconv.FormatInt(score, 10), id
+		maxScore, afterID = score, id
+	}
+	if q.CreatedTo != 0 && q.CreatedTo-1 < maxScore {
+		maxScore, afterID = q.CreatedTo-1, ""
+	}
+	minScore := "-inf"
+	if q.CreatedFrom != 0 {
+		minScore = strconv.FormatInt(q.CreatedFrom, 10)
+	}
+	maxArg := "+inf"
+	if maxScore != math.MaxInt64 {
+		maxArg = strconv.FormatInt(maxScore, 10)
 	}
 	var (
 		picked    []indexEntry
 		last      indexEntry
 		scanned   int
+		inputRead int
 		exhausted bool
 	)
 	for offset := int64(0); !filtered || scanned < budget; {
 		page, err := s.rdb.ZRevRangeByScoreWithScores(ctx, idx, &redis.ZRangeBy{
-			Max: maxScore, Min: "-inf", Offset: offset, Count: batch,
+			Max: maxArg, Min: minScore, Offset: offset, Count: batch,
 		}).Result()
 		if err != nil {
-			return nil, "", err
+			return Page{}, err
 		}
 		entries, err := indexEntries(page)
 		if err != nil {
-			return nil, "", err
+			return Page{}, err
 		}
 		offset += int64(len(page))
 		cands := entries[:0:0]
 		for _, z := range entries {
-			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.ID >= afterID {
+			if afterID != "" && int64(z.Score) == maxScore && z.ID >= afterID {
 				continue // at or before the cursor
 			}
 			cands = append(cands, z)
 		}
-		var heads []*redis.SliceCmd
-		if filtered && len(cands) > 0 {
-			pipe := s.rdb.Pipeline()
-			heads = make([]*redis.SliceCmd, len(cands))
-			for i, z := range cands {
-				heads[i] = pipe.HMGet(ctx, s.keys.run(z.ID), "owner", "workflow")
-			}
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return nil, "", err
-			}
+		// The candidates this batch may examine: the budget's rest.
+		cut := false
+		if filtered && len(cands) > budget-scanned {
+			cands, cut = cands[:budget-scanned], true
+		}
+		keep, err := s.filterEntries(ctx, cands, q, readHeads, &inputRead)
+		if err != nil {
+			return Page{}, err
 		}
 		stopped := false
 		for i, z := range cands {
-			if len(picked) > limit || (filtered && scanned >= budget) {
+			if len(picked) > limit {
 				stopped = true
+				break
+			}
+			if keep[i] < 0 {
+				stopped = true // the bound on inputs read
 				break
 			}
 			scanned++
 			last = z
-			if filtered {
-				v := heads[i].Val()
-				o, _ := v[0].(string)
-				w, _ := v[1].(string)
-				if (owner != "" && o != owner) || (workflow != "" && w != workflow) {
-					continue
-				}
+			if keep[i] > 0 {
+				picked = append(picked, z)
 			}
-			picked = append(picked, z)
 		}
-		if stopped || len(picked) > limit {
+		if stopped || cut || len(picked) > limit {
 			break
 		}
 		if int64(len(page)) < batch {
@@ -213,17 +242,132 @@ func (s *Store) scanRuns(ctx context.Context, idx, cursor string, limit int, own
 			break
 		}
 	}
-	next := ""
+	out := Page{}
+	if filtered {
+		out.Scanned = scanned
+	}
 	switch {
 	case len(picked) > limit:
-		next = cursorOf(picked[limit-1])
+		out.Next = cursorOf(picked[limit-1])
 		picked = picked[:limit]
 	case !exhausted && scanned > 0:
-		next = cursorOf(last) // the scan budget ran out: go on from here
+		// The scan's bound ended the page: go on from the last entry
+		// examined, which may be another owner's run.
+		next, err := s.boundCursor(ctx, idx, last)
+		if err != nil {
+			return Page{}, err
+		}
+		out.Next, out.Limited = next, true
 	}
 	runs, err := s.runHeads(ctx, picked)
-	return runs, next, err
+	out.Runs = runs
+	return out, err
 }
+
+// boundCursor is the cursor that goes on after entry last of index idx
+// without naming it, since it may be another owner's run: its score and
+// the shortest start of its ID that sorts after the next entry's ID at
+// the same score ("0", below every run ID, when there is none), so that
+// the next page skips what this one examined and nothing else. The
+// score tells only that some run was created at that millisecond; the
+// start of an ID, its creation time and a character or two of its 80
+// random bits.
+func (s *Store) boundCursor(ctx context.Context, idx string, last indexEntry) (string, error) {
+	score := int64(last.Score)
+	rank, err := s.rdb.ZRevRank(ctx, idx, last.ID).Result()
+	if errors.Is(err, redis.Nil) {
+		return fmt.Sprintf("%d:%s", score, last.ID), nil // gone meanwhile: its own ID still sorts right
+	}
+	if err != nil {
+		return "", err
+	}
+	after, err := s.rdb.ZRevRangeWithScores(ctx, idx, rank+1, rank+1).Result()
+	if err != nil {
+		return "", err
+	}
+	sep := "0"
+	if len(after) == 1 && int64(after[0].Score) == score {
+		next, _ := after[0].Member.(string)
+		k := 0
+		for k < len(next) && k < len(last.ID) && next[k] == last.ID[k] {
+			k++
+		}
+		sep = last.ID[:min(k+1, len(last.ID))]
+	}
+	return fmt.Sprintf("%d:%s", score, sep), nil
+}
+
+// filterEntries tells, for each candidate of a scan, whether q's filters
+// keep it (1), drop it (0), or whether the page's bound on inputs read
+// stopped before it (-1). inputRead counts the bytes of input read.
+func (s *Store) filterEntries(ctx context.Context, cands []indexEntry, q ListQuery, readHeads bool,
+	inputRead *int) ([]int8, error) {
+	keep := make([]int8, len(cands))
+	var rest []int // indexes of the candidates still to check, in order
+	for i, z := range cands {
+		if q.IDPrefix == "" || strings.HasPrefix(z.ID, q.IDPrefix) {
+			keep[i] = 1
+			rest = append(rest, i)
+		}
+	}
+	if readHeads && len(rest) > 0 {
+		pipe := s.rdb.Pipeline()
+		heads := make([]*redis.SliceCmd, len(rest))
+		for j, i := range rest {
+			heads[j] = pipe.HMGet(ctx, s.keys.run(cands[i].ID), "owner", "workflow")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		kept := rest[:0]
+		for j, i := range rest {
+			v := heads[j].Val()
+			o, _ := v[0].(string)
+			w, _ := v[1].(string)
+			if (q.Owner != "" && o != q.Owner) || (q.Workflow != "" && w != q.Workflow) {
+				keep[i] = 0
+				continue
+			}
+			kept = append(kept, i)
+		}
+		rest = kept
+	}
+	if q.Input == nil || len(rest) == 0 {
+		return keep, nil
+	}
+	// The inputs, inputBatch at a time: each up to the client's
+	// MaxInputBytes, they are read no further than the page's bound.
+	for start := 0; start < len(rest); start += inputBatch {
+		chunk := rest[start:min(start+inputBatch, len(rest))]
+		if *inputRead > cmp.Or(q.InputBytes, searchInputBytes) {
+			// Past the bound: these candidates and the rest are left for
+			// the next page.
+			for _, i := range rest[start:] {
+				keep[i] = -1
+			}
+			break
+		}
+		pipe := s.rdb.Pipeline()
+		inputs := make([]*redis.StringCmd, len(chunk))
+		for j, i := range chunk {
+			inputs[j] = pipe.HGet(ctx, s.keys.run(cands[i].ID), "input")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		for j, i := range chunk {
+			in := inputs[j].Val()
+			*inputRead += len(in)
+			if !q.Input([]byte(in)) {
+				keep[i] = 0
+			}
+		}
+	}
+	return keep, nil
+}
+
+// inputBatch is the number of inputs a search reads in one round trip.
+const inputBatch = 50
 
 func cursorOf(z indexEntry) string { return fmt.Sprintf("%d:%s", int64(z.Score), z.ID) }
 
@@ -276,11 +420,12 @@ func (s *Store) runHeads(ctx context.Context, ids []indexEntry) ([]*Run, error) 
 		return nil, err
 	}
 	runs := make([]*Run, 0, len(ids))
-	for i, h := range heads {
+	for i, z := range ids {
+		h := heads[i]
 		if h["status"] == "" { // expired; its index entries are trimmed by the reconciler
 			continue
 		}
-		runs = append(runs, parseRun(ids[i].ID, h))
+		runs = append(runs, parseRun(z.ID, h))
 	}
 	return runs, nil
 }

@@ -19,6 +19,9 @@ var (
 	ErrRunIDCollision = errors.New("run ID collision")
 	// ErrBadCursor is returned by ListRuns for a cursor it did not make.
 	ErrBadCursor = errors.New("malformed cursor")
+	// ErrBadRange is returned by ListPage for a creation range that holds
+	// no time (its end at or before its start) or a negative bound.
+	ErrBadRange = errors.New("empty creation range")
 	// ErrUnexpectedReply: a script replied with something its decoder
 	// (reply.go) does not know: an unknown outcome, a wrong number of
 	// elements, or a malformed element. A script and its decoder disagree.

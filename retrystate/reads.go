@@ -58,12 +58,73 @@ type ListQuery struct {
 	// Limit runs, or none, with a next cursor to go on from.
 	Owner    string
 	Workflow string
+	// IDPrefix, when set, keeps the runs whose ID starts with it; a whole
+	// run ID reads that run alone. The prefix is matched on the index's
+	// entries, without reading the runs.
+	IDPrefix string
+	// CreatedFrom and CreatedTo (Unix ms; 0 for no bound) keep the runs
+	// created in [CreatedFrom, CreatedTo): a range of the index's scores,
+	// which the scan does not go beyond.
+	CreatedFrom, CreatedTo int64
+	// Input, when set, keeps the runs whose input (JSON) it accepts; the
+	// scan reads each candidate's input (after its owner and workflow
+	// matched).
+	Input func(input []byte) bool
+	// Budget bounds the index entries one page examines when a filter
+	// other than Status and the creation range is set; 0 for the default:
+	// SearchBudget with IDPrefix or Input, else the greater of 1,000 and 10
+	// per run of Limit.
+	Budget int
+	// InputBytes bounds the bytes of input one page reads, checked every
+	// 50 inputs; 0 for the default, 64 MiB.
+	InputBytes int
+}
+
+// runIDLen is the length of a run ID (core.RunIDLen).
+const runIDLen = 26
+
+// SearchBudget is the default bound of a search (ListQuery.IDPrefix or
+// Input): the index entries one page examines, newest first.
+const SearchBudget = 10000
+
+// searchInputBytes bounds the bytes of input one page reads: once past
+// it, the page ends as it does at its Budget.
+const searchInputBytes = 64 << 20
+
+// Page is a page of a listing.
+type Page struct {
+	Runs []*Run // without their steps
+	// Next is the cursor of the next page ("" after the last).
+	Next string
+	// Scanned is the number of index entries the page examined (0 when
+	// it needed no filter).
+	Scanned int
+	// Limited: the scan's bound ended the page before it held Limit runs
+	// or reached the end of the index; Next goes on from where it stopped.
+	Limited bool
+}
+
+func (q ListQuery) search() bool {
+	return q.Owner != "" || q.Workflow != "" || q.IDPrefix != "" || q.Input != nil
 }
 
 // ListRuns returns a page of runs (without their steps) and the cursor of
 // the next page ("" after the last).
 func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, error) {
-	if q.Owner != "" || q.Workflow != "" {
+	p, err := s.ListPage(ctx, q)
+	return p.Runs, p.Next, err
+}
+
+// ListPage returns a page of runs as ListRuns does, and whether the
+// scan's bound ended it.
+func (s *Store) ListPage(ctx context.Context, q ListQuery) (Page, error) {
+	if q.CreatedFrom < 0 || q.CreatedTo < 0 || (q.CreatedTo != 0 && q.CreatedTo <= q.CreatedFrom) {
+		return Page{}, ErrBadRange
+	}
+	if len(q.IDPrefix) == runIDLen {
+		return s.listOne(ctx, q)
+	}
+	if q.search() || q.CreatedFrom != 0 || q.CreatedTo != 0 {
 		return s.listFiltered(ctx, q)
 	}
 	limit := q.Limit
@@ -81,7 +142,7 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 	if q.Cursor != "" {
 		score, id, ok := splitCursor(q.Cursor)
 		if !ok {
-			return nil, "", ErrBadCursor
+			return Page{}, ErrBadCursor
 		}
 		maxScore, afterID = strconv.FormatInt(score, 10), id
 	}
@@ -91,11 +152,11 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 			Max: maxScore, Min: "-inf", Offset: offset, Count: int64(limit + 1),
 		}).Result()
 		if err != nil {
-			return nil, "", err
+			return Page{}, err
 		}
 		entries, err := indexEntries(page)
 		if err != nil {
-			return nil, "", err
+			return Page{}, err
 		}
 		for _, z := range entries {
 			if afterID != "" && strconv.FormatInt(int64(z.Score), 10) == maxScore && z.ID >= afterID {
@@ -116,9 +177,32 @@ func (s *Store) ListRuns(ctx context.Context, q ListQuery) ([]*Run, string, erro
 	}
 	runs, err := s.runHeads(ctx, ids)
 	if err != nil {
-		return nil, "", err
+		return Page{}, err
 	}
-	return runs, next, nil
+	return Page{Runs: runs, Next: next}, nil
+}
+
+// listOne is ListPage for a whole run ID: that run, when every filter
+// keeps it. A cursor past it (its page was read) gives none.
+func (s *Store) listOne(ctx context.Context, q ListQuery) (Page, error) {
+	if q.Cursor != "" {
+		if _, _, ok := splitCursor(q.Cursor); !ok {
+			return Page{}, ErrBadCursor
+		}
+		return Page{}, nil
+	}
+	runs, err := s.runHeads(ctx, []indexEntry{{ID: q.IDPrefix}})
+	if err != nil || len(runs) == 0 {
+		return Page{}, err
+	}
+	r := runs[0]
+	created := r.CreatedAt.UnixMilli()
+	if (q.Status != "" && r.Status != q.Status) || (q.Owner != "" && r.Owner != q.Owner) ||
+		(q.Workflow != "" && r.Workflow != q.Workflow) || created < q.CreatedFrom ||
+		(q.CreatedTo != 0 && created >= q.CreatedTo) || (q.Input != nil && !q.Input([]byte(r.Input))) {
+		return Page{Scanned: 1}, nil
+	}
+	return Page{Runs: runs, Scanned: 1}, nil
 }
 
 func splitCursor(c string) (int64, string, bool) {

@@ -548,6 +548,58 @@ const (
 	EventGroupRolledBack       = core.EventGroupRolledBack
 )
 
+// ErrInvalidSearch is wrapped by the errors of ParseInputFilter,
+// ParseIDPrefix and ParseTimeBound (a *SearchError naming the position),
+// and of Client.ListPage for a search it cannot run (a creation range
+// that ends at or before its start, a MaxScan out of range).
+var ErrInvalidSearch = core.ErrInvalidSearch
+
+// Bounds of an input filter.
+const (
+	// MaxInputFilterLen is the longest input filter, in bytes.
+	MaxInputFilterLen = core.MaxInputFilterLen
+	// MaxInputConditions is the most conditions an input filter holds.
+	MaxInputConditions = core.MaxInputConditions
+)
+
+// SearchError is a filter that does not parse: what is wrong, and where
+// (Pos, the 1-based byte position in the filter's text; 0 for the whole).
+type SearchError = core.SearchError
+
+// InputFilter keeps the runs whose input has every one of its conditions:
+// the JSON value at a dotted path equal to a string, a number, a boolean
+// or null. Parse one with ParseInputFilter; the zero value has no
+// condition and keeps every run.
+type InputFilter = core.InputFilter
+
+// ParseInputFilter parses an input filter: one or more conditions
+// separated by white space, all of which a run's input must have.
+//
+//	input.customer.id=42 input.email="a@b.c" input.items.0.sku=A-1 input.vip=true
+//
+// A condition is "input", a dotted path of one or more segments, "=" and a
+// value. A segment is letters, digits, '_' and '-', or a JSON string in
+// double quotes for any other key (input."a.b"=1); a segment of digits also
+// indexes an array, from 0. The value is a JSON string ("a@b.c"), a JSON
+// number (42, -1.5, 1e3: compared as numbers, exactly, so 42 matches 42.0),
+// true, false or null; any other word without white space or quotes is a
+// string (input.status=paid). A string does not match a number ("42" is not
+// 42), nor an object or an array anything. Only "=" is supported.
+func ParseInputFilter(s string) (*InputFilter, error) { return core.ParseInputFilter(s) }
+
+// ParseIDPrefix checks a run ID prefix: 1 to 26 characters of a run ID
+// (Crockford's base 32: digits and letters but i, l, o and u), read in
+// either case. It returns the prefix in lower case, as run IDs are.
+func ParseIDPrefix(s string) (string, error) { return core.ParseIDPrefix(s) }
+
+// ParseTimeBound reads a bound of a creation-time range (filter names it:
+// "since" or "until"): an RFC 3339 time (2026-11-29T08:00:00Z), a date
+// (2026-11-29, midnight UTC), or a duration before now: a whole number and
+// a unit, s, m, h or d (days of 24 hours), or Go's forms (90m, 1h30m).
+func ParseTimeBound(filter string, s string, now time.Time) (time.Time, error) {
+	return core.ParseTimeBound(filter, s, now)
+}
+
 // ErrMailboxFull is returned by Signal when the run holds MaxPendingSignals
 // signals for awaits it has not reached yet; the signal was refused.
 var ErrMailboxFull = core.ErrMailboxFull
@@ -682,6 +734,14 @@ type StartResult = engine.StartResult
 
 // ListOptions select runs for List.
 type ListOptions = engine.ListOptions
+
+// MaxSearchScan is the default and greatest ListOptions.MaxScan: the runs
+// one page of a search by ID prefix or input examines.
+const MaxSearchScan = engine.MaxSearchScan
+
+// ListPage is a page of Client.ListPage: the runs, the next cursor, and
+// whether the bound of a search's scan ended the page.
+type ListPage = engine.ListPage
 
 // ActionOptions are the options of an operator action.
 type ActionOptions = engine.ActionOptions

@@ -611,25 +611,102 @@ type ListOptions struct {
 	// (at least 1,000, or 10 per run of Limit): when few runs match, a page
 	// may hold fewer than Limit runs, even none, with a cursor to go on.
 	Workflow string
+	// IDPrefix, when set, lists only the runs whose ID starts with it
+	// (ParseIDPrefix checks one); a whole run ID lists that run alone.
+	IDPrefix string
+	// Input, when set, lists only the runs whose input has its conditions
+	// (ParseInputFilter).
+	Input *core.InputFilter
+	// CreatedFrom and CreatedTo, when set, list only the runs created at
+	// or after CreatedFrom and before CreatedTo (to the millisecond).
+	CreatedFrom, CreatedTo time.Time
+	// MaxScan bounds the runs one page examines, newest first, when
+	// IDPrefix or Input is set. Default (0) and most: 10,000. A page that
+	// reaches it holds what matched so far (maybe nothing), with
+	// ListPage.Limited set and a cursor that goes on from there.
+	MaxScan int
+}
+
+// MaxSearchScan is the default and greatest ListOptions.MaxScan: the runs
+// one page of a search by ID prefix or input examines.
+const MaxSearchScan = retrystate.SearchBudget
+
+// ListPage is a page of Client.ListPage: the runs, the next cursor, and
+// whether the bound of a search's scan ended the page.
+type ListPage struct {
+	Runs []*core.Run
+	// Next is the cursor of the next page ("" after the last).
+	Next string
+	// Scanned is the number of runs the page examined, when it was
+	// filtered by owner, workflow, ID prefix or input (0 otherwise).
+	Scanned int
+	// Limited: the bound of the scan (ListOptions.MaxScan) ended the page
+	// before it held Limit runs; Next goes on from where it stopped.
+	Limited bool
 }
 
 // List returns a page of runs, newest first, without their steps, and the
 // cursor of the next page ("" after the last). It returns ErrInvalidStatus
 // or ErrInvalidCursor for a bad filter or cursor.
 func (c *Client) List(ctx context.Context, opts ListOptions) ([]*core.Run, string, error) {
+	p, err := c.ListPage(ctx, opts)
+	return p.Runs, p.Next, err
+}
+
+// ListPage returns a page of runs as List does, and whether the bound of
+// its scan ended it. It returns ErrInvalidStatus or ErrInvalidCursor for
+// a bad filter or cursor, and an error wrapping ErrInvalidSearch for a bad
+// ID prefix, a CreatedTo not after CreatedFrom, or a MaxScan out of range.
+func (c *Client) ListPage(ctx context.Context, opts ListOptions) (ListPage, error) {
 	if opts.Status != "" && !opts.Status.Valid() {
-		return nil, "", fmt.Errorf("%w: %q", core.ErrInvalidStatus, opts.Status)
+		return ListPage{}, fmt.Errorf("%w: %q", core.ErrInvalidStatus, opts.Status)
 	}
-	recs, next, err := c.store.ListRuns(ctx, retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
-		Owner: opts.Owner, Workflow: opts.Workflow})
+	q := retrystate.ListQuery{Status: opts.Status, Limit: opts.Limit, Cursor: opts.Cursor,
+		Owner: opts.Owner, Workflow: opts.Workflow}
+	if opts.IDPrefix != "" {
+		p, err := core.ParseIDPrefix(opts.IDPrefix)
+		if err != nil {
+			return ListPage{}, err
+		}
+		q.IDPrefix = p
+	}
+	if !opts.Input.Empty() {
+		q.Input = opts.Input.Match
+	}
+	if opts.MaxScan < 0 || opts.MaxScan > MaxSearchScan {
+		return ListPage{}, fmt.Errorf("%w: scan limit %d: want 1 to %d", core.ErrInvalidSearch, opts.MaxScan, MaxSearchScan)
+	}
+	if q.IDPrefix != "" || q.Input != nil {
+		q.Budget = opts.MaxScan
+	}
+	if !opts.CreatedFrom.IsZero() {
+		q.CreatedFrom = max(opts.CreatedFrom.UnixMilli(), 1)
+	}
+	if !opts.CreatedTo.IsZero() {
+		q.CreatedTo = max(opts.CreatedTo.UnixMilli(), 1)
+	}
+	if q.CreatedTo != 0 && q.CreatedTo <= q.CreatedFrom {
+		return ListPage{}, fmt.Errorf("%w: the end of the creation range (%s) is not after its start (%s)",
+			core.ErrInvalidSearch, opts.CreatedTo.UTC().Format(time.RFC3339Nano), opts.CreatedFrom.UTC().Format(time.RFC3339Nano))
+	}
+	if q.IDPrefix != "" && len(q.IDPrefix) < core.RunIDLen {
+		// No run is created before the time its ID begins with (less the
+		// slack of FindRuns): the scan ends there, not at the index's end.
+		lo, _ := prefixTimes(q.IDPrefix)
+		q.CreatedFrom = max(q.CreatedFrom, lo-findSlackBefore.Milliseconds(), 1)
+		if q.CreatedTo != 0 && q.CreatedTo <= q.CreatedFrom {
+			return ListPage{Runs: []*core.Run{}}, nil
+		}
+	}
+	p, err := c.store.ListPage(ctx, q)
 	if err != nil {
-		return nil, "", err
+		return ListPage{}, err
 	}
-	out := make([]*core.Run, len(recs))
-	for i, rec := range recs {
-		out[i] = core.RunFromRecord(rec)
+	out := ListPage{Runs: make([]*core.Run, len(p.Runs)), Next: p.Next, Scanned: p.Scanned, Limited: p.Limited}
+	for i, rec := range p.Runs {
+		out.Runs[i] = core.RunFromRecord(rec)
 	}
-	return out, next, nil
+	return out, nil
 }
 
 // Events returns a run's journal, oldest first.

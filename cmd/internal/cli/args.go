@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cairnhq/cairn/workflow"
+
 	"github.com/spf13/pflag"
 )
 
@@ -79,6 +81,12 @@ func runCommands() []*command {
 				"--status S\tonly runs in status S: " + orList(statuses),
 				fmt.Sprintf("--limit N\tat most N runs, 1 to %d (default %d)", maxListLimit, defaultListLimit),
 				"--cursor C\tcontinue a listing where the previous page ended",
+				"--id-prefix P\tonly runs whose ID starts with P (a whole ID: that run)",
+				"--input COND\tonly runs whose input has COND, input.<path>=<value> (input.customer.id=42, input.email=\"a@b.c\"); repeat to require several",
+				"--since T\tonly runs created at or after T: RFC 3339, a date (UTC), or a duration before now (24h, 7d)",
+				"--until T\tonly runs created before T (the same forms)",
+				fmt.Sprintf("--max-scan N\twith --id-prefix or --input, examine at most N runs a page, 1 to %d (default %d)",
+					workflow.MaxSearchScan, workflow.MaxSearchScan),
 				"--json\tprint a JSON array of runs",
 			},
 			parse: parseList,

@@ -605,7 +605,7 @@ func TestBadInput(t *testing.T) {
 		{"limit not a number", []string{"list", "--limit", "ten"}, "", 2, `invalid value "ten" for flag --limit`},
 		{"list argument", []string{"list", "failed"}, "", 2, `list: unexpected argument "failed"`},
 		{"malformed cursor", []string{"list", "--cursor", "garbage"}, "", 2, `list: malformed cursor "garbage": pass the cursor`},
-		{"cursor without a run ID", []string{"list", "--cursor=1700000000000:x"}, "", 2, `list: malformed cursor "1700000000000:x"`},
+		{"cursor without a run ID", []string{"list", "--cursor=1700000000000:X_"}, "", 2, `list: malformed cursor "1700000000000:X_"`},
 		{"cursor without a time", []string{"list", "--cursor", ":" + unknownID}, "", 2, "list: malformed cursor"},
 		{"bad boolean", []string{"list", "--json=maybe"}, "", 2, `invalid value "maybe" for flag --json`},
 		{"input @ without a name", []string{"start", "demo", "--input", "@"}, "", 2, "--input @: missing file name"},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -298,11 +299,18 @@ func parseKey(_ *CLI, fs *pflag.FlagSet) parseFunc {
 	}
 }
 
-// parseList parses "list [--status S] [--limit N] [--cursor C] [--json]".
-func parseList(_ *CLI, fs *pflag.FlagSet) parseFunc {
+// parseList parses "list [--status S] [--limit N] [--cursor C]
+// [--id-prefix P] [--input COND]... [--since T] [--until T] [--max-scan N]
+// [--json]".
+func parseList(c *CLI, fs *pflag.FlagSet) parseFunc {
 	status := fs.String("status", "", "")
 	limit := fs.Int("limit", defaultListLimit, "")
 	cursor := fs.String("cursor", "", "")
+	idPrefix := fs.String("id-prefix", "", "")
+	input := fs.StringArray("input", nil, "")
+	since := fs.String("since", "", "")
+	until := fs.String("until", "", "")
+	maxScan := fs.Int("max-scan", 0, "")
 	asJSON := fs.Bool("json", false, "")
 	return func(_ context.Context, pos []string) (action, error) {
 		if err := noPositional("list", pos); err != nil {
@@ -318,14 +326,21 @@ func parseList(_ *CLI, fs *pflag.FlagSet) parseFunc {
 			return nil, badCursor(*cursor)
 		}
 		opts := workflow.ListOptions{Status: workflow.RunStatus(*status), Limit: *limit, Cursor: *cursor}
+		if err := searchFlags(c, fs, &opts, *idPrefix, *input, *since, *until, *maxScan); err != nil {
+			return nil, err
+		}
 		return func(ctx context.Context, s *session) error {
-			runs, next, err := s.client.List(ctx, opts)
+			page, err := s.client.ListPage(ctx, opts)
 			if errors.Is(err, workflow.ErrInvalidCursor) {
 				return badCursor(*cursor)
+			}
+			if errors.Is(err, workflow.ErrInvalidSearch) {
+				return usageErrorf("list: %v", err)
 			}
 			if err != nil {
 				return err
 			}
+			runs := page.Runs
 			if runs == nil {
 				runs = []*workflow.Run{}
 			}
@@ -334,23 +349,90 @@ func parseList(_ *CLI, fs *pflag.FlagSet) parseFunc {
 			} else {
 				err = writeRunList(s.stdout(), s.cli.layout(), runs)
 			}
-			if err == nil && next != "" {
-				fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", next)
+			switch {
+			case err != nil:
+			case page.Limited:
+				fmt.Fprintf(s.stderr(), "search stopped after examining %d runs (--max-scan); older runs not searched yet: add --cursor %s\n",
+					page.Scanned, page.Next)
+			case page.Next != "":
+				fmt.Fprintf(s.stderr(), "more runs: add --cursor %s\n", page.Next)
 			}
 			return err
 		}, nil
 	}
 }
 
+// searchFlags checks list's search flags and sets them in opts: a bad one
+// is a usage error (exit 2) that names the flag and the position in it.
+func searchFlags(c *CLI, fs *pflag.FlagSet, opts *workflow.ListOptions, idPrefix string, input []string,
+	since, until string, maxScan int) error {
+	bad := func(flag string, err error) error {
+		if se, ok := errors.AsType[*workflow.SearchError](err); ok {
+			if se.Pos > 0 {
+				return usageErrorf("list: invalid --%s: position %d: %s", flag, se.Pos, se.Msg)
+			}
+			return usageErrorf("list: invalid --%s: %s", flag, se.Msg)
+		}
+		return usageErrorf("list: invalid --%s: %v", flag, err)
+	}
+	if flagSet(fs, "id-prefix") {
+		p, err := workflow.ParseIDPrefix(idPrefix)
+		if err != nil {
+			return bad("id-prefix", err)
+		}
+		opts.IDPrefix = p
+	}
+	if len(input) > 0 {
+		for _, in := range input { // each on its own, so that a position is in the flag given
+			if _, err := workflow.ParseInputFilter(in); err != nil {
+				return bad("input", err)
+			}
+		}
+		f, err := workflow.ParseInputFilter(strings.Join(input, " "))
+		if err != nil {
+			return bad("input", err)
+		}
+		opts.Input = f
+	}
+	now := c.now()
+	if flagSet(fs, "since") {
+		t, err := workflow.ParseTimeBound("since", since, now)
+		if err != nil {
+			return bad("since", err)
+		}
+		opts.CreatedFrom = t
+	}
+	if flagSet(fs, "until") {
+		t, err := workflow.ParseTimeBound("until", until, now)
+		if err != nil {
+			return bad("until", err)
+		}
+		opts.CreatedTo = t
+	}
+	if !opts.CreatedFrom.IsZero() && !opts.CreatedTo.IsZero() && !opts.CreatedTo.After(opts.CreatedFrom) {
+		return usageErrorf("list: --until (%s) is not after --since (%s)", opts.CreatedTo.UTC().Format(time.RFC3339Nano),
+			opts.CreatedFrom.UTC().Format(time.RFC3339Nano))
+	}
+	if flagSet(fs, "max-scan") {
+		if maxScan < 1 || maxScan > workflow.MaxSearchScan {
+			return usageErrorf("list: invalid --max-scan %d: want 1 to %d", maxScan, workflow.MaxSearchScan)
+		}
+		opts.MaxScan = maxScan
+	}
+	return nil
+}
+
 // validCursor reports whether c has the form of the cursors list prints,
-// "<created ms>:<run ID>", which the workflow client (retrystate's
-// ListRuns) takes; List's ErrInvalidCursor backs this check up.
+// "<created ms>:<run ID>", or, after a page a search's bound ended,
+// "<created ms>:<the start of a run ID>", which the workflow client
+// (retrystate's ListRuns) takes; List's ErrInvalidCursor backs this check
+// up.
 func validCursor(c string) bool {
 	ms, id, ok := strings.Cut(c, ":")
 	if _, err := strconv.ParseInt(ms, 10, 64); err != nil || !ok {
 		return false
 	}
-	return workflow.ValidRunID(id)
+	return workflow.ValidRunIDPrefix(id)
 }
 
 func badCursor(c string) error {

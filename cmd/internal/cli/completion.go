@@ -130,8 +130,9 @@ func (c *CLI) completeArgs(def *command) cobra.CompletionFunc {
 }
 
 // completeFlags registers the completion of the values of cmd's flags:
-// list --status's statuses, latency --window's windows and --workflow's
-// workflows; no files for the flags that take none.
+// list --status's statuses, --id-prefix's run IDs, --input's "input.",
+// --since's and --until's durations, latency --window's windows and
+// --workflow's workflows; no files for the flags that take none.
 func (c *CLI) completeFlags(cmd *cobra.Command) {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.NoOptDefVal != "" {
@@ -156,8 +157,23 @@ func (c *CLI) completeFlags(cmd *cobra.Command) {
 				return c.completeSteps(cmd, args, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 		case "input", "payload":
+			if cmd.Name() == "list" {
+				// A condition on the input: input.<path>=<value>.
+				fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+					return prefixed([]string{"input."}, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+				}
+				break
+			}
 			fn = func(_ *cobra.Command, _ []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 				return nil, cobra.ShellCompDirectiveDefault // JSON text, or @file
+			}
+		case "id-prefix":
+			fn = func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return c.completeRunIDs(cmd.Context(), toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+		case "since", "until":
+			fn = func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				return prefixed([]string{"1h", "24h", "7d", "30d"}, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 		default:
 			fn = cobra.NoFileCompletions

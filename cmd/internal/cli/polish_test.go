@@ -194,6 +194,10 @@ func TestCompletionStatic(t *testing.T) {
 		{[]string{"help", "ca"}, "cancel"},
 		{[]string{"breaker", ""}, "reset"},
 		{[]string{"start", "--idempotency-key", ""}, ""},
+		{[]string{"list", "--input", ""}, "input."},
+		{[]string{"list", "--input", "inp"}, "input."},
+		{[]string{"list", "--since", ""}, "1h 24h 7d 30d"},
+		{[]string{"list", "--until", "2"}, "24h"},
 	} {
 		answers, _ := completions(t, environ, tc.args...)
 		if got := values(answers); got != tc.want {
@@ -211,6 +215,14 @@ func TestCompletionStatic(t *testing.T) {
 	}
 	if _, d := completions(t, environ, "list", ""); d != ":4" {
 		t.Errorf("list: directive %s, want :4 (no files)", d)
+	}
+	// list --input's "input." leaves the cursor after the dot (6: no
+	// files, no space); start --input still completes files.
+	if _, d := completions(t, environ, "list", "--input", ""); d != ":6" {
+		t.Errorf("list --input: directive %s, want :6", d)
+	}
+	if _, d := completions(t, environ, "start", "demo", "--input", ""); d != ":0" {
+		t.Errorf("start --input: directive %s, want :0 (files)", d)
 	}
 }
 
@@ -237,6 +249,9 @@ func TestCompletionDynamic(t *testing.T) {
 		if got, want := values(answers), second+" "+first; got != want {
 			t.Errorf("%s: run IDs %q, want the newest first %q", cmd, got, want)
 		}
+	}
+	if answers, _ := completions(t, e.environ(), "list", "--id-prefix", ""); values(answers) != second+" "+first {
+		t.Errorf("list --id-prefix: run IDs %q, want the newest first", answers)
 	}
 	answers, _ = completions(t, e.environ(), "status", "")
 	if len(answers) != 2 || !strings.Contains(answers[1], "\tdemo succeeded, ") {

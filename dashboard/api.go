@@ -40,6 +40,7 @@ func (s *Server) routes() {
 	s.handle("POST /api/v1/workflows/{id}/steps/{step}/skip", user(s.action(actionSkip)))
 	s.handle("POST /api/v1/workflows/{id}/pause", user(s.action(actionPause)))
 	s.handle("POST /api/v1/workflows/{id}/resume", user(s.action(actionResume)))
+	s.handle("POST /api/v1/workflows/{id}/steps/{step}/retry-now", user(s.action(actionRetryNow)))
 	s.handle("GET /api/v1/ordering-keys/{key}", user(s.orderingKey))
 	s.handle("GET /api/v1/breakers", user(s.breakers))
 	s.handle("GET /api/v1/latency", user(s.latency))
@@ -428,6 +429,9 @@ const (
 	// (workflow.Client.Pause); both are idempotent.
 	actionPause  = "pause"
 	actionResume = "resume"
+	// actionRetryNow makes a step's scheduled retry due now
+	// (workflow.Client.RetryNow).
+	actionRetryNow = "retry_now"
 )
 
 // emptyBody is the body of an action: none, or an empty JSON object.
@@ -510,6 +514,8 @@ func (s *Server) action(name string) http.HandlerFunc {
 			after, err = s.client.Pause(ctx, run.ID, opts)
 		case actionResume:
 			after, err = s.client.Resume(ctx, run.ID, opts)
+		case actionRetryNow:
+			after, err = s.client.RetryNow(ctx, run.ID, step, opts)
 		}
 		if err != nil {
 			s.fail(w, r, err)

@@ -181,7 +181,8 @@ func (e *env) startWorker(log *slog.Logger) {
 // definitions are the workflows of the tests' workers: the demo, an
 // approval, the sagas, and the ordering suite's ordered workflows.
 func (e *env) definitions() []workflow.Definition {
-	defs := append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition()}, sagaDefinitions()...)
+	defs := append([]workflow.Definition{demo.Definition(demoPolicy), approvalDefinition(), backoffDefinition()},
+		sagaDefinitions()...)
 	return append(defs, demo.Ordered(e.rdb, e.queue, demoPolicy)...)
 }
 

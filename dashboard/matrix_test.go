@@ -2,11 +2,13 @@ package dashboard_test
 
 import (
 	"context"
+	"maps"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/cairnhq/cairn/dashboard"
+	"github.com/cairnhq/cairn/internal/demo"
 	"github.com/cairnhq/cairn/workflow"
 )
 
@@ -49,6 +51,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	failed := func() *workflow.Run { return e.failedRun("alice") }
 	running := func() *workflow.Run { return e.runningRun("alice") }
 	awaiting := func() *workflow.Run { return e.waitingRun("alice") }
+	retrying := func() *workflow.Run { return e.retryingRun() }
 	holding := func() *workflow.Run { return e.holdingRun() }
 	paused := func() *workflow.Run { return e.pausedRun("alice") }
 	const (
@@ -91,6 +94,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry", run: failed, changes: true,
 			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/call/retry-now", run: retrying, changes: true,
+			want: [5]int{unauth, unauth, 200, notFound, 200}},
+		// A step that does not wait out a backoff: refused by the run's state.
+		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/retry-now", run: sharedRun,
+			want: [5]int{unauth, unauth, 409, notFound, 409}},
 		// transform is not optional: the owner and the admin are refused
 		// by the run's state, the others before they learn of it.
 		{method: "POST", path: "/api/v1/workflows/{id}/steps/transform/skip", run: sharedRun,
@@ -303,6 +311,94 @@ func TestRunOutputsMatrix(t *testing.T) {
 			}
 			if c.page && c.secret[i] && !strings.Contains(string(resp.body), `data-output="step:secret"`) {
 				t.Errorf("%s: no output block of step secret", name)
+			}
+		}
+	}
+}
+
+// TestFormsMatrix: the run page's forms that work without JavaScript
+// (ui_retrynow.go), posted as each caller with the cookie and the form's
+// CSRF token: a caller without a valid token is sent to sign in, another
+// user gets a 404 page, a user an admin's form a 403, the owner and an
+// admin are sent back to the run page and the run changed (an admin's
+// action on alice's run audited). A cookie without the form's CSRF token,
+// a restore without its confirmation: refused, nothing written.
+func TestFormsMatrix(t *testing.T) {
+	t.Parallel()
+	e := newUIEnv(t, false)
+	const signIn, forbidden, notFound = 303, 403, 404
+	done := 303 // back to the run page
+	retrying := func() *workflow.Run { return e.retryingRun() }
+	finished := func() *workflow.Run { return e.wait(e.startWF(demo.Name, "alice", inputOK).ID) }
+	for _, c := range []struct {
+		name string
+		path string // {id} is replaced by the run's ID
+		form url.Values
+		run  func() *workflow.Run
+		want [5]int
+		// noCSRF leaves the CSRF token out of the form.
+		noCSRF bool
+		// audits: an admin's success is audited (restore audits itself).
+		audits bool
+	}{
+		{name: "retry now", path: "/runs/{id}/steps/call/retry-now", run: retrying, audits: true,
+			want: [5]int{signIn, signIn, done, notFound, done}},
+		{name: "retry now without CSRF", path: "/runs/{id}/steps/call/retry-now", run: retrying, noCSRF: true,
+			want: [5]int{signIn, signIn, forbidden, forbidden, forbidden}},
+		{name: "retry now of a finished run", path: "/runs/{id}/steps/deliver/retry-now", run: finished,
+			want: [5]int{signIn, signIn, 409, notFound, 409}},
+		{name: "restore", path: "/runs/{id}/restore", run: finished, audits: true,
+			form: url.Values{"from_step": {"transform"}, "confirm": {"yes"}},
+			want: [5]int{signIn, signIn, forbidden, forbidden, done}},
+		{name: "restore unconfirmed", path: "/runs/{id}/restore", run: finished,
+			form: url.Values{"from_step": {"transform"}}, want: [5]int{signIn, signIn, forbidden, forbidden, 400}},
+		{name: "restore from a hostile step", path: "/runs/{id}/restore", run: finished,
+			form: url.Values{"from_step": {`<script>alert(1)</script>`}, "confirm": {"yes"}},
+			want: [5]int{signIn, signIn, forbidden, forbidden, 409}},
+	} {
+		for i, cl := range callers {
+			name := c.name + " as " + cl.name
+			run := c.run()
+			path := strings.ReplaceAll(c.path, "{id}", run.ID)
+			form := url.Values{}
+			maps.Copy(form, c.form)
+			if !c.noCSRF && cl.token != "" {
+				form.Set("csrf", e.srv.CSRFToken(cl.token))
+			}
+			before, auditBefore := e.snapshot(run.ID), len(e.audit())
+			resp := e.do(req{method: "POST", path: path, cookie: cl.token, body: form.Encode(),
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
+			if resp.status != c.want[i] {
+				t.Errorf("%s: status %d, want %d: %.300s", name, resp.status, c.want[i], resp.body)
+				continue
+			}
+			loc := resp.header.Get("Location")
+			switch {
+			case c.want[i] == signIn && i < 2:
+				if !strings.HasPrefix(loc, "/signin?next=") {
+					t.Errorf("%s: sent to %q, want the sign-in page", name, loc)
+				}
+			case c.want[i] == done:
+				if loc != "/runs/"+run.ID {
+					t.Errorf("%s: sent to %q, want the run page", name, loc)
+				}
+			}
+			changed := e.snapshot(run.ID) != before
+			if ok := c.want[i] == done && i >= 2; changed != ok {
+				t.Errorf("%s: changed the run: %v, want %v", name, changed, ok)
+			}
+			if c.want[i] >= 400 && strings.Contains(string(resp.body), "<script>alert") {
+				t.Errorf("%s: the error page echoes markup unescaped", name)
+			}
+			wantAudit := 0
+			if c.audits && c.want[i] == done && cl.name == "admin" {
+				wantAudit = 1
+			}
+			if n := len(e.audit()) - auditBefore; n != wantAudit {
+				t.Errorf("%s: %d audit entries, want %d", name, n, wantAudit)
+			}
+			if r, err := e.client.Get(context.Background(), run.ID); err == nil && !r.Terminal() {
+				_, _ = e.client.Cancel(context.Background(), run.ID, nil)
 			}
 		}
 	}

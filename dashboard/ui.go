@@ -52,6 +52,7 @@ const fragmentParam = "fragment"
 //	GET  /signin          the sign-in form; POST /signin checks the token
 //	POST /signout         forgets the token
 //	GET  /static/...      the embedded CSS, script and icon
+//	POST /runs/{id}/...   the run page's forms that work without JavaScript (ui_retrynow.go)
 //
 // A page request without credentials is redirected to /signin. Signing in
 // stores the token in the HttpOnly, SameSite=Strict cookie CookieName
@@ -78,6 +79,7 @@ func WebUI(s *Server, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+SignInPath, u.signIn)
 	mux.HandleFunc("POST "+SignOutPath, u.signOut)
 	mux.HandleFunc("GET "+staticPrefix+"{name}", u.static)
+	u.retryNowRoutes(mux)
 }
 
 // webUI holds the parsed templates and the assets.

@@ -319,6 +319,9 @@ type stepView struct {
 	History      []stepError
 	// Output is the step's output as the page shows it (nil: none).
 	Output *jsonBlock
+	// RetryNowURL is where the step's "Retry now" form posts, when its
+	// scheduled retry may be made due now ("": no form; ui_retrynow.go).
+	RetryNowURL string
 }
 
 // stepDone tells whether a step status is one the step's errors are
@@ -408,6 +411,11 @@ type runData struct {
 	HeldBy []*workflow.Run
 	// Input is the run's input as the page shows it (nil: none).
 	Input *jsonBlock
+	// RestoreURL is where an admin's restore form of a finished run posts
+	// ("": no form), RestoreFrom the steps it may start again from
+	// (ui_retrynow.go).
+	RestoreURL  string
+	RestoreFrom []string
 	// NoWorker names the run's queue when the run waits for a worker and
 	// no live worker serves the queue ("" otherwise).
 	NoWorker string
@@ -509,6 +517,7 @@ func (u *webUI) runPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	waitView(&d, now)
+	retryNowView(&d, p)
 	d.NoWorker = u.s.noWorker(r, run)
 	slices.Reverse(evs)
 	if len(evs) > maxJournalRows {

@@ -36,7 +36,7 @@ var errFlaky = errors.New("upstream answered 503")
 func uiDefinitions() []workflow.Definition {
 	ok := func(context.Context, *workflow.StepContext) (any, error) { return map[string]bool{"ok": true}, nil }
 	return append(append(sagaDefinitions(), outputDefinitions()...),
-		demo.Definition(demoPolicy),
+		demo.Definition(demoPolicy), backoffDefinition(),
 		workflow.Definition{Name: optionalWF, Policy: demoPolicy, Steps: []workflow.Step{
 			{Name: "try", Optional: true, Run: func(context.Context, *workflow.StepContext) (any, error) {
 				return nil, workflow.Permanent(errors.New("no such customer"))

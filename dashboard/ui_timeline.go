@@ -250,7 +250,7 @@ func (b *timelineBuilder) add(ev workflow.Event) {
 		workflow.EventRunCancelled:
 		b.runEnded(ev)
 	case workflow.EventRunRecovered, workflow.EventStepSkipped, workflow.EventRepair,
-		workflow.EventNeedsAttention, workflow.EventStepGoto:
+		workflow.EventNeedsAttention, workflow.EventStepGoto, workflow.EventRetryNow:
 		b.operatorMark(ev)
 	case workflow.EventPaused, workflow.EventResumed:
 		b.paused(ev)
@@ -425,7 +425,8 @@ func (b *timelineBuilder) runEnded(ev workflow.Event) {
 }
 
 // operatorMark marks what an operator or the worker did to the run: a
-// recovery, a skipped step, a repair, a call for attention, a goto.
+// recovery, a skipped step, a repair, a call for attention, a goto, a retry
+// made due now.
 func (b *timelineBuilder) operatorMark(ev workflow.Event) {
 	d := ev.Details
 	switch ev.Type {
@@ -439,6 +440,8 @@ func (b *timelineBuilder) operatorMark(ev workflow.Event) {
 		b.mark(ev, markAttention, "needs attention: "+orDash(d["reason"]))
 	case workflow.EventStepGoto:
 		b.mark(ev, markGoto, fmt.Sprintf("goto %s", d["to"]))
+	case workflow.EventRetryNow:
+		b.mark(ev, markOperator, fmt.Sprintf("%s: retry now by %s", ev.Step, orDash(d["actor"])))
 	}
 }
 

@@ -17,7 +17,8 @@ var scriptArgs = map[string]luaArgs{
 	"redispatch.lua": redispatchLua{}, "repair.lua": repairLua{}, "timeout.lua": timeoutLua{},
 	"operate.lua": operateLua{}, "restore.lua": restoreLua{}, "gate.lua": gateLua{}, "wait.lua": waitLua{},
 	"signal.lua": signalLua{}, "unlock.lua": unlockLua{}, "peek.lua": peekLua{}, "journal.lua": journalLua{},
-	"pause.lua": pauseLua{},
+	"pause.lua":    pauseLua{},
+	"retrynow.lua": retryNowLua{},
 }
 
 // luaHeader is what a script's header declares: its KEYS and its ARGV, by

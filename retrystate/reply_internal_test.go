@@ -158,6 +158,12 @@ func replyKinds() []replyKind {
 			{"waiting", "ordering_key", "1"},
 			{"gone"},
 		}},
+		{"retrynow.lua", func(r []string) error { return ignore(decodeRetryNow(r)) }, [][]string{
+			{"due", "1", "b", "2", "1800000060000", "scheduled"},
+			{"noop", "why"},
+			{"refused", "why"},
+			{"gone"},
+		}},
 		{"gate.lua", func(r []string) error { _, _, err := decodeGate(r); return err }, [][]string{
 			{"gate", "0", "2"},
 		}},

@@ -12,7 +12,7 @@ var everyOutcome = []Outcome{OutcomeOK, OutcomeGone, OutcomeEnded, OutcomeStale,
 	OutcomeFenced, OutcomeDone, OutcomeRetry, OutcomeReleased, OutcomeCancelled, OutcomeAlreadyCancelled,
 	OutcomeDispatch, OutcomeAttention, OutcomeNoop, OutcomeRecheck, OutcomeCrashed, outcomeRefused, OutcomeWait,
 	OutcomeWake, OutcomeWaiting, OutcomeDelivered, OutcomeQueued, OutcomeDuplicate, outcomeMailboxFull,
-	OutcomeSnoozed, OutcomeGoto, OutcomeCompensated, OutcomeCompensating}
+	OutcomeSnoozed, OutcomeGoto, OutcomeCompensated, OutcomeCompensating, OutcomeDue}
 
 // TestResultsRefuseOtherOutcomes: each operation's typed result takes the
 // outcomes that operation answers, and only those: a decoded reply with
@@ -61,6 +61,8 @@ func TestResultsRefuseOtherOutcomes(t *testing.T) {
 			func(d decoded, err error) error { _, err = snoozeResult(d, err); return err }},
 		{"goto", []Outcome{OutcomeGoto, OutcomeRunFailed, OutcomeFenced, OutcomeDone},
 			func(d decoded, err error) error { _, err = gotoResult(d, err); return err }},
+		{"retry now", []Outcome{OutcomeDue, OutcomeNoop},
+			func(d decoded, err error) error { _, err = retryNowResult(d, err); return err }},
 	}
 	for _, op := range ops {
 		for _, o := range everyOutcome {

@@ -30,6 +30,7 @@ type scripts struct {
 	compdone                                      *redis.Script
 	journal                                       *redis.Script // journal.lua: a compact run's moved journal
 	pause                                         *redis.Script // pause.lua: pause and resume
+	retryNow                                      *redis.Script // retrynow.lua
 }
 
 // loadScripts returns the scripts, built once: every Store of the process
@@ -64,6 +65,7 @@ func buildScripts() scripts {
 		compdone:   script("compdone.lua"),
 		journal:    script("journal.lua"),
 		pause:      script("pause.lua"),
+		retryNow:   script("retrynow.lua"),
 	}
 }
 

@@ -26,6 +26,11 @@ import (
 //     encoded in Lua;
 //   - task_state(queue, id), task_exists(queue, id): asynq's record of a
 //     task;
+//   - task_run(queue, id, now): a scheduled or retried task moved to
+//     pending, as asynq's Inspector.RunTask does, and out of the timers
+//     index (retry now);
+//   - task_timer(queue, id, drop): the task's due time in the timers index
+//     (an entry left there by a task delivered early: asynq's RunTask);
 //   - task_done(active, lease, task, day, total, completed, unique, id,
 //     stats_expiry, keep_until, msg): asynq's acknowledgement of a task
 //     whose handler succeeded (Dequeuer.Done, and complete.lua with the

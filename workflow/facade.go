@@ -534,6 +534,10 @@ const (
 	EventDeliveryIgnored    = core.EventDeliveryIgnored
 	EventRunWaiting         = core.EventRunWaiting
 	EventRunAdmitted        = core.EventRunAdmitted
+	// EventRetryNow: an operator (Client.RetryNow, actor) or asynq's
+	// RunTask (asynqmon's "Run"; via asynq_run_task) made a step's
+	// scheduled retry due now (due_at: the due time it had).
+	EventRetryNow = core.EventRetryNow
 	// EventRunCompensating and the five after it are journaled by
 	// compensations and step groups (Step.Compensate, Step.Group).
 	EventRunCompensating       = core.EventRunCompensating
@@ -794,6 +798,11 @@ type KeyLine = engine.KeyLine
 // runs in the order they will start.
 type KeyRuns = engine.KeyRuns
 
+// ActionRetryNow is the action of RetryNow, as recorded in the journal
+// (retry_now) and, for an admin's action on another subject's run, in the
+// audit stream.
+const ActionRetryNow = engine.ActionRetryNow
+
 // MaxCountBuckets bounds the buckets of one CountCreated.
 const MaxCountBuckets = engine.MaxCountBuckets
 
@@ -870,6 +879,11 @@ const (
 	// after it, the next step gets its own task, behind the queue.
 	MaxInlineTime = engine.MaxInlineTime
 )
+
+// AsynqRunTaskActor is the actor journaled (retry_now, via asynq_run_task)
+// when asynq's Inspector.RunTask, asynqmon's "Run", made a scheduled retry
+// due now.
+const AsynqRunTaskActor = engine.AsynqRunTaskActor
 
 // Errors of the outbox.
 var (

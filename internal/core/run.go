@@ -369,6 +369,10 @@ const (
 	EventDeliveryIgnored    = retrystate.EventDeliveryIgnored
 	EventRunWaiting         = retrystate.EventRunWaiting
 	EventRunAdmitted        = retrystate.EventRunAdmitted
+	// EventRetryNow: an operator (Client.RetryNow, actor) or asynq's
+	// RunTask (asynqmon's "Run"; via asynq_run_task) made a step's
+	// scheduled retry due now (due_at: the due time it had).
+	EventRetryNow = retrystate.EventRetryNow
 	// EventRunCompensating and the five after it are journaled by
 	// compensations and step groups (Step.Compensate, Step.Group).
 	EventRunCompensating       = retrystate.EventRunCompensating

@@ -299,6 +299,13 @@ func (e *Engine) processStep(ctx context.Context, taskID string, payload []byte,
 	if err != nil {
 		return err
 	}
+	if b.Outcome == retrystate.OutcomeEarly && e.ranByAsynq(ctx, log, p, taskID) {
+		// asynq's RunTask (asynqmon's "Run") moved a scheduled retry's
+		// task: its retry is due now (engine_retrynow.go).
+		if b, begunAt, err = e.begin(ctx, log, p, taskID, token); err != nil {
+			return err
+		}
+	}
 	if b.Outcome != retrystate.OutcomeOK {
 		return e.notStarted(ctx, log, p, taskID, b)
 	}
@@ -378,8 +385,7 @@ func (e *Engine) notStarted(ctx context.Context, log core.LineLogger, p tasks.St
 		log.Info("another delivery of this attempt is running; deferring", core.AttrDelay, b.Wait)
 		return &redeliverError{after: b.Wait + 500*time.Millisecond, why: "attempt running elsewhere"}
 	case retrystate.OutcomeEarly:
-		log.Info("attempt delivered long before its due time; deferring", core.AttrDelay, b.Wait)
-		return &redeliverError{after: b.Wait, why: "attempt not due"}
+		return e.early(log, b.Wait)
 	case retrystate.OutcomeDeferred:
 		// The step's circuit breaker is open: the attempt waits, under a
 		// new dispatch, spending no budget. If this enqueue is lost, the

@@ -141,8 +141,11 @@ func operatorCommands() []*command {
 		},
 		{
 			name: "retry", synopsis: "retry <run-id> --step NAME [flags]",
-			summary: "re-run the failed step of a failed run with a fresh budget (or its failed compensation, which then goes on with the saga)",
+			summary: "re-run the failed step of a failed run with a fresh budget (or its failed compensation, which then goes on with the saga); " +
+				"with --now, start a running run's scheduled retry at once",
 			flags: []string{"--step NAME\tthe failed step, or compensate:STEP for the compensation of STEP that failed (required)",
+				"--now\tmake the scheduled retry of --step, which the run waits out a backoff for, due at once, with the attempt " +
+					"and budget it had (journaled retry_now); refused unless the step waits out a retry's backoff",
 				lastFlag, operatorWaitFlag, "--json\tprint the run as JSON (with --wait: as it ended)"},
 			parse: parseOperator("retry"),
 		},

@@ -528,8 +528,10 @@ func cancelLine(run *workflow.Run, compensate bool) string {
 	return fmt.Sprintf("cancelled %s: %s", run.ID, run.Status)
 }
 
-// parseOperator parses "recover <run-id>", "retry <run-id> --step NAME" and
-// "skip <run-id> --step NAME" (--last for the run ID, and --wait, --json).
+// parseOperator parses "recover <run-id>", "retry <run-id> --step NAME
+// [--now]" and "skip <run-id> --step NAME" (--last for the run ID, and
+// --wait, --json). retry --now makes the step's scheduled retry due now
+// (workflow.Client.RetryNow) rather than start a failed step afresh.
 // An action the run's state does not allow is refused with exit code 1 and
 // the reason; nothing changes. With --wait it then waits for the run to
 // end, as start --wait does, showing the journal from the action on.
@@ -539,6 +541,10 @@ func parseOperator(name string) func(*CLI, *pflag.FlagSet) parseFunc {
 		last := addLastFlag(fs)
 		wait := fs.Bool("wait", false, "")
 		asJSON := fs.Bool("json", false, "")
+		now := new(bool)
+		if name == "retry" {
+			now = fs.Bool("now", false, "")
+		}
 		return func(_ context.Context, pos []string) (action, error) {
 			ref, err := runRefArg(name, pos, *last)
 			if err != nil {
@@ -573,12 +579,20 @@ func parseOperator(name string) func(*CLI, *pflag.FlagSet) parseFunc {
 				case "recover":
 					run, err = s.client.Recover(ctx, id, opts)
 				case "retry":
+					if *now {
+						run, err = s.client.RetryNow(ctx, id, *step, opts)
+						break
+					}
 					run, err = s.client.RetryStep(ctx, id, *step, opts)
 				default:
 					run, err = s.client.SkipStep(ctx, id, *step, opts)
 				}
 				if errors.Is(err, workflow.ErrActionRefused) {
-					return failuref("%s refused: %s", name, strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
+					what := name
+					if *now {
+						what = "retry --now"
+					}
+					return failuref("%s refused: %s", what, strings.TrimPrefix(err.Error(), workflow.ErrActionRefused.Error()+": "))
 				}
 				if err != nil {
 					return err
@@ -587,7 +601,11 @@ func parseOperator(name string) func(*CLI, *pflag.FlagSet) parseFunc {
 					return writeJSON(s.stdout(), run)
 				}
 				if !*asJSON {
-					if _, err := fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", pastTense(name), run.ID, run.Status,
+					done := pastTense(name)
+					if *now {
+						done = "retrying now"
+					}
+					if _, err := fmt.Fprintf(s.stdout(), "%s %s: %s, at step %s\n", done, run.ID, run.Status,
 						run.CurrentStep); err != nil {
 						return err
 					}

@@ -298,7 +298,8 @@ func (c *CLI) completeFromRun(cmd *cobra.Command, args []string, offer func(*wor
 
 // completeSteps offers, for retry and skip --step, the failed steps of the
 // run the command line names: for retry also the failed compensations
-// (compensate:STEP), for skip only optional steps.
+// (compensate:STEP), for skip only optional steps; for retry --now the step
+// waiting out a retry's backoff.
 func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string) []cobra.Completion {
 	return c.completeFromRun(cmd, args, func(run *workflow.Run) []cobra.Completion {
 		var out []cobra.Completion
@@ -306,6 +307,17 @@ func (c *CLI) completeSteps(cmd *cobra.Command, args []string, toComplete string
 			if strings.HasPrefix(name, toComplete) {
 				out = append(out, cobra.CompletionWithDesc(name, "failed: "+oneLine(st.LastError)))
 			}
+		}
+		if cmd.Name() == "retry" && flagSet(cmd.Flags(), "now") {
+			// retry --now: the step waiting out a retry's backoff.
+			for i := range run.Steps {
+				st := &run.Steps[i]
+				if st.Name == run.CurrentStep && st.RetryState == workflow.RetryScheduled && !st.Snoozed && st.NextAttemptAt != nil &&
+					strings.HasPrefix(st.Name, toComplete) {
+					out = append(out, cobra.CompletionWithDesc(st.Name, "retry due "+st.NextAttemptAt.UTC().Format(time.RFC3339)))
+				}
+			}
+			return out
 		}
 		for i := range run.Steps {
 			st := &run.Steps[i]

@@ -189,7 +189,7 @@ func TestCompletionStatic(t *testing.T) {
 		{[]string{"--v"}, "--version"},
 		{[]string{"status", "--l"}, "--last"},
 		{[]string{"list", "--status", "c"}, "cancelled compensating compensated"},
-		{[]string{"retry", "01kabc", "--"}, "--no-color --help --json --last --step --wait"},
+		{[]string{"retry", "01kabc", "--"}, "--no-color --help --json --last --now --step --wait"},
 		{[]string{"completion", ""}, "bash zsh fish powershell"},
 		{[]string{"help", "ca"}, "cancel"},
 		{[]string{"breaker", ""}, "reset"},

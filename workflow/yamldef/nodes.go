@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/editdist"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -285,35 +287,11 @@ func (p *parser) unknownWhy(m *mapping, what, why string, allowed ...string) {
 func suggest(s string, allowed []string) string {
 	best, bestD := "", 3
 	for _, a := range allowed {
-		if d := distance(strings.ToLower(s), a); d < bestD {
+		if d := editdist.Distance(strings.ToLower(s), a); d < bestD {
 			best, bestD = a, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein distance of a and b (short strings only).
-func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // scalar returns n's text: any scalar but null (a number or a boolean is

@@ -91,18 +91,6 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-func TestLevenshtein(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"wait", "wait", 0}, {"wiat", "wait", 2}, {"jsn", "json", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}} {
-		if d := levenshtein(tc.a, tc.b); d != tc.d {
-			t.Errorf("levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, d, tc.d)
-		}
-	}
-}
-
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

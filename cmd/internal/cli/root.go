@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cairnhq/cairn/internal/editdist"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -287,7 +289,7 @@ func closestFlag(fs *pflag.FlagSet, name string) string {
 		if f.Hidden {
 			return
 		}
-		d := levenshtein(strings.ToLower(name), f.Name)
+		d := editdist.Distance(strings.ToLower(name), f.Name)
 		if len(name) >= 3 && strings.HasPrefix(f.Name, name) {
 			d = min(d, 1)
 		}
@@ -296,28 +298,6 @@ func closestFlag(fs *pflag.FlagSet, name string) string {
 		}
 	})
 	return best
-}
-
-// levenshtein returns the edit distance between a and b (insertions,
-// deletions and substitutions of bytes; flag names are ASCII).
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // normalizeArgs rewrites the single-dash long flags the CLI has always

@@ -68,9 +68,7 @@ func TestBrowserLatency(t *testing.T) {
 	}
 
 	b := newBrowser(t, browser, shots)
-	b.do("sign in", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserUserToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in", base+"/", browserUserToken,
 		chromedp.WaitVisible(chromedp.CSS(".who .subject")))
 	b.do("open Latency from the navigation", 10*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/latency"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#latency-table")))

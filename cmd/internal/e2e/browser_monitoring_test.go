@@ -53,9 +53,7 @@ func TestBrowserMonitoring(t *testing.T) {
 		}
 	}()
 
-	b.do("sign in as admin", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserAdminToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in as admin", base+"/", browserAdminToken,
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/monitoring/"]`)))
 	b.do("open asynqmon", 20*time.Second, chromedp.Navigate(base+"/monitoring/"),
 		chromedp.WaitVisible(chromedp.CSS("#root header")))

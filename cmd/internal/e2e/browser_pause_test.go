@@ -34,9 +34,7 @@ func TestBrowserPauseResume(t *testing.T) {
 	_, base, client := startAPIWorker(t, bin, srv, "pause", "CAIRN_WORKFLOWS_FILE="+review)
 
 	b := newBrowser(t, browser, shots)
-	b.do("sign in", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserUserToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in", base+"/", browserUserToken,
 		chromedp.WaitVisible(chromedp.CSS(".who .subject")))
 
 	run := startRun(t, base, browserUserToken, `{"workflow":"review","input":{"order":"A-17"}}`)

@@ -46,9 +46,7 @@ func TestBrowserRetryNow(t *testing.T) {
 
 	b := newBrowser(t, browser, shots)
 	signIn := func(token string) {
-		b.do("sign in", 20*time.Second, chromedp.Navigate(base+"/signin"), chromedp.WaitVisible(chromedp.CSS("#token")),
-			chromedp.SendKeys(chromedp.CSS("#token"), token),
-			chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+		b.signIn("sign in", base+"/signin", token,
 			chromedp.WaitVisible(chromedp.CSS(".who .subject")))
 	}
 	signIn(browserUserToken)

@@ -35,9 +35,7 @@ func TestBrowserSearch(t *testing.T) {
 	admins := startRun(t, base, browserAdminToken, `{"workflow":"demo","input":{"customer":{"id":42,"plan":"pro"}}}`)
 
 	b := newBrowser(t, browser, shots)
-	b.do("sign in", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserUserToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in", base+"/", browserUserToken,
 		chromedp.WaitVisible(chromedp.CSS(".who .subject")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="`+other.ID+`"]`)))
 

@@ -288,6 +288,16 @@ func (b *browser) do(what string, timeout time.Duration, actions ...chromedp.Act
 	}
 }
 
+// signIn opens url (the sign-in page, or a page that sends to it), signs
+// in with token, and waits, within 20s, for then: what the signed-in page
+// shows.
+func (b *browser) signIn(what, url, token string, then ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	b.do(what, 20*time.Second, append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`))}, then...)...)
+}
+
 func (b *browser) location() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()

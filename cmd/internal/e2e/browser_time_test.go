@@ -37,9 +37,7 @@ func TestBrowserDashboardTime(t *testing.T) {
 		"CAIRN_RETRY_MAX_ATTEMPTS=2", "CAIRN_RETRY_INITIAL_INTERVAL=4s", "CAIRN_RETRY_JITTER=none")
 
 	b := newBrowser(t, browser, shots)
-	b.do("sign in as admin", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserAdminToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in as admin", base+"/", browserAdminToken,
 		chromedp.WaitVisible(chromedp.CSS(`#counts`)), chromedp.WaitVisible(chromedp.CSS("#sse.open")))
 
 	const slow = `{"workflow":"demo","input":{"step_sleep_ms":600000}}`

@@ -55,9 +55,7 @@ func TestBrowserWorkers(t *testing.T) {
 	t.Cleanup(func() { _, _ = client.Cancel(ctxb, run.ID, nil) })
 
 	b := newBrowser(t, browser, shots)
-	b.do("sign in", 20*time.Second, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserUserToken),
-		chromedp.Click(chromedp.CSS(`form[action="/signin"] button`)),
+	b.signIn("sign in", base+"/", browserUserToken,
 		chromedp.WaitVisible(chromedp.CSS(".who .subject")))
 	b.do("the run list says no worker serves the queue", 10*time.Second, chromedp.WaitVisible(chromedp.CSS("#no-worker")))
 	if got := b.text("#no-worker"); !strings.Contains(got, `No live worker serves queue "orders"`) {

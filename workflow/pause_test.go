@@ -10,7 +10,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/cairnhq/cairn/retrystate"
 	"github.com/cairnhq/cairn/tasks"
 	"github.com/cairnhq/cairn/workflow"
 )
@@ -319,13 +318,7 @@ func TestPausedRunsWorkerDies(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, twoSteps(noop))
 	run := mustStart(t, r.client, "two", nil)
-	first := tasks.ID(run.ID, 0, 1, 0)
-	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
-		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
-	if err != nil || b.Outcome != retrystate.OutcomeOK {
-		t.Fatalf("begin: %+v %v", b, err)
-	}
-	r.deleteTask(first)
+	r.dieMidAttempt(run.ID)
 	if _, err := r.client.Pause(ctxb, run.ID, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -95,6 +95,20 @@ func (r *rig) deleteTask(id string) {
 	}
 }
 
+// dieMidAttempt begins the first attempt of the run's step 0 as a worker
+// that then dies (its fence, token "dead", is not renewed) with the
+// attempt's task gone.
+func (r *rig) dieMidAttempt(runID string) {
+	r.t.Helper()
+	first := tasks.ID(runID, 0, 1, 0)
+	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: runID, Index: 0, TaskID: first, Token: "dead",
+		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
+	if err != nil || b.Outcome != retrystate.OutcomeOK {
+		r.t.Fatalf("begin: %+v %v", b, err)
+	}
+	r.deleteTask(first)
+}
+
 func lastEvent(evs []workflow.Event, typ string) *workflow.Event {
 	for i := len(evs) - 1; i >= 0; i-- {
 		if evs[i].Type == typ {
@@ -197,12 +211,7 @@ func TestPassFindsACrashTheSweepMissed(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, twoSteps(noop))
 	run := mustStart(t, r.client, "two", nil)
-	first := tasks.ID(run.ID, 0, 1, 0)
-	if b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
-		FenceTTL: 10 * time.Second, Now: r.clock.Now()}); err != nil || b.Outcome != retrystate.OutcomeOK {
-		t.Fatalf("begin: %+v %v", b, err)
-	}
-	r.deleteTask(first)
+	r.dieMidAttempt(run.ID)
 	if err := r.rdb.ZRem(ctxb, "cairn:{"+r.queue+"}:idx:fences", run.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,15 +296,9 @@ func TestRepairCrashedAttempt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, twoSteps(noop))
 	run := mustStart(t, r.client, "two", nil)
-	first := tasks.ID(run.ID, 0, 1, 0)
 	// A worker begins the attempt and dies: the state says running, the
 	// fence is set, nobody renews it, and its task is gone.
-	b, err := r.store.Begin(ctxb, retrystate.BeginParams{RunID: run.ID, Index: 0, TaskID: first, Token: "dead",
-		FenceTTL: 10 * time.Second, Now: r.clock.Now()})
-	if err != nil || b.Outcome != retrystate.OutcomeOK {
-		t.Fatalf("begin: %+v %v", b, err)
-	}
-	r.deleteTask(first)
+	r.dieMidAttempt(run.ID)
 	if rep, _ := r.rec.Sweep(ctxb); rep.Total() != 0 {
 		t.Fatalf("swept a live attempt: %v", rep)
 	}

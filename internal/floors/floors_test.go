@@ -17,7 +17,7 @@ var stack = []struct {
 	pkgs  []string
 }{
 	{"leaves: the asynq contract, the webhook format, small libraries", []string{
-		"tasks", "webhook", "internal/regularfile", "internal/testsignal",
+		"tasks", "webhook", "internal/regularfile", "internal/editdist", "internal/testsignal",
 		"internal/outbox", "internal/embedded", "internal/facade", "internal/otelenv",
 		"internal/redistest", "internal/proctest",
 	}},
